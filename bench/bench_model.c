@@ -1,0 +1,263 @@
+// bench_model — prefill and decode speed of the CPU backend at a given GPT-2 shape, next to
+// this machine's own memory bandwidth and peak FLOP/s measured in the same run.
+//
+//   build/bench_model [--layers 12 --embd 768 --heads 12 --ctx 1024 --vocab 51200]
+//                     [--threads 1,2] [--dtypes f32,f16] [--dir /tmp/kg-bench]
+//
+// It writes a random checkpoint of the shape once per dtype (Hugging Face layout) and then
+// prints, per dtype and thread count: prefill tok/s for 64 and 512 tokens, decode tok/s over
+// 128 steps after a 64-token prompt, the fraction of the memory roofline the decode reaches
+// (weight bytes per token x tok/s / measured read bandwidth) and the fraction of peak FLOP/s
+// the 512-token prefill reaches. Figures only: nothing here passes or fails.
+#include <getopt.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "model/gpt2.h"
+#include "model/kg.h"
+#include "model/kgmath.h"
+#include "model/safetensors.h"
+
+#include "bench_util.h"
+
+typedef struct {
+    size_t L, C, NH, T, V;
+} Shape;
+
+// Writes dir/config.json and dir/model.safetensors with N(0, 0.02)-ish random weights.
+static int write_random_model(const char *dir, Shape sh, KgDtype dt, char *err) {
+    mkdir(dir, 0755);
+    Gpt2Config c = {.n_layer = sh.L,
+                    .n_head = sh.NH,
+                    .n_embd = sh.C,
+                    .n_ctx = sh.T,
+                    .vocab_size = sh.V,
+                    .n_inner = 4 * sh.C,
+                    .ln_eps = 1e-5f,
+                    .gelu = GPT2_GELU_TANH,
+                    .bos_id = 0,
+                    .eos_id = 1,
+                    .pad_id = 3,
+                    .tie_embeddings = 1};
+    char path[1024];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    int rc = gpt2_config_save(&c, path, err);
+    if (rc) return rc;
+    size_t C = sh.C, F = 4 * C, n = 2 + 12 * sh.L + 2;
+    StWrite *t = calloc(n, sizeof *t);
+    char(*names)[64] = calloc(n, sizeof *names);
+    void **bufs = calloc(n, sizeof *bufs);
+    if (!t || !names || !bufs) return kg_err(err, KG_ENOMEM, "out of memory");
+    size_t i = 0;
+    uint64_t rng = 42;
+#define ADD(nm, r, cl, is_ln)                                                                      \
+    do {                                                                                           \
+        snprintf(names[i], 64, "%s", nm);                                                          \
+        size_t elems = (r) * ((cl) != 0 ? (cl) : 1);                                               \
+        bufs[i] = malloc(elems * kg_dtype_size(dt));                                               \
+        for (size_t e = 0; e < elems; e++) {                                                       \
+            float v = (is_ln) ? 1.0f : 0.02f * bench_randn(&rng);                                  \
+            if (dt == KG_F32)                                                                      \
+                ((float *)bufs[i])[e] = v;                                                         \
+            else                                                                                   \
+                ((uint16_t *)bufs[i])[e] = dt == KG_F16 ? kg_f32_to_f16(v) : kg_f32_to_bf16(v);    \
+        }                                                                                          \
+        t[i] = (StWrite){names[i], dt, (cl) != 0 ? 2 : 1, {(r), (cl)}, bufs[i]};                   \
+        i++;                                                                                       \
+    } while (0)
+    char nm[64];
+    ADD("transformer.wte.weight", sh.V, C, 0);
+    ADD("transformer.wpe.weight", sh.T, C, 0);
+    for (size_t l = 0; l < sh.L; l++) {
+        snprintf(nm, 64, "transformer.h.%zu.ln_1.weight", l);
+        ADD(nm, C, 0, 1);
+        snprintf(nm, 64, "transformer.h.%zu.ln_1.bias", l);
+        ADD(nm, C, 0, 0);
+        snprintf(nm, 64, "transformer.h.%zu.attn.c_attn.weight", l);
+        ADD(nm, C, 3 * C, 0);
+        snprintf(nm, 64, "transformer.h.%zu.attn.c_attn.bias", l);
+        ADD(nm, 3 * C, 0, 0);
+        snprintf(nm, 64, "transformer.h.%zu.attn.c_proj.weight", l);
+        ADD(nm, C, C, 0);
+        snprintf(nm, 64, "transformer.h.%zu.attn.c_proj.bias", l);
+        ADD(nm, C, 0, 0);
+        snprintf(nm, 64, "transformer.h.%zu.ln_2.weight", l);
+        ADD(nm, C, 0, 1);
+        snprintf(nm, 64, "transformer.h.%zu.ln_2.bias", l);
+        ADD(nm, C, 0, 0);
+        snprintf(nm, 64, "transformer.h.%zu.mlp.c_fc.weight", l);
+        ADD(nm, C, F, 0);
+        snprintf(nm, 64, "transformer.h.%zu.mlp.c_fc.bias", l);
+        ADD(nm, F, 0, 0);
+        snprintf(nm, 64, "transformer.h.%zu.mlp.c_proj.weight", l);
+        ADD(nm, F, C, 0);
+        snprintf(nm, 64, "transformer.h.%zu.mlp.c_proj.bias", l);
+        ADD(nm, C, 0, 0);
+    }
+    ADD("transformer.ln_f.weight", C, 0, 1);
+    ADD("transformer.ln_f.bias", C, 0, 0);
+#undef ADD
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    rc = safetensors_save(path, t, i, err);
+    for (size_t k = 0; k < i; k++)
+        free(bufs[k]);
+    free(bufs);
+    free(names);
+    free(t);
+    return rc;
+}
+
+typedef struct {
+    double prefill64, prefill512, decode;
+} Speeds;
+
+static int run_speeds(const char *dir, int threads, Speeds *out, size_t *weight_bytes, char *err) {
+    KgBackend *be = kg_cpu_backend_new(threads, err);
+    if (!be) return KG_ENOMEM;
+    Gpt2 m;
+    Gpt2State s = {0};
+    KvCache kv = {0};
+    int rc = gpt2_open(&m, dir, be, GPT2_DTYPE_AUTO, err);
+    if (rc) goto end0;
+    size_t V = m.config.vocab_size;
+    *weight_bytes = gpt2_weight_bytes(&m);
+    if ((rc = gpt2_state_init(&s, &m, 512, 1, err)) || (rc = kv_init(&kv, &m, 1024, err))) goto end;
+    int tokens[640];
+    uint64_t rng = 7;
+    for (int i = 0; i < 640; i++)
+        tokens[i] = (int)(bench_rand(&rng) % V);
+    // warm-up: touch every weight page once
+    if ((rc = gpt2_prefill(&m, &s, &kv, tokens, 8, 1, err))) goto end;
+    size_t lens[2] = {64, 512};
+    double *dst[2] = {&out->prefill64, &out->prefill512};
+    for (int i = 0; i < 2; i++) {
+        double best = 1e30;
+        for (int rep = 0; rep < (lens[i] == 64 ? 3 : 2); rep++) {
+            kv_truncate(&kv, 0);
+            double t0 = bench_now();
+            if ((rc = gpt2_prefill(&m, &s, &kv, tokens, lens[i], 1, err))) goto end;
+            double dt = bench_now() - t0;
+            best = dt < best ? dt : best;
+        }
+        *dst[i] = (double)lens[i] / best;
+    }
+    kv_truncate(&kv, 0);
+    if ((rc = gpt2_prefill(&m, &s, &kv, tokens, 64, 1, err))) goto end;
+    double t0 = bench_now();
+    for (int step = 0; step < 128; step++) {
+        Gpt2Seq q = {&kv, &tokens[64 + step], 1, GPT2_LOGITS_LAST};
+        if ((rc = gpt2_forward(&m, &s, &q, 1, err))) goto end;
+    }
+    out->decode = 128.0 / (bench_now() - t0);
+end:
+    kv_free(&kv, &m);
+    gpt2_state_free(&s, &m);
+    gpt2_close(&m);
+end0:
+    kg_backend_free(be);
+    return rc;
+}
+
+// Splits "1,2" into ints.
+static size_t parse_list(const char *s, int *out, size_t cap) {
+    size_t n = 0;
+    while (*s && n < cap) {
+        out[n++] = atoi(s);
+        s = strchr(s, ',');
+        if (!s) break;
+        s++;
+    }
+    return n;
+}
+
+int main(int argc, char **argv) {
+    Shape sh = {12, 768, 12, 1024, 51200};
+    const char *dir = "/tmp/kg-bench", *dtypes = "f32,f16";
+    int threads[8] = {1, 2};
+    size_t n_threads = 2;
+    static const struct option opts[] = {
+        {"layers", 1, 0, 'L'}, {"embd", 1, 0, 'C'},  {"heads", 1, 0, 'H'},
+        {"ctx", 1, 0, 'T'},    {"vocab", 1, 0, 'V'}, {"threads", 1, 0, 'j'},
+        {"dtypes", 1, 0, 'd'}, {"dir", 1, 0, 'o'},   {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'L':
+            sh.L = (size_t)atol(optarg);
+            break;
+        case 'C':
+            sh.C = (size_t)atol(optarg);
+            break;
+        case 'H':
+            sh.NH = (size_t)atol(optarg);
+            break;
+        case 'T':
+            sh.T = (size_t)atol(optarg);
+            break;
+        case 'V':
+            sh.V = (size_t)atol(optarg);
+            break;
+        case 'j':
+            n_threads = parse_list(optarg, threads, 8);
+            break;
+        case 'd':
+            dtypes = optarg;
+            break;
+        case 'o':
+            dir = optarg;
+            break;
+        default:
+            fprintf(stderr, "see the header of bench/bench_model.c\n");
+            return 2;
+        }
+    }
+    printf("shape: L=%zu C=%zu NH=%zu T=%zu V=%zu\n", sh.L, sh.C, sh.NH, sh.T, sh.V);
+    int max_threads = 1;
+    for (size_t i = 0; i < n_threads; i++)
+        max_threads = threads[i] > max_threads ? threads[i] : max_threads;
+    printf("machine: read bandwidth %.1f GB/s (1 thread) %.1f GB/s (%d threads); peak %.1f "
+           "GFLOP/s (1 thread) %.1f GFLOP/s (%d threads)\n",
+           bench_read_bandwidth(1) / 1e9, bench_read_bandwidth(max_threads) / 1e9, max_threads,
+           bench_peak_flops(1) / 1e9, bench_peak_flops(max_threads) / 1e9, max_threads);
+    char err[KG_ERRLEN];
+    const char *names[3] = {"f32", "f16", "bf16"};
+    KgDtype kinds[3] = {KG_F32, KG_F16, KG_BF16};
+    for (int d = 0; d < 3; d++) {
+        if (!strstr(dtypes, names[d])) continue;
+        char mdir[600];
+        snprintf(mdir, sizeof mdir, "%s-%s", dir, names[d]);
+        if (write_random_model(mdir, sh, kinds[d], err)) {
+            fprintf(stderr, "bench_model: %s\n", err);
+            return 1;
+        }
+        for (size_t ti = 0; ti < n_threads; ti++) {
+            Speeds sp;
+            size_t wbytes = 0;
+            if (run_speeds(mdir, threads[ti], &sp, &wbytes, err)) {
+                fprintf(stderr, "bench_model: %s\n", err);
+                return 1;
+            }
+            double bw = bench_read_bandwidth(threads[ti]), peak = bench_peak_flops(threads[ti]);
+            // prefill FLOPs per token: 2 per weight of the layers (the LM head runs once per
+            // prompt, for the last token only) plus attention's q.k and p.v at ~T/2 positions
+            double layer_w = (double)sh.L * 12.0 * sh.C * sh.C;
+            double flops512 = 2.0 * layer_w + 2.0 * 2.0 * sh.L * sh.C * 256.0;
+            printf("%-4s threads=%d  prefill64 %.1f tok/s  prefill512 %.1f tok/s (%.0f%% of "
+                   "peak FLOP/s)  decode %.1f tok/s (%.0f%% of roofline: %.0f MB/token at %.1f "
+                   "GB/s)\n",
+                   names[d], threads[ti], sp.prefill64, sp.prefill512,
+                   100.0 * sp.prefill512 * flops512 / peak, sp.decode,
+                   100.0 * sp.decode * (double)wbytes / bw, wbytes / 1e6, bw / 1e9);
+        }
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("peak RSS %.1f MB\n", ru.ru_maxrss / 1024.0);
+    return 0;
+}

@@ -1,0 +1,183 @@
+// kogpt2 next — the top-k next tokens of a prompt, as a table or as JSON.
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "model/gpt2.h"
+#include "model/kg.h"
+#include "model/sampler.h"
+
+typedef struct {
+    const char *model;
+    const char *tokens;
+    int top_k;
+    int threads;
+    int dtype;
+    int json;
+} NextArgs;
+
+static void next_usage(FILE *f) {
+    fprintf(f, "usage: kogpt2 next --model DIR --tokens ID,ID,... [--top-k K] [--json]\n"
+               "                   [--threads N] [--dtype auto|f32|f16|bf16]\n"
+               "  --model DIR      Hugging Face layout: config.json + model.safetensors\n"
+               "  --tokens LIST    prompt token ids, comma-separated\n"
+               "  --top-k K        candidates to print (default 10)\n"
+               "  --json           print {\"tokens\":[...],\"candidates\":[...]}\n"
+               "  --threads N      compute threads (default: one per core)\n"
+               "  --dtype T        weights in memory: auto keeps the file's (zero-copy)\n");
+}
+
+// "auto" -> GPT2_DTYPE_AUTO, "f32"/"f16"/"bf16" -> KgDtype; -2 when unknown.
+static int parse_dtype(const char *s) {
+    if (!strcmp(s, "auto")) return GPT2_DTYPE_AUTO;
+    if (!strcmp(s, "f32")) return KG_F32;
+    if (!strcmp(s, "f16")) return KG_F16;
+    if (!strcmp(s, "bf16")) return KG_BF16;
+    return -2;
+}
+
+// Parses "1,2,3" into a malloc'd array; NULL with a message on bad input.
+static int *parse_ids(const char *s, size_t *n) {
+    size_t cap = 1;
+    for (const char *p = s; *p; p++)
+        cap += *p == ',';
+    int *ids = malloc(cap * sizeof *ids);
+    if (!ids) return NULL;
+    *n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v > 0x7FFFFFFF || (*end && *end != ',')) {
+            fprintf(stderr, "kogpt2 next: --tokens: not a list of token ids: %s\n", s);
+            free(ids);
+            return NULL;
+        }
+        ids[(*n)++] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    return ids;
+}
+
+static int print_json(const int *ids, size_t n, const KgCandidate *cand, size_t k) {
+    int rc = 1;
+    char *text = NULL;
+    cJSON *j_root = cJSON_CreateObject();
+    cJSON *j_tokens = cJSON_AddArrayToObject(j_root, "tokens");
+    cJSON *j_cands = cJSON_AddArrayToObject(j_root, "candidates");
+    if (!j_tokens || !j_cands) goto end;
+    for (size_t i = 0; i < n; i++)
+        if (!cJSON_AddItemToArray(j_tokens, cJSON_CreateNumber(ids[i]))) goto end;
+    for (size_t i = 0; i < k; i++) {
+        cJSON *j_c = cJSON_CreateObject();
+        if (!cJSON_AddItemToArray(j_cands, j_c) ||
+            !cJSON_AddNumberToObject(j_c, "id", cand[i].id) ||
+            !cJSON_AddNumberToObject(j_c, "logprob", cand[i].logprob) ||
+            !cJSON_AddNumberToObject(j_c, "prob", cand[i].prob))
+            goto end;
+    }
+    if (!(text = cJSON_PrintUnformatted(j_root))) goto end;
+    puts(text);
+    rc = 0;
+end:
+    cJSON_free(text);
+    cJSON_Delete(j_root);
+    return rc;
+}
+
+static int parse_next_args(int argc, char **argv, NextArgs *a) {
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'}, {"tokens", required_argument, 0, 't'},
+        {"top-k", required_argument, 0, 'k'}, {"threads", required_argument, 0, 'j'},
+        {"dtype", required_argument, 0, 'd'}, {"json", no_argument, 0, 'J'},
+        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+    *a = (NextArgs){.top_k = 10, .dtype = GPT2_DTYPE_AUTO};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "m:t:k:j:d:Jh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm':
+            a->model = optarg;
+            break;
+        case 't':
+            a->tokens = optarg;
+            break;
+        case 'k':
+            a->top_k = atoi(optarg);
+            break;
+        case 'j':
+            a->threads = atoi(optarg);
+            break;
+        case 'd':
+            a->dtype = parse_dtype(optarg);
+            break;
+        case 'J':
+            a->json = 1;
+            break;
+        case 'h':
+            next_usage(stdout);
+            exit(0);
+        default:
+            next_usage(stderr);
+            return 2;
+        }
+    }
+    if (!a->model || !a->tokens || a->top_k < 1 || a->threads < 0 || a->dtype == -2) {
+        next_usage(stderr);
+        return 2;
+    }
+    return 0;
+}
+
+int cmd_next(int argc, char **argv) {
+    NextArgs a;
+    int rc = parse_next_args(argc, argv, &a);
+    if (rc) return rc;
+    size_t n = 0;
+    int *ids = parse_ids(a.tokens, &n);
+    if (!ids) return 2;
+    if (n == 0) {
+        fprintf(stderr, "kogpt2 next: --tokens is empty\n");
+        free(ids);
+        return 2;
+    }
+    char err[KG_ERRLEN];
+    Gpt2 m = {0};
+    Gpt2State s = {0};
+    KvCache kv = {0};
+    KgCandidate *cand = NULL;
+    rc = 1;
+    KgBackend *be = kg_cpu_backend_new(a.threads, err);
+    if (!be) goto fail;
+    if (gpt2_open(&m, a.model, be, a.dtype, err) || gpt2_state_init(&s, &m, 512, 1, err) ||
+        kv_init(&kv, &m, n, err) || gpt2_prefill(&m, &s, &kv, ids, n, 1, err))
+        goto fail;
+    cand = malloc((size_t)a.top_k * sizeof *cand);
+    if (!cand) {
+        kg_err(err, KG_ENOMEM, "out of memory");
+        goto fail;
+    }
+    size_t k = sampler_topk(s.logits_host, m.config.vocab_size, 1.0f, (size_t)a.top_k, cand);
+    if (a.json) {
+        rc = print_json(ids, n, cand, k);
+    } else {
+        for (size_t i = 0; i < k; i++)
+            printf("%2zu  %8d  %9.5f%%  logprob %.4f\n", i + 1, cand[i].id, 100 * cand[i].prob,
+                   cand[i].logprob);
+        rc = 0;
+    }
+    goto done;
+fail:
+    fprintf(stderr, "kogpt2 next: %s\n", err);
+done:
+    free(cand);
+    kv_free(&kv, &m);
+    if (m.be) gpt2_state_free(&s, &m);
+    gpt2_close(&m);
+    kg_backend_free(be);
+    free(ids);
+    return rc;
+}

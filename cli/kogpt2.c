@@ -1,0 +1,34 @@
+// kogpt2 — the one-shot command line: next-token, tokenize, detokenize.
+// Each subcommand lives in its own cmd_*.c file and is listed once in COMMANDS below.
+#include "commands.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const CliCommand COMMANDS[] = {
+    {"next", cmd_next, "print the top-k next tokens of a prompt"},
+    {"tokenize", cmd_tokenize, "text -> token ids and pieces"},
+    {"detokenize", cmd_detokenize, "token ids -> text"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: kogpt2 COMMAND [OPTIONS]   (kogpt2 COMMAND --help for its options)\n\n");
+    for (size_t i = 0; i < sizeof(COMMANDS) / sizeof(COMMANDS[0]); i++)
+        fprintf(f, "  %-12s %s\n", COMMANDS[i].name, COMMANDS[i].help);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(COMMANDS) / sizeof(COMMANDS[0]); i++)
+        if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "kogpt2: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,92 @@
+// backend.h — the op list every compute backend implements (model/cpu/, model/cuda/).
+//
+// The model graph (gpt2.c) is written once against this table. A backend owns its memory:
+// activations, KV caches and (on a GPU) the weights live in buffers it allocates, and the
+// graph only passes its pointers back to it. On the CPU "device" memory is host memory.
+//
+// Legend for shapes: N = rows (tokens in the batch), C = channels in, OC = channels out,
+// V = vocabulary, T = positions, NH = heads, hs = head size (C / NH).
+#ifndef BACKEND_H
+#define BACKEND_H
+
+#include <stddef.h>
+
+#include "config.h"
+#include "safetensors.h"
+
+// A weight matrix in its stored dtype and layout. Logically it is (C, OC) and
+// out = inp @ W. Conv1D weights (GPT-2's attention and MLP) are stored that way,
+// in x out; the embedding table doubling as the LM head is stored transposed, (OC, C).
+typedef struct {
+    const void *data; // backend memory
+    KgDtype dtype;    // KG_F32, KG_F16 or KG_BF16
+    int transposed;   // 0: (C, OC) row-major; 1: (OC, C) row-major
+} KgMat;
+
+// One sequence's share of a batched attention call. Rows [row0, row0 + n) of q and out
+// are positions [pos0, pos0 + n) of the sequence; its keys and values for positions
+// [0, pos0 + n) are rows of k and v, ld_kv floats apart. Causal: position p sees 0..p.
+typedef struct {
+    size_t row0, n, pos0;
+    const float *k, *v; // (pos0 + n, ld_kv) backend memory; head h at columns h*hs
+    size_t ld_kv;
+} KgAttnSeq;
+
+typedef struct KgBackend KgBackend;
+
+typedef struct {
+    const char *name; // e.g. "cpu-avx512"
+
+    // --- memory ---
+    // Zeroed backend memory, aligned for any vector load; NULL on OOM.
+    void *(*alloc)(KgBackend *be, size_t bytes);
+    void (*free)(KgBackend *be, void *p);
+    // Makes host weights usable by the ops. The CPU returns host itself (no copy: the mmap
+    // stays the storage); a GPU copies them into memory it frees in destroy(). NULL on OOM.
+    const void *(*weights_map)(KgBackend *be, const void *host, size_t bytes);
+    void (*to_device)(KgBackend *be, void *dst, const void *src, size_t bytes);
+    void (*to_host)(KgBackend *be, void *dst, const void *src, size_t bytes);
+    // dst (rows, ld_dst) <- src (rows, ld_src), cols floats of each row; both backend memory.
+    void (*copy_rows)(KgBackend *be, float *dst, size_t ld_dst, const float *src, size_t ld_src,
+                      size_t rows, size_t cols);
+    void (*destroy)(KgBackend *be);
+
+    // --- forward ops ---
+    // out (N, C) = wte[tokens[i]] + wpe[pos[i]]; tokens and pos are host arrays of N.
+    void (*encoder_forward)(KgBackend *be, float *out, const int *tokens, const int *pos, KgMat wte,
+                            KgMat wpe, size_t N, size_t C);
+    // out (N, C) = (inp - mean) * rstd * w + b per row; mean, rstd (N) may be NULL
+    // (inference) or are saved for the backward pass.
+    void (*layernorm_forward)(KgBackend *be, float *out, float *mean, float *rstd, const float *inp,
+                              const float *w, const float *b, size_t N, size_t C, float eps);
+    // out (N, OC) = inp (N, C) @ w (C, OC) + bias (OC); bias may be NULL.
+    void (*matmul_forward)(KgBackend *be, float *out, const float *inp, KgMat w, const float *bias,
+                           size_t N, size_t C, size_t OC);
+    // Causal multi-head attention: out (N, C) from q (N, ld_q) (head h at columns h*hs,
+    // pre-scaling) and each sequence's keys/values. Softmax over (q.k) / sqrt(hs).
+    void (*attention_forward)(KgBackend *be, float *out, const float *q, size_t ld_q,
+                              const KgAttnSeq *seqs, size_t n_seq, size_t NH, size_t hs);
+    // out (n) = gelu(inp (n)); out may equal inp.
+    void (*gelu_forward)(KgBackend *be, float *out, const float *inp, size_t n, Gpt2Gelu kind);
+    // out (n) = a (n) + b (n); out may equal a or b.
+    void (*residual_forward)(KgBackend *be, float *out, const float *a, const float *b, size_t n);
+} KgBackendOps;
+
+struct KgBackend {
+    const KgBackendOps *ops;
+    int threads; // compute threads the backend uses (CPU)
+    void *impl;  // the backend's own state
+};
+
+// The CPU backend: a thread pool of `threads` workers (0 = one per core) and the best
+// kernels this processor supports (AVX-512, AVX2+FMA, or portable C), chosen at run time.
+// NULL with err filled on failure. Free with kg_backend_free().
+KgBackend *kg_cpu_backend_new(int threads, char *err);
+
+// As kg_cpu_backend_new but forcing an instruction set: "avx512", "avx2" or "generic".
+// KG_EUNSUP in err when this processor lacks it. For tests and benchmarks.
+KgBackend *kg_cpu_backend_new_isa(int threads, const char *isa, char *err);
+
+void kg_backend_free(KgBackend *be);
+
+#endif

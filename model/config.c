@@ -1,0 +1,189 @@
+#include "config.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kg.h"
+
+// Reads an optional integer field into *out within [lo, hi]; absent leaves *out alone.
+static int json_size(const cJSON *j_root, const char *key, size_t *out, double lo, double hi,
+                     char *err) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(j_root, key);
+    if (!j || cJSON_IsNull(j)) return KG_OK;
+    double v = cJSON_IsNumber(j) ? j->valuedouble : NAN;
+    if (!(v >= lo && v <= hi && v == floor(v)))
+        return kg_err(err, KG_EFORMAT, "config.json: %s must be an integer in %.0f..%.0f", key, lo,
+                      hi);
+    *out = (size_t)v;
+    return KG_OK;
+}
+
+// Token ids may be absent or null (-1).
+static int json_token_id(const cJSON *j_root, const char *key, int *out, char *err) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(j_root, key);
+    if (!j || cJSON_IsNull(j)) return KG_OK;
+    double v = cJSON_IsNumber(j) ? j->valuedouble : NAN;
+    if (!(v >= 0 && v < GPT2_MAX_VOCAB && v == floor(v)))
+        return kg_err(err, KG_EFORMAT, "config.json: %s must be a token id or null", key);
+    *out = (int)v;
+    return KG_OK;
+}
+
+static int parse_fields(Gpt2Config *c, const cJSON *j_root, char *err) {
+    int rc;
+    size_t n_positions = 0;
+    if ((rc = json_size(j_root, "n_layer", &c->n_layer, 1, GPT2_MAX_LAYERS, err)) ||
+        (rc = json_size(j_root, "n_head", &c->n_head, 1, GPT2_MAX_EMBD, err)) ||
+        (rc = json_size(j_root, "n_embd", &c->n_embd, 1, GPT2_MAX_EMBD, err)) ||
+        (rc = json_size(j_root, "n_ctx", &c->n_ctx, 1, GPT2_MAX_CTX, err)) ||
+        (rc = json_size(j_root, "n_positions", &n_positions, 1, GPT2_MAX_CTX, err)) ||
+        (rc = json_size(j_root, "vocab_size", &c->vocab_size, 1, GPT2_MAX_VOCAB, err)) ||
+        (rc = json_size(j_root, "n_inner", &c->n_inner, 1, 4.0 * GPT2_MAX_EMBD, err)) ||
+        (rc = json_token_id(j_root, "bos_token_id", &c->bos_id, err)) ||
+        (rc = json_token_id(j_root, "eos_token_id", &c->eos_id, err)) ||
+        (rc = json_token_id(j_root, "pad_token_id", &c->pad_id, err)))
+        return rc;
+    if (n_positions) c->n_ctx = n_positions; // the size of wpe; n_ctx is its older alias
+
+    const cJSON *j_eps = cJSON_GetObjectItemCaseSensitive(j_root, "layer_norm_epsilon");
+    if (j_eps) {
+        if (!cJSON_IsNumber(j_eps) || !(j_eps->valuedouble > 0 && j_eps->valuedouble < 1))
+            return kg_err(err, KG_EFORMAT, "config.json: layer_norm_epsilon must be in (0, 1)");
+        c->ln_eps = (float)j_eps->valuedouble;
+    }
+    const cJSON *j_act = cJSON_GetObjectItemCaseSensitive(j_root, "activation_function");
+    if (j_act) {
+        const char *a = cJSON_GetStringValue(j_act);
+        if (a &&
+            (!strcmp(a, "gelu_new") || !strcmp(a, "gelu_pytorch_tanh") || !strcmp(a, "gelu_fast")))
+            c->gelu = GPT2_GELU_TANH;
+        else if (a && !strcmp(a, "gelu"))
+            c->gelu = GPT2_GELU_ERF;
+        else
+            return kg_err(err, KG_EFORMAT,
+                          "config.json: activation_function must be gelu_new or gelu");
+    }
+    const cJSON *j_tie = cJSON_GetObjectItemCaseSensitive(j_root, "tie_word_embeddings");
+    if (j_tie) {
+        if (!cJSON_IsBool(j_tie))
+            return kg_err(err, KG_EFORMAT, "config.json: tie_word_embeddings must be a boolean");
+        c->tie_embeddings = cJSON_IsTrue(j_tie);
+    }
+    return KG_OK;
+}
+
+int gpt2_config_parse(Gpt2Config *c, const char *json, size_t len, char *err) {
+    *c = (Gpt2Config){.n_layer = 12,
+                      .n_head = 12,
+                      .n_embd = 768,
+                      .n_ctx = 1024,
+                      .vocab_size = 50257,
+                      .ln_eps = 1e-5f,
+                      .gelu = GPT2_GELU_TANH,
+                      .bos_id = -1,
+                      .eos_id = -1,
+                      .pad_id = -1,
+                      .tie_embeddings = 1};
+    const char *end = NULL;
+    cJSON *j_root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
+    if (!j_root) return kg_err(err, KG_EFORMAT, "config.json: not valid JSON");
+    while (end < json + len && (*end == ' ' || *end == '\n' || *end == '\r' || *end == '\t'))
+        end++;
+    int rc = KG_OK;
+    if (end != json + len)
+        rc = kg_err(err, KG_EFORMAT, "config.json: trailing bytes after the JSON value");
+    else if (!cJSON_IsObject(j_root))
+        rc = kg_err(err, KG_EFORMAT, "config.json: the top level must be an object");
+    else
+        rc = parse_fields(c, j_root, err);
+    cJSON_Delete(j_root);
+    if (rc) return rc;
+
+    if (c->n_embd % c->n_head)
+        return kg_err(err, KG_EFORMAT, "config.json: n_embd %zu is not divisible by n_head %zu",
+                      c->n_embd, c->n_head);
+    if (!c->n_inner) c->n_inner = 4 * c->n_embd;
+    return KG_OK;
+}
+
+int gpt2_config_load(Gpt2Config *c, const char *path, char *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
+    char *buf = NULL;
+    int rc = KG_OK;
+    if (fseek(f, 0, SEEK_END) != 0) {
+        rc = kg_err(err, KG_EIO, "read %s: %s", path, strerror(errno));
+        goto end;
+    }
+    long size = ftell(f);
+    if (size < 0 || size > (1 << 20)) {
+        rc = kg_err(err, KG_EFORMAT, "%s: not a config file (size %ld)", path, size);
+        goto end;
+    }
+    rewind(f);
+    buf = malloc((size_t)size + 1);
+    if (!buf) {
+        rc = kg_err(err, KG_ENOMEM, "%s: out of memory", path);
+        goto end;
+    }
+    if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
+        rc = kg_err(err, KG_EIO, "read %s: short read", path);
+        goto end;
+    }
+    buf[size] = '\0';
+    rc = gpt2_config_parse(c, buf, (size_t)size, err);
+end:
+    free(buf);
+    fclose(f);
+    return rc;
+}
+
+int gpt2_config_save(const Gpt2Config *c, const char *path, char *err) {
+    int rc = KG_ENOMEM;
+    char *text = NULL;
+    cJSON *j_root = cJSON_CreateObject();
+    if (!j_root) goto end;
+    cJSON *j_arch = cJSON_AddArrayToObject(j_root, "architectures");
+    if (!j_arch || !cJSON_AddItemToArray(j_arch, cJSON_CreateString("GPT2LMHeadModel"))) goto end;
+    if (!cJSON_AddStringToObject(j_root, "model_type", "gpt2") ||
+        !cJSON_AddNumberToObject(j_root, "n_layer", (double)c->n_layer) ||
+        !cJSON_AddNumberToObject(j_root, "n_head", (double)c->n_head) ||
+        !cJSON_AddNumberToObject(j_root, "n_embd", (double)c->n_embd) ||
+        !cJSON_AddNumberToObject(j_root, "n_positions", (double)c->n_ctx) ||
+        !cJSON_AddNumberToObject(j_root, "n_ctx", (double)c->n_ctx) ||
+        !cJSON_AddNumberToObject(j_root, "vocab_size", (double)c->vocab_size) ||
+        !cJSON_AddNumberToObject(j_root, "n_inner", (double)c->n_inner) ||
+        !cJSON_AddNumberToObject(j_root, "layer_norm_epsilon", c->ln_eps) ||
+        !cJSON_AddStringToObject(j_root, "activation_function",
+                                 c->gelu == GPT2_GELU_ERF ? "gelu" : "gelu_new") ||
+        !cJSON_AddBoolToObject(j_root, "tie_word_embeddings", c->tie_embeddings))
+        goto end;
+    const char *ids[] = {"bos_token_id", "eos_token_id", "pad_token_id"};
+    const int vals[] = {c->bos_id, c->eos_id, c->pad_id};
+    for (int i = 0; i < 3; i++) {
+        cJSON *j = vals[i] >= 0 ? cJSON_CreateNumber(vals[i]) : cJSON_CreateNull();
+        if (!j || !cJSON_AddItemToObject(j_root, ids[i], j)) goto end;
+    }
+    text = cJSON_Print(j_root);
+    if (!text) goto end;
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        rc = kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
+        goto end;
+    }
+    int ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+    if (fclose(f) != 0 || !ok) {
+        rc = kg_err(err, KG_EIO, "write %s: %s", path, strerror(errno));
+        goto end;
+    }
+    rc = KG_OK;
+end:
+    if (rc == KG_ENOMEM) kg_err(err, rc, "%s: out of memory", path);
+    cJSON_free(text);
+    cJSON_Delete(j_root);
+    return rc;
+}

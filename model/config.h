@@ -1,0 +1,44 @@
+// config.h — the model's hyper-parameters, read from a Hugging Face GPT2Config config.json.
+#ifndef CONFIG_H
+#define CONFIG_H
+
+#include <stddef.h>
+
+typedef enum {
+    GPT2_GELU_TANH, // "gelu_new" / "gelu_pytorch_tanh": GPT-2, KoGPT2 v2
+    GPT2_GELU_ERF   // "gelu": exact, KoGPT2 v1
+} Gpt2Gelu;
+
+typedef struct {
+    size_t n_layer;     // L
+    size_t n_head;      // NH
+    size_t n_embd;      // C
+    size_t n_ctx;       // T: positions (n_positions; n_ctx when that is all there is)
+    size_t vocab_size;  // V
+    size_t n_inner;     // MLP width, 4C unless the file says otherwise
+    float ln_eps;       // layer_norm_epsilon
+    Gpt2Gelu gelu;      // activation_function
+    int bos_id, eos_id; // -1 when absent
+    int pad_id;         // -1 when absent
+    int tie_embeddings; // tie_word_embeddings (default true): the LM head is wte
+} Gpt2Config;
+
+// Limits that keep every size product inside size_t and a forward pass sane.
+#define GPT2_MAX_LAYERS 256
+#define GPT2_MAX_EMBD   65536
+#define GPT2_MAX_CTX    1048576
+#define GPT2_MAX_VOCAB  4194304
+
+// Parses len bytes of config.json text. Unknown keys are ignored; a missing key takes
+// GPT2Config's default (n_layer 12, n_head 12, n_embd 768, n_positions 1024,
+// vocab_size 50257, gelu_new, eps 1e-5). A value of the wrong type or out of range, an
+// n_embd not divisible by n_head or an unknown activation is KG_EFORMAT naming the key.
+int gpt2_config_parse(Gpt2Config *c, const char *json, size_t len, char *err);
+
+// Reads and parses the file at path. KG_EIO if it cannot be read.
+int gpt2_config_load(Gpt2Config *c, const char *path, char *err);
+
+// Writes c as a GPT2Config config.json that Hugging Face transformers also reads.
+int gpt2_config_save(const Gpt2Config *c, const char *path, char *err);
+
+#endif

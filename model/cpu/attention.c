@@ -1,0 +1,128 @@
+// attention.c — causal multi-head attention over each sequence's cached keys and values.
+// N = rows, C = channels, NH = heads, hs = head size, T = positions seen.
+//
+// One pass per query row with an online softmax (running max and sum, rescaled as larger
+// scores appear), over keys in blocks: no (T, T) score matrix, no scratch beyond a block,
+// and the same code for a 512-token prefill and a one-token decode step.
+// Part of ops.c (compiled once per instruction set).
+
+#define ATTN_KEY_BLOCK     128 // scores kept on the stack per step
+#define ATTN_ROWS_PER_TASK 16
+
+static inline __attribute__((always_inline)) float dot(const float *a, const float *b, size_t n) {
+    vf acc = {0};
+    size_t i = 0;
+    for (; i + VLEN <= n; i += VLEN)
+        acc += vf_load(a + i) * vf_load(b + i);
+    float s = vf_sum(acc);
+    for (; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+// out (hs) += sum_t e[t] * v_t (hs) over nt keys. The keys are the inner loop so that the
+// accumulators stay in registers, four vectors of out at a time.
+static inline __attribute__((always_inline)) void
+weighted_sum(float *out, const float *e, const float *v, size_t ld, size_t nt, size_t hs) {
+    size_t d = 0;
+    for (; d + 4 * VLEN <= hs; d += 4 * VLEN) {
+        vf a0 = vf_load(out + d), a1 = vf_load(out + d + VLEN);
+        vf a2 = vf_load(out + d + 2 * VLEN), a3 = vf_load(out + d + 3 * VLEN);
+        for (size_t t = 0; t < nt; t++) {
+            const float *vt = v + t * ld + d;
+            a0 += e[t] * vf_load(vt);
+            a1 += e[t] * vf_load(vt + VLEN);
+            a2 += e[t] * vf_load(vt + 2 * VLEN);
+            a3 += e[t] * vf_load(vt + 3 * VLEN);
+        }
+        vf_store(out + d, a0);
+        vf_store(out + d + VLEN, a1);
+        vf_store(out + d + 2 * VLEN, a2);
+        vf_store(out + d + 3 * VLEN, a3);
+    }
+    for (; d + VLEN <= hs; d += VLEN) {
+        vf a = vf_load(out + d);
+        for (size_t t = 0; t < nt; t++)
+            a += e[t] * vf_load(v + t * ld + d);
+        vf_store(out + d, a);
+    }
+    for (; d < hs; d++)
+        for (size_t t = 0; t < nt; t++)
+            out[d] += e[t] * v[t * ld + d];
+}
+
+// One query row q (hs) at position p against keys/values 0..p of one head: out (hs).
+// Inlined with hs = 64 (every GPT-2 size) the head loops unroll into registers.
+static inline __attribute__((always_inline)) void attend_row(float *out, const float *q,
+                                                             const float *k, const float *v,
+                                                             size_t ld, size_t p, size_t hs,
+                                                             float scale) {
+    float s[ATTN_KEY_BLOCK];
+    float m = -INFINITY, l = 0.0f;
+    memset(out, 0, hs * sizeof *out);
+    for (size_t t0 = 0; t0 <= p; t0 += ATTN_KEY_BLOCK) {
+        size_t nt = p + 1 - t0 < ATTN_KEY_BLOCK ? p + 1 - t0 : ATTN_KEY_BLOCK;
+        float bm = -INFINITY;
+        for (size_t t = 0; t < nt; t++) {
+            s[t] = dot(q, k + (t0 + t) * ld, hs) * scale;
+            bm = s[t] > bm ? s[t] : bm;
+        }
+        if (bm > m) { // rescale what was accumulated under the smaller max
+            float corr = kg_expf(m - bm);
+            l *= corr;
+            for (size_t i = 0; i < hs; i++)
+                out[i] *= corr;
+            m = bm;
+        }
+        for (size_t t = 0; t < nt; t++) {
+            s[t] = kg_expf(s[t] - m);
+            l += s[t];
+        }
+        weighted_sum(out, s, v + t0 * ld, ld, nt, hs);
+    }
+    float inv = 1.0f / l;
+    for (size_t i = 0; i < hs; i++)
+        out[i] *= inv;
+}
+
+typedef struct {
+    float *out;
+    const float *q;
+    size_t ld_q;
+    const KgAttnSeq *seqs;
+    size_t n_seq, NH, hs;
+} AttnJob;
+
+// Task t -> (sequence, head, block of rows), enumerated sequence by sequence.
+static void attention_task(void *ctx, size_t t, int thread) {
+    (void)thread;
+    const AttnJob *j = ctx;
+    const KgAttnSeq *s = j->seqs;
+    for (;; s++) { // n_seq is small (the batch); a scan is cheaper than a table
+        size_t tasks = j->NH * ((s->n + ATTN_ROWS_PER_TASK - 1) / ATTN_ROWS_PER_TASK);
+        if (t < tasks) break;
+        t -= tasks;
+    }
+    size_t h = t % j->NH, r0 = t / j->NH * ATTN_ROWS_PER_TASK;
+    size_t r1 = r0 + ATTN_ROWS_PER_TASK < s->n ? r0 + ATTN_ROWS_PER_TASK : s->n;
+    const size_t hs = j->hs, C = j->NH * hs;
+    const float scale = 1.0f / sqrtf((float)hs);
+    for (size_t r = r0; r < r1; r++) {
+        size_t row = s->row0 + r;
+        float *o = j->out + row * C + h * hs;
+        const float *q = j->q + row * j->ld_q + h * hs, *k = s->k + h * hs, *v = s->v + h * hs;
+        if (hs == 64) // GPT-2's head size at every scale: a copy with the loops unrolled
+            attend_row(o, q, k, v, s->ld_kv, s->pos0 + r, 64, scale);
+        else
+            attend_row(o, q, k, v, s->ld_kv, s->pos0 + r, hs, scale);
+    }
+}
+
+static void cpu_attention_forward(KgBackend *be, float *out, const float *q, size_t ld_q,
+                                  const KgAttnSeq *seqs, size_t n_seq, size_t NH, size_t hs) {
+    AttnJob j = {out, q, ld_q, seqs, n_seq, NH, hs};
+    size_t n_tasks = 0;
+    for (size_t i = 0; i < n_seq; i++)
+        n_tasks += NH * ((seqs[i].n + ATTN_ROWS_PER_TASK - 1) / ATTN_ROWS_PER_TASK);
+    cpu_pool_run(cpu_of(be)->pool, attention_task, &j, n_tasks);
+}

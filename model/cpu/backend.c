@@ -1,0 +1,106 @@
+// backend.c — the CPU backend's memory, its thread pool, and the choice of op table for
+// this processor.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef KG_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+#include "../kg.h"
+#include "cpu.h"
+
+void *cpu_alloc(KgBackend *be, size_t bytes) {
+    (void)be;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? bytes : 64)) return NULL;
+    memset(p, 0, bytes);
+    return p;
+}
+
+void cpu_free(KgBackend *be, void *p) {
+    (void)be;
+    free(p);
+}
+
+const void *cpu_weights_map(KgBackend *be, const void *host, size_t bytes) {
+    (void)be;
+    (void)bytes;
+    return host; // the mapping or the model's own buffer is the storage
+}
+
+void cpu_memcpy(KgBackend *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
+    if (dst != src) memmove(dst, src, bytes);
+}
+
+void cpu_destroy(KgBackend *be) {
+    CpuBackend *cb = cpu_of(be);
+    for (int i = 0; cb->panel && cb->pool && i < cpu_pool_threads(cb->pool); i++)
+        free(cb->panel[i]);
+    free(cb->panel);
+    cpu_pool_free(cb->pool);
+    free(cb);
+    free(be);
+}
+
+static const KgBackendOps *ops_for_isa(const char *isa) {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (!strcmp(isa, "avx512"))
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma")
+                   ? &CPU_OPS_AVX512
+                   : NULL;
+    if (!strcmp(isa, "avx2"))
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? &CPU_OPS_AVX2
+                                                                               : NULL;
+#endif
+    return !strcmp(isa, "generic") ? &CPU_OPS_GENERIC : NULL;
+}
+
+KgBackend *kg_cpu_backend_new_isa(int threads, const char *isa, char *err) {
+    const KgBackendOps *ops = ops_for_isa(isa);
+    if (!ops) {
+        kg_err(err, KG_EUNSUP, "cpu backend: this processor or build has no %s kernels", isa);
+        return NULL;
+    }
+    if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads <= 0) threads = 1;
+#ifdef KG_HAVE_OPENBLAS
+    openblas_set_num_threads(1); // our pool splits the work; each task calls sgemm alone
+#endif
+    KgBackend *be = calloc(1, sizeof *be);
+    CpuBackend *cb = calloc(1, sizeof *cb);
+    if (!be || !cb || !(cb->pool = cpu_pool_new(threads, err)) ||
+        !(cb->panel = calloc((size_t)threads, sizeof *cb->panel))) {
+        if (cb && cb->pool) cpu_pool_free(cb->pool);
+        free(cb);
+        free(be);
+        kg_err(err, KG_ENOMEM, "cpu backend: out of memory");
+        return NULL;
+    }
+    be->ops = ops;
+    be->threads = threads;
+    be->impl = cb;
+    for (int i = 0; i < threads; i++)
+        if (!(cb->panel[i] = malloc(CPU_PANEL_FLOATS * sizeof(float)))) {
+            cpu_destroy(be);
+            kg_err(err, KG_ENOMEM, "cpu backend: out of memory");
+            return NULL;
+        }
+    return be;
+}
+
+KgBackend *kg_cpu_backend_new(int threads, char *err) {
+    const char *order[] = {"avx512", "avx2", "generic"};
+    for (int i = 0; i < 3; i++)
+        if (ops_for_isa(order[i])) return kg_cpu_backend_new_isa(threads, order[i], err);
+    return kg_cpu_backend_new_isa(threads, "generic", err);
+}
+
+void kg_backend_free(KgBackend *be) {
+    if (be) be->ops->destroy(be);
+}

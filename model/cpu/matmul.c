@@ -1,0 +1,214 @@
+// matmul.c — out (N, OC) = inp (N, C) @ W (C, OC) + bias, W in f32, f16 or bf16, stored
+// (C, OC) (Conv1D, in x out) or transposed (OC, C) (the tied LM head).
+// N = rows, C = channels in, OC = channels out.
+//
+// Two regimes, measured in bench/bench_model.c:
+// - few rows (decode, small batches): memory bound. Each task owns a slice of the output
+//   columns and streams its part of W exactly once, widening f16/bf16 in registers, so a
+//   decode step reads every weight byte once and reads half the bytes from f16 files.
+// - many rows (prefill): compute bound. OpenBLAS sgemm per column slice; f16/bf16 panels are
+//   widened into per-thread scratch first (cost O(C*OC), amortized over the N rows).
+// Part of ops.c (compiled once per instruction set).
+
+// Below this many rows our streaming kernel beats sgemm (bench_model --matmul).
+#define MATMUL_SGEMM_MIN_ROWS 6
+#define MATMUL_ROW_BLOCK      4 // rows sharing one pass over W in the streaming kernel
+
+typedef struct {
+    float *out;
+    const float *inp;
+    KgMat w;
+    const float *bias;
+    size_t N, C, OC;
+    size_t cols_per_task; // multiple of VLEN
+    float **panel;        // per-thread scratch (sgemm path)
+} MatmulJob;
+
+// Streaming kernel, W (C, OC): out[n, j0:j1] for rows n0..n0+nb of at most MATMUL_ROW_BLOCK.
+// Four rows of W are combined per pass over the output slice, which stays in L1.
+static inline __attribute__((always_inline)) void
+matmul_rows_block(const MatmulJob *j, size_t n0, size_t nb, size_t j0, size_t j1, KgDtype dt) {
+    const size_t C = j->C, OC = j->OC;
+    const float *x = j->inp + n0 * C;
+    float *out = j->out + n0 * OC;
+    const size_t jv = j0 + (j1 - j0) / VLEN * VLEN; // vector part [j0, jv), scalar tail
+    for (size_t n = 0; n < nb; n++)
+        for (size_t c = j0; c < j1; c++)
+            out[n * OC + c] = j->bias ? j->bias[c] : 0.0f;
+    size_t k = 0;
+    for (; k + 4 <= C; k += 4) {
+        const void *w = j->w.data;
+        for (size_t c = j0; c < jv; c += VLEN) {
+            vf w0 = vf_load_as(w, dt, (k + 0) * OC + c), w1 = vf_load_as(w, dt, (k + 1) * OC + c);
+            vf w2 = vf_load_as(w, dt, (k + 2) * OC + c), w3 = vf_load_as(w, dt, (k + 3) * OC + c);
+            for (size_t n = 0; n < nb; n++) {
+                const float *xn = x + n * C + k;
+                vf o = vf_load(out + n * OC + c);
+                o += xn[0] * w0 + xn[1] * w1 + xn[2] * w2 + xn[3] * w3;
+                vf_store(out + n * OC + c, o);
+            }
+        }
+        for (size_t c = jv; c < j1; c++)
+            for (size_t n = 0; n < nb; n++)
+                for (size_t kk = k; kk < k + 4; kk++)
+                    out[n * OC + c] += x[n * C + kk] * load_as(w, dt, kk * OC + c);
+    }
+    for (; k < C; k++)
+        for (size_t n = 0; n < nb; n++)
+            for (size_t c = j0; c < j1; c++)
+                out[n * OC + c] += x[n * C + k] * load_as(j->w.data, dt, k * OC + c);
+}
+
+// Streaming kernel, W transposed (OC, C): each output is a dot product of two contiguous
+// rows; four W rows at a time, all N input rows against them.
+static inline __attribute__((always_inline)) void matmul_rows_t(const MatmulJob *j, size_t j0,
+                                                                size_t j1, KgDtype dt) {
+    const size_t C = j->C, OC = j->OC;
+    const size_t kv = C / VLEN * VLEN;
+    const void *w = j->w.data;
+    size_t c = j0;
+    for (; c + 4 <= j1; c += 4)
+        for (size_t n = 0; n < j->N; n++) {
+            const float *xn = j->inp + n * C;
+            vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+            for (size_t k = 0; k < kv; k += VLEN) {
+                vf xv = vf_load(xn + k);
+                a0 += xv * vf_load_as(w, dt, (c + 0) * C + k);
+                a1 += xv * vf_load_as(w, dt, (c + 1) * C + k);
+                a2 += xv * vf_load_as(w, dt, (c + 2) * C + k);
+                a3 += xv * vf_load_as(w, dt, (c + 3) * C + k);
+            }
+            float s[4] = {vf_sum(a0), vf_sum(a1), vf_sum(a2), vf_sum(a3)};
+            for (int r = 0; r < 4; r++) {
+                for (size_t k = kv; k < C; k++)
+                    s[r] += xn[k] * load_as(w, dt, (c + r) * C + k);
+                j->out[n * OC + c + r] = s[r] + (j->bias ? j->bias[c + r] : 0.0f);
+            }
+        }
+    for (; c < j1; c++)
+        for (size_t n = 0; n < j->N; n++) {
+            float s = j->bias ? j->bias[c] : 0.0f;
+            for (size_t k = 0; k < C; k++)
+                s += j->inp[n * C + k] * load_as(w, dt, c * C + k);
+            j->out[n * OC + c] = s;
+        }
+}
+
+static inline __attribute__((always_inline)) void matmul_stream(const MatmulJob *j, size_t t,
+                                                                KgDtype dt) {
+    size_t j0 = t * j->cols_per_task, j1 = j0 + j->cols_per_task;
+    if (j1 > j->OC) j1 = j->OC;
+    if (j->w.transposed) {
+        matmul_rows_t(j, j0, j1, dt);
+        return;
+    }
+    for (size_t n0 = 0; n0 < j->N; n0 += MATMUL_ROW_BLOCK) {
+        size_t nb = j->N - n0 < MATMUL_ROW_BLOCK ? j->N - n0 : MATMUL_ROW_BLOCK;
+        matmul_rows_block(j, n0, nb, j0, j1, dt);
+    }
+}
+
+static void matmul_stream_task(void *ctx, size_t t, int thread) {
+    (void)thread;
+    const MatmulJob *j = ctx;
+    switch (j->w.dtype) { // one specialized copy of the loops per dtype
+    case KG_F16:
+        matmul_stream(j, t, KG_F16);
+        break;
+    case KG_BF16:
+        matmul_stream(j, t, KG_BF16);
+        break;
+    default:
+        matmul_stream(j, t, KG_F32);
+        break;
+    }
+}
+
+#ifdef KG_HAVE_OPENBLAS
+// Widens columns [j0, j0 + w) of W into panel as a row-major (C, w) matrix
+// (transposed storage: rows [j0, j0 + w) of the (OC, C) matrix, kept (w, C)).
+static void widen_panel(float *panel, const MatmulJob *j, size_t j0, size_t w) {
+    const size_t C = j->C, OC = j->OC;
+    const uint16_t *src = j->w.data;
+    const int f16 = j->w.dtype == KG_F16;
+    if (j->w.transposed) {
+        src += j0 * C;
+        size_t n = w * C, i = 0;
+        if (f16)
+            for (; i + VLEN <= n; i += VLEN)
+                vf_store(panel + i, vf_load_f16(src + i));
+        else
+            for (; i + VLEN <= n; i += VLEN)
+                vf_store(panel + i, vf_load_bf16(src + i));
+        for (; i < n; i++)
+            panel[i] = f16 ? kg_f16_to_f32(src[i]) : kg_bf16_to_f32(src[i]);
+        return;
+    }
+    for (size_t k = 0; k < C; k++) {
+        const uint16_t *row = src + k * OC + j0;
+        float *dst = panel + k * w;
+        size_t i = 0;
+        if (f16)
+            for (; i + VLEN <= w; i += VLEN)
+                vf_store(dst + i, vf_load_f16(row + i));
+        else
+            for (; i + VLEN <= w; i += VLEN)
+                vf_store(dst + i, vf_load_bf16(row + i));
+        for (; i < w; i++)
+            dst[i] = f16 ? kg_f16_to_f32(row[i]) : kg_bf16_to_f32(row[i]);
+    }
+}
+
+// out[:, j0:j0+w] = inp @ Wpanel + bias, with Wpanel (C, w) or, transposed, (w, C).
+static void sgemm_slice(const MatmulJob *j, const float *wp, size_t ldw, int transposed, size_t j0,
+                        size_t w) {
+    float beta = 0.0f;
+    if (j->bias) {
+        for (size_t n = 0; n < j->N; n++)
+            memcpy(j->out + n * j->OC + j0, j->bias + j0, w * 4);
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, transposed ? CblasTrans : CblasNoTrans, (int)j->N,
+                (int)w, (int)j->C, 1.0f, j->inp, (int)j->C, wp, (int)ldw, beta, j->out + j0,
+                (int)j->OC);
+}
+
+static void matmul_sgemm_task(void *ctx, size_t t, int thread) {
+    const MatmulJob *j = ctx;
+    size_t j0 = t * j->cols_per_task, j1 = j0 + j->cols_per_task;
+    if (j1 > j->OC) j1 = j->OC;
+    const int tr = j->w.transposed;
+    if (j->w.dtype == KG_F32) {
+        const float *w = j->w.data;
+        sgemm_slice(j, tr ? w + j0 * j->C : w + j0, tr ? j->C : j->OC, tr, j0, j1 - j0);
+        return;
+    }
+    size_t pw = CPU_PANEL_FLOATS / j->C / VLEN * VLEN; // panel width that fits the scratch
+    if (pw == 0) pw = VLEN;
+    for (size_t c = j0; c < j1; c += pw) {
+        size_t w = j1 - c < pw ? j1 - c : pw;
+        widen_panel(j->panel[thread], j, c, w);
+        sgemm_slice(j, j->panel[thread], tr ? j->C : w, tr, c, w);
+    }
+}
+#endif
+
+static void cpu_matmul_forward(KgBackend *be, float *out, const float *inp, KgMat w,
+                               const float *bias, size_t N, size_t C, size_t OC) {
+    CpuBackend *cb = cpu_of(be);
+    MatmulJob j = {out, inp, w, bias, N, C, OC, 0, cb->panel};
+    size_t threads = (size_t)cpu_pool_threads(cb->pool);
+    CpuTaskFn fn = matmul_stream_task;
+    size_t n_tasks = threads;
+#ifdef KG_HAVE_OPENBLAS
+    // a panel must hold at least VLEN columns of C rows for the widened path
+    if (N >= MATMUL_SGEMM_MIN_ROWS && (w.dtype == KG_F32 || C * VLEN <= CPU_PANEL_FLOATS)) {
+        fn = matmul_sgemm_task;
+        n_tasks = threads * 4; // smaller slices balance the sgemm calls
+    }
+#endif
+    j.cols_per_task = (OC + n_tasks - 1) / n_tasks;
+    j.cols_per_task = (j.cols_per_task + VLEN - 1) / VLEN * VLEN;
+    n_tasks = (OC + j.cols_per_task - 1) / j.cols_per_task;
+    cpu_pool_run(cb->pool, fn, &j, n_tasks);
+}

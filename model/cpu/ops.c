@@ -1,0 +1,52 @@
+// ops.c — the CPU backend's op table for one instruction set.
+//
+// CMake compiles this file once per ISA (-DCPU_ISA=generic|avx2|avx512 with the matching
+// -m flags), so every kernel below is written once, in simd.h's native-width vectors, and
+// backend.c picks the table this processor can run. The kernel files are included rather
+// than linked so that each compilation gets its own copy at its own width.
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef KG_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+#include "../kgmath.h"
+#include "cpu.h"
+#include "simd.h"
+
+#include "attention.c"
+#include "elementwise.c"
+#include "encoder.c"
+#include "layernorm.c"
+#include "matmul.c"
+
+static void cpu_copy_rows(KgBackend *be, float *dst, size_t ld_dst, const float *src, size_t ld_src,
+                          size_t rows, size_t cols) {
+    (void)be;
+    for (size_t r = 0; r < rows; r++)
+        memmove(dst + r * ld_dst, src + r * ld_src, cols * sizeof *dst);
+}
+
+#define CPU_OPS_NAME_(isa) CPU_OPS_##isa
+#define CPU_OPS_NAME(isa)  CPU_OPS_NAME_(isa)
+#define STR_(x)            #x
+#define STR(x)             STR_(x)
+
+const KgBackendOps CPU_OPS_NAME(CPU_ISA_UPPER) = {
+    .name = "cpu-" STR(CPU_ISA),
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .weights_map = cpu_weights_map,
+    .to_device = cpu_memcpy,
+    .to_host = cpu_memcpy,
+    .copy_rows = cpu_copy_rows,
+    .destroy = cpu_destroy,
+    .encoder_forward = cpu_encoder_forward,
+    .layernorm_forward = cpu_layernorm_forward,
+    .matmul_forward = cpu_matmul_forward,
+    .attention_forward = cpu_attention_forward,
+    .gelu_forward = cpu_gelu_forward,
+    .residual_forward = cpu_residual_forward,
+};

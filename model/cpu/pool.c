@@ -1,0 +1,171 @@
+#include "pool.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../kg.h"
+
+#define POOL_SPIN_NS 2000000 // how long an idle worker spins before it sleeps: 2 ms
+
+// The current loop is published in one 64-bit word: the loop's number in the high half and
+// the next unclaimed task in the low half. A worker claims a task with a compare-and-swap
+// that also checks the loop number, so a worker that wakes late can never take a task of
+// a newer loop with the older loop's function. The caller waits for the tasks to be done,
+// not for the workers to check in, so a worker the kernel has descheduled delays nothing
+// (the caller runs its share).
+typedef struct CpuPool CpuPool;
+typedef struct {
+    CpuPool *pool;
+    int thread;
+} WorkerArg;
+
+struct CpuPool {
+    int n_threads;
+    pthread_t *workers; // n_threads - 1
+    WorkerArg *args;    // what each worker was started with
+    _Atomic(CpuTaskFn) fn;
+    _Atomic(void *) ctx;
+    atomic_size_t n_tasks;
+    atomic_uint_least64_t next; // loop << 32 | next task
+    atomic_size_t done;         // tasks of the current loop finished
+    atomic_int stop;
+    pthread_mutex_t mutex; // only for sleeping workers
+    pthread_cond_t wake;
+};
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static long long now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+// Claims and runs tasks of loop `loop` until none is left (or a newer loop started).
+static void run_tasks(CpuPool *p, uint32_t loop, int thread) {
+    uint64_t v = atomic_load_explicit(&p->next, memory_order_acquire);
+    for (;;) {
+        if ((uint32_t)(v >> 32) != loop) return;
+        CpuTaskFn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
+        void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
+        size_t n = atomic_load_explicit(&p->n_tasks, memory_order_relaxed);
+        size_t task = (uint32_t)v;
+        if (task >= n) return;
+        if (!atomic_compare_exchange_weak_explicit(&p->next, &v, v + 1, memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue;          // v now holds the current value
+        fn(ctx, task, thread); // the CAS succeeded, so fn and ctx belong to this loop
+        atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+        v = atomic_load_explicit(&p->next, memory_order_acquire);
+    }
+}
+
+// Waits until a loop newer than `seen` is published (or stop): spin first, then sleep.
+static uint32_t wait_for_loop(CpuPool *p, uint32_t seen) {
+    long long spin_until = now_ns() + POOL_SPIN_NS;
+    for (unsigned i = 1;; i++) {
+        uint32_t loop = (uint32_t)(atomic_load_explicit(&p->next, memory_order_acquire) >> 32);
+        if (loop != seen || atomic_load(&p->stop)) return loop;
+        cpu_relax();
+        if ((i & 1023) == 0 && now_ns() > spin_until) break;
+    }
+    pthread_mutex_lock(&p->mutex);
+    uint32_t loop;
+    while ((loop = (uint32_t)(atomic_load_explicit(&p->next, memory_order_acquire) >> 32)) ==
+               seen &&
+           !atomic_load(&p->stop))
+        pthread_cond_wait(&p->wake, &p->mutex);
+    pthread_mutex_unlock(&p->mutex);
+    return loop;
+}
+
+static void *worker_main(void *arg) {
+    WorkerArg *w = arg;
+    CpuPool *p = w->pool;
+    uint32_t seen = 0;
+    for (;;) {
+        seen = wait_for_loop(p, seen);
+        if (atomic_load(&p->stop)) return NULL;
+        run_tasks(p, seen, w->thread);
+    }
+}
+
+CpuPool *cpu_pool_new(int n_threads, char *err) {
+    if (n_threads < 1) {
+        kg_err(err, KG_EINVAL, "thread pool: need at least one thread");
+        return NULL;
+    }
+    CpuPool *p = calloc(1, sizeof *p);
+    if (!p) {
+        kg_err(err, KG_ENOMEM, "thread pool: out of memory");
+        return NULL;
+    }
+    p->n_threads = 1; // grows as workers start, so cpu_pool_free joins only those
+    pthread_mutex_init(&p->mutex, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    p->workers = calloc((size_t)n_threads, sizeof *p->workers);
+    p->args = calloc((size_t)n_threads, sizeof *p->args);
+    if (!p->workers || !p->args) {
+        cpu_pool_free(p);
+        kg_err(err, KG_ENOMEM, "thread pool: out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < n_threads - 1; i++) {
+        p->args[i] = (WorkerArg){p, i + 1};
+        int rc = pthread_create(&p->workers[i], NULL, worker_main, &p->args[i]);
+        if (rc) {
+            cpu_pool_free(p);
+            kg_err(err, KG_ENOMEM, "thread pool: pthread_create: %s", strerror(rc));
+            return NULL;
+        }
+        p->n_threads++;
+    }
+    return p;
+}
+
+void cpu_pool_free(CpuPool *p) {
+    if (!p) return;
+    atomic_store(&p->stop, 1);
+    pthread_mutex_lock(&p->mutex);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mutex);
+    for (int i = 0; i < p->n_threads - 1; i++)
+        pthread_join(p->workers[i], NULL);
+    pthread_cond_destroy(&p->wake);
+    pthread_mutex_destroy(&p->mutex);
+    free(p->workers);
+    free(p->args);
+    free(p);
+}
+
+int cpu_pool_threads(const CpuPool *p) { return p->n_threads; }
+
+void cpu_pool_run(CpuPool *p, CpuTaskFn fn, void *ctx, size_t n_tasks) {
+    if (n_tasks == 0) return;
+    if (p->n_threads == 1 || n_tasks == 1) { // nothing to share: skip the hand-off
+        for (size_t t = 0; t < n_tasks; t++)
+            fn(ctx, t, 0);
+        return;
+    }
+    uint32_t loop = (uint32_t)(atomic_load_explicit(&p->next, memory_order_relaxed) >> 32) + 1;
+    if (loop == 0) loop = 1; // 0 is what idle workers have seen at start
+    atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&p->n_tasks, n_tasks, memory_order_relaxed);
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->next, (uint64_t)loop << 32, memory_order_release);
+    pthread_mutex_lock(&p->mutex); // wake the workers that went to sleep
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mutex);
+    run_tasks(p, loop, 0);
+    while (atomic_load_explicit(&p->done, memory_order_acquire) < n_tasks)
+        cpu_relax();
+}

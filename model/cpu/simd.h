@@ -1,0 +1,103 @@
+// simd.h — the vector type the CPU kernels are written in, at the native width of the
+// instruction set this translation unit is compiled for (ops.c is compiled three times:
+// -mavx512f..., -mavx2 -mfma -mf16c, and plain x86-64 / any other architecture).
+// Kernels use GCC vector extensions on `vf`, so one source serves every width.
+#ifndef CPU_SIMD_H
+#define CPU_SIMD_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "../kgmath.h"
+#include "../safetensors.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define VLEN 16
+#elif defined(__AVX2__)
+#include <immintrin.h>
+#define VLEN 8
+#else
+#define VLEN 4
+#endif
+
+typedef float vf __attribute__((vector_size(VLEN * sizeof(float))));
+typedef uint16_t vh __attribute__((vector_size(VLEN * sizeof(uint16_t))));
+typedef uint32_t vu __attribute__((vector_size(VLEN * sizeof(uint32_t))));
+
+// Loads and stores of VLEN floats from any address (memcpy compiles to one unaligned move).
+static inline vf vf_load(const float *p) {
+    vf v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void vf_store(float *p, vf v) { memcpy(p, &v, sizeof v); }
+
+static inline vf vf_set1(float x) { return (vf){0} + x; }
+
+// VLEN half-precision values widened to float.
+static inline vf vf_load_f16(const uint16_t *p) {
+#if defined(__AVX512F__)
+    return (vf)_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+#elif defined(__AVX2__) && defined(__F16C__)
+    return (vf)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+#else
+    vf v;
+    for (int i = 0; i < VLEN; i++)
+        v[i] = kg_f16_to_f32(p[i]);
+    return v;
+#endif
+}
+
+// VLEN bfloat16 values widened to float: each is the top half of a float.
+static inline vf vf_load_bf16(const uint16_t *p) {
+    vh h;
+    memcpy(&h, p, sizeof h);
+    vu u = __builtin_convertvector(h, vu) << 16;
+    return (vf)u;
+}
+
+// VLEN elements i.. of an f32/f16/bf16 array, as floats. Inlined with a constant dtype, the
+// branches fold away.
+static inline __attribute__((always_inline)) vf vf_load_as(const void *p, KgDtype dt, size_t i) {
+    if (dt == KG_F32) return vf_load((const float *)p + i);
+    if (dt == KG_F16) return vf_load_f16((const uint16_t *)p + i);
+    return vf_load_bf16((const uint16_t *)p + i);
+}
+
+// Element i of an f32/f16/bf16 array, as a float.
+static inline __attribute__((always_inline)) float load_as(const void *p, KgDtype dt, size_t i) {
+    if (dt == KG_F32) return ((const float *)p)[i];
+    if (dt == KG_F16) return kg_f16_to_f32(((const uint16_t *)p)[i]);
+    return kg_bf16_to_f32(((const uint16_t *)p)[i]);
+}
+
+// Horizontal sum by halving: log2(VLEN) shuffle+add steps instead of VLEN scalar adds.
+static inline float vf_sum(vf v) {
+#if VLEN == 16
+    typedef float vf8 __attribute__((vector_size(32)));
+    vf8 h8 = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+             __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+#elif VLEN == 8
+    typedef float vf8 __attribute__((vector_size(32)));
+    vf8 h8 = v;
+#endif
+#if VLEN >= 8
+    typedef float vf4 __attribute__((vector_size(16)));
+    vf4 h4 =
+        __builtin_shufflevector(h8, h8, 0, 1, 2, 3) + __builtin_shufflevector(h8, h8, 4, 5, 6, 7);
+#else
+    vf h4 = v;
+#endif
+    return (h4[0] + h4[2]) + (h4[1] + h4[3]);
+}
+
+static inline float vf_max(vf v) {
+    float m = v[0];
+    for (int i = 1; i < VLEN; i++)
+        m = v[i] > m ? v[i] : m;
+    return m;
+}
+
+#endif

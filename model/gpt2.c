@@ -1,0 +1,454 @@
+// gpt2.c — the GPT-2 graph: loading a Hugging Face model directory onto a backend, the KV
+// cache, and the forward pass. Every op is the backend's (backend.h); this file only says
+// which op runs on which buffer.
+//
+// Shapes: L layers, C = n_embd, NH heads, hs = C / NH, T = n_ctx, V = vocab, F = n_inner,
+// N = new tokens in one forward call, R = rows that want logits.
+#include "gpt2.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kg.h"
+#include "kgmath.h"
+
+// ---------------------------------------------------------------------------------------
+// Loading
+
+// One tensor the model needs: where its pointer goes and the shape the config implies.
+typedef struct {
+    char name[96];     // without the "transformer." prefix
+    size_t rows, cols; // cols = 0 for a vector of rows elements
+    KgMat *mat;        // a matrix keeps its dtype (or takes the requested one)
+    const float **vec; // a vector is always f32
+    int transposed;
+} WeightSpec;
+
+// The tensor table in file order of need. Returns the count (at most cap).
+static size_t weight_specs(Gpt2 *m, WeightSpec *spec, size_t cap) {
+    const Gpt2Config *c = &m->config;
+    const size_t C = c->n_embd, F = c->n_inner;
+    size_t n = 0;
+#define SPEC(r, cl, M, Vp, tr, ...)                                                                \
+    do {                                                                                           \
+        if (n < cap) {                                                                             \
+            spec[n] = (WeightSpec){                                                                \
+                .rows = (r), .cols = (cl), .mat = (M), .vec = (Vp), .transposed = (tr)};           \
+            snprintf(spec[n].name, sizeof spec[n].name, __VA_ARGS__);                              \
+        }                                                                                          \
+        n++;                                                                                       \
+    } while (0)
+    SPEC(c->vocab_size, C, &m->w.wte, NULL, 1, "wte.weight");
+    SPEC(c->n_ctx, C, &m->w.wpe, NULL, 1, "wpe.weight");
+    for (size_t l = 0; l < c->n_layer; l++) {
+        Gpt2LayerWeights *lw = &m->layers[l];
+        SPEC(C, 0, NULL, &lw->ln1_w, 0, "h.%zu.ln_1.weight", l);
+        SPEC(C, 0, NULL, &lw->ln1_b, 0, "h.%zu.ln_1.bias", l);
+        SPEC(C, 3 * C, &lw->qkv_w, NULL, 0, "h.%zu.attn.c_attn.weight", l);
+        SPEC(3 * C, 0, NULL, &lw->qkv_b, 0, "h.%zu.attn.c_attn.bias", l);
+        SPEC(C, C, &lw->attproj_w, NULL, 0, "h.%zu.attn.c_proj.weight", l);
+        SPEC(C, 0, NULL, &lw->attproj_b, 0, "h.%zu.attn.c_proj.bias", l);
+        SPEC(C, 0, NULL, &lw->ln2_w, 0, "h.%zu.ln_2.weight", l);
+        SPEC(C, 0, NULL, &lw->ln2_b, 0, "h.%zu.ln_2.bias", l);
+        SPEC(C, F, &lw->fc_w, NULL, 0, "h.%zu.mlp.c_fc.weight", l);
+        SPEC(F, 0, NULL, &lw->fc_b, 0, "h.%zu.mlp.c_fc.bias", l);
+        SPEC(F, C, &lw->fcproj_w, NULL, 0, "h.%zu.mlp.c_proj.weight", l);
+        SPEC(C, 0, NULL, &lw->fcproj_b, 0, "h.%zu.mlp.c_proj.bias", l);
+    }
+    SPEC(C, 0, NULL, &m->w.lnf_w, 0, "ln_f.weight");
+    SPEC(C, 0, NULL, &m->w.lnf_b, 0, "ln_f.bias");
+#undef SPEC
+    return n;
+}
+
+// Finds a tensor by its GPT2LMHeadModel name, with or without the "transformer." prefix.
+static const StTensor *find_tensor(const SafeTensors *st, const char *name) {
+    char full[128];
+    snprintf(full, sizeof full, "transformer.%s", name);
+    const StTensor *t = safetensors_find(st, full);
+    return t ? t : safetensors_find(st, name);
+}
+
+static int check_tensor(const StTensor *t, const char *name, size_t rows, size_t cols, char *err) {
+    if (!t) return kg_err(err, KG_EFORMAT, "tensor %s: missing", name);
+    if (t->dtype == KG_DTYPE_OTHER)
+        return kg_err(err, KG_EFORMAT, "tensor %s: dtype %s, expected F32, F16 or BF16", name,
+                      t->dtype_name);
+    int ok = cols ? t->ndim == 2 && t->shape[0] == rows && t->shape[1] == cols
+                  : t->ndim == 1 && t->shape[0] == rows;
+    if (!ok) {
+        char got[64] = "";
+        for (int d = 0; d < t->ndim; d++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%zu", d ? ", " : "",
+                     t->shape[d]);
+        if (cols)
+            return kg_err(err, KG_EFORMAT, "tensor %s: shape (%s), config says (%zu, %zu)", name,
+                          got, rows, cols);
+        return kg_err(err, KG_EFORMAT, "tensor %s: shape (%s), config says (%zu)", name, got, rows);
+    }
+    return KG_OK;
+}
+
+// Host bytes a tensor needs beyond the mapping: f32 vectors widened from f16/bf16, and
+// matrices converted to the requested dtype.
+static size_t owned_bytes(const StTensor *t, const WeightSpec *s, int dtype) {
+    size_t b = 0;
+    if (s->vec && t->dtype != KG_F32) b = t->n_elems * sizeof(float);
+    if (s->mat && dtype != GPT2_DTYPE_AUTO && (KgDtype)dtype != t->dtype)
+        b = t->n_elems * kg_dtype_size((KgDtype)dtype);
+    return (b + 63) / 64 * 64;
+}
+
+static void convert(void *dst, KgDtype to, const void *src, KgDtype from, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float v = from == KG_F32   ? ((const float *)src)[i]
+                  : from == KG_F16 ? kg_f16_to_f32(((const uint16_t *)src)[i])
+                                   : kg_bf16_to_f32(((const uint16_t *)src)[i]);
+        if (to == KG_F32)
+            ((float *)dst)[i] = v;
+        else
+            ((uint16_t *)dst)[i] = to == KG_F16 ? kg_f32_to_f16(v) : kg_f32_to_bf16(v);
+    }
+}
+
+// Points one weight at its data: the mapping itself, or a converted copy in *cursor.
+static int bind_weight(Gpt2 *m, const WeightSpec *s, const StTensor *t, int dtype, char **cursor) {
+    const void *src = t->data;
+    KgDtype dt = t->dtype;
+    size_t extra = owned_bytes(t, s, dtype);
+    if (extra) {
+        dt = s->vec ? KG_F32 : (KgDtype)dtype;
+        convert(*cursor, dt, t->data, t->dtype, t->n_elems);
+        src = *cursor;
+        *cursor += extra;
+    }
+    const void *dev = m->be->ops->weights_map(m->be, src, t->n_elems * kg_dtype_size(dt));
+    if (!dev) return KG_ENOMEM;
+    if (s->vec)
+        *s->vec = dev;
+    else
+        *s->mat = (KgMat){dev, dt, s->transposed};
+    return KG_OK;
+}
+
+static int bind_all(Gpt2 *m, int dtype, char *err) {
+    const Gpt2Config *c = &m->config;
+    size_t n = weight_specs(m, NULL, 0);
+    WeightSpec *spec = calloc(n, sizeof *spec);
+    const StTensor **t = calloc(n, sizeof *t);
+    int rc = KG_OK;
+    if (!spec || !t) {
+        rc = kg_err(err, KG_ENOMEM, "model: out of memory");
+        goto end;
+    }
+    weight_specs(m, spec, n);
+    size_t extra = 0;
+    for (size_t i = 0; i < n; i++) {
+        t[i] = find_tensor(&m->st, spec[i].name);
+        if ((rc = check_tensor(t[i], spec[i].name, spec[i].rows, spec[i].cols, err))) goto end;
+        extra += owned_bytes(t[i], &spec[i], dtype);
+    }
+    // the LM head: wte when tied; lm_head.weight (V, C) when the config unties them
+    const StTensor *head = safetensors_find(&m->st, "lm_head.weight");
+    WeightSpec head_spec = {
+        .rows = c->vocab_size, .cols = c->n_embd, .mat = &m->w.lm_head, .transposed = 1};
+    if (!c->tie_embeddings) {
+        if ((rc = check_tensor(head, "lm_head.weight", c->vocab_size, c->n_embd, err))) goto end;
+        extra += owned_bytes(head, &head_spec, dtype);
+    }
+    if (extra && posix_memalign(&m->host_owned, 64, extra)) {
+        m->host_owned = NULL;
+        rc = kg_err(err, KG_ENOMEM, "model: out of memory for %zu bytes of converted weights",
+                    extra);
+        goto end;
+    }
+    char *cursor = m->host_owned;
+    for (size_t i = 0; i < n; i++)
+        if ((rc = bind_weight(m, &spec[i], t[i], dtype, &cursor))) {
+            rc = kg_err(err, rc, "tensor %s: out of backend memory", spec[i].name);
+            goto end;
+        }
+    m->w.lm_head = m->w.wte;
+    if (!c->tie_embeddings && (rc = bind_weight(m, &head_spec, head, dtype, &cursor))) {
+        rc = kg_err(err, rc, "tensor lm_head.weight: out of backend memory");
+        goto end;
+    }
+    m->dtype = m->layers[0].fc_w.dtype;
+end:
+    free(spec);
+    free(t);
+    return rc;
+}
+
+int gpt2_open(Gpt2 *m, const char *dir, KgBackend *be, int dtype, char *err) {
+    *m = (Gpt2){.be = be};
+    if (dtype != GPT2_DTYPE_AUTO && dtype != KG_F32 && dtype != KG_F16 && dtype != KG_BF16)
+        return kg_err(err, KG_EINVAL, "model: unknown weight dtype %d", dtype);
+    char path[PATH_MAX];
+    int rc;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if ((rc = gpt2_config_load(&m->config, path, err))) return rc;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if ((rc = safetensors_open(&m->st, path, err))) return rc;
+    m->layers = calloc(m->config.n_layer, sizeof *m->layers);
+    if (!m->layers) {
+        gpt2_close(m);
+        return kg_err(err, KG_ENOMEM, "model: out of memory");
+    }
+    m->w.layers = m->layers;
+    char terr[KG_ERRLEN];
+    if ((rc = bind_all(m, dtype, terr))) {
+        gpt2_close(m);
+        return kg_err(err, rc, "%s: %s", path, terr);
+    }
+    return KG_OK;
+}
+
+void gpt2_close(Gpt2 *m) {
+    safetensors_close(&m->st);
+    free(m->host_owned);
+    free(m->layers);
+    *m = (Gpt2){0};
+}
+
+size_t gpt2_weight_bytes(const Gpt2 *m) {
+    const Gpt2Config *c = &m->config;
+    size_t C = c->n_embd, F = c->n_inner;
+    size_t per_layer = C * 3 * C + C * C + C * F + F * C;
+    // a decode step reads every layer matrix and the LM head; wte/wpe contribute one row
+    return (c->n_layer * per_layer + c->vocab_size * C) * kg_dtype_size(m->dtype);
+}
+
+// ---------------------------------------------------------------------------------------
+// KV cache
+
+size_t kv_bytes(const Gpt2Config *c, size_t cap) {
+    return c->n_layer * 2 * cap * c->n_embd * sizeof(float);
+}
+
+static float *kv_layer(const KvCache *kv, const Gpt2Config *c, size_t l, int values) {
+    return kv->data + (2 * l + (size_t)values) * kv->cap * c->n_embd;
+}
+
+int kv_init(KvCache *kv, const Gpt2 *m, size_t cap, char *err) {
+    *kv = (KvCache){0};
+    return kv_reserve(kv, m, cap, err);
+}
+
+void kv_free(KvCache *kv, const Gpt2 *m) {
+    if (kv->data) m->be->ops->free(m->be, kv->data);
+    *kv = (KvCache){0};
+}
+
+int kv_reserve(KvCache *kv, const Gpt2 *m, size_t cap, char *err) {
+    const Gpt2Config *c = &m->config;
+    if (cap > c->n_ctx) cap = c->n_ctx;
+    if (cap <= kv->cap && kv->data) return KG_OK;
+    KvCache grown = {.len = kv->len, .cap = cap};
+    grown.data = m->be->ops->alloc(m->be, kv_bytes(c, cap));
+    if (!grown.data)
+        return kg_err(err, KG_ENOMEM, "kv cache: out of memory for %zu positions", cap);
+    for (size_t l = 0; kv->len && l < c->n_layer; l++)
+        for (int v = 0; v < 2; v++)
+            m->be->ops->copy_rows(m->be, kv_layer(&grown, c, l, v), c->n_embd,
+                                  kv_layer(kv, c, l, v), c->n_embd, kv->len, c->n_embd);
+    if (kv->data) m->be->ops->free(m->be, kv->data);
+    *kv = grown;
+    return KG_OK;
+}
+
+void kv_truncate(KvCache *kv, size_t len) {
+    if (len < kv->len) kv->len = len;
+}
+
+int kv_copy(KvCache *dst, const KvCache *src, size_t len, const Gpt2 *m, char *err) {
+    const Gpt2Config *c = &m->config;
+    if (len > src->len) len = src->len;
+    dst->len = 0; // nothing of dst's old contents is kept
+    int rc = kv_reserve(dst, m, len, err);
+    if (rc) return rc;
+    for (size_t l = 0; l < c->n_layer; l++)
+        for (int v = 0; v < 2; v++)
+            m->be->ops->copy_rows(m->be, kv_layer(dst, c, l, v), c->n_embd, kv_layer(src, c, l, v),
+                                  c->n_embd, len, c->n_embd);
+    dst->len = len;
+    return KG_OK;
+}
+
+// ---------------------------------------------------------------------------------------
+// Run state
+
+int gpt2_state_init(Gpt2State *s, const Gpt2 *m, size_t max_rows, size_t max_logit_rows,
+                    char *err) {
+    const Gpt2Config *c = &m->config;
+    KgBackend *be = m->be;
+    const size_t C = c->n_embd, F = c->n_inner, V = c->vocab_size;
+    *s = (Gpt2State){.max_rows = max_rows, .max_logit_rows = max_logit_rows};
+    if (!max_rows || !max_logit_rows || max_logit_rows > max_rows)
+        return kg_err(err, KG_EINVAL, "state: need 1 <= logit rows <= rows");
+    s->x = be->ops->alloc(be, max_rows * C * sizeof(float));
+    s->ln = be->ops->alloc(be, max_rows * C * sizeof(float));
+    s->qkv = be->ops->alloc(be, max_rows * 3 * C * sizeof(float));
+    s->atty = be->ops->alloc(be, max_rows * C * sizeof(float));
+    s->fc = be->ops->alloc(be, max_rows * F * sizeof(float));
+    s->lnf = be->ops->alloc(be, max_logit_rows * C * sizeof(float));
+    s->logits = be->ops->alloc(be, max_logit_rows * V * sizeof(float));
+    // the CPU computes in host memory: logits need no copy
+    s->logits_host =
+        be->ops->to_host == be->ops->to_device ? s->logits : malloc(max_logit_rows * V * 4);
+    s->tokens = malloc(max_rows * sizeof *s->tokens);
+    s->pos = malloc(max_rows * sizeof *s->pos);
+    if (!s->x || !s->ln || !s->qkv || !s->atty || !s->fc || !s->lnf || !s->logits ||
+        !s->logits_host || !s->tokens || !s->pos) {
+        gpt2_state_free(s, m);
+        return kg_err(err, KG_ENOMEM, "state: out of memory for %zu rows", max_rows);
+    }
+    return KG_OK;
+}
+
+void gpt2_state_free(Gpt2State *s, const Gpt2 *m) {
+    KgBackend *be = m->be;
+    float *bufs[] = {s->x, s->ln, s->qkv, s->atty, s->fc, s->lnf};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i]) be->ops->free(be, bufs[i]);
+    if (s->logits_host != s->logits) free(s->logits_host);
+    if (s->logits) be->ops->free(be, s->logits);
+    free(s->tokens);
+    free(s->pos);
+    free(s->attn);
+    *s = (Gpt2State){0};
+}
+
+// ---------------------------------------------------------------------------------------
+// Forward
+
+static size_t logit_rows(const Gpt2Seq *q) {
+    return q->logits == GPT2_LOGITS_ALL ? q->n : q->logits == GPT2_LOGITS_LAST && q->n ? 1 : 0;
+}
+
+// Everything that can be wrong with a batch, checked before any cache changes.
+static int check_batch(const Gpt2 *m, const Gpt2State *s, const Gpt2Seq *seqs, size_t n_seq,
+                       char *err) {
+    const Gpt2Config *c = &m->config;
+    size_t rows = 0, lrows = 0;
+    for (size_t i = 0; i < n_seq; i++) {
+        const Gpt2Seq *q = &seqs[i];
+        if (q->kv->len + q->n > c->n_ctx)
+            return kg_err(err, KG_ERANGE,
+                          "n_prompt_tokens %zu exceeds n_ctx %zu (the model's context)",
+                          q->kv->len + q->n, c->n_ctx);
+        for (size_t k = 0; k < q->n; k++)
+            if (q->tokens[k] < 0 || (size_t)q->tokens[k] >= c->vocab_size)
+                return kg_err(err, KG_ERANGE, "token id %d is outside the vocabulary (0..%zu)",
+                              q->tokens[k], c->vocab_size - 1);
+        rows += q->n;
+        lrows += logit_rows(q);
+    }
+    if (rows > s->max_rows || lrows > s->max_logit_rows)
+        return kg_err(err, KG_EINVAL, "batch of %zu rows (%zu with logits) exceeds %zu (%zu)", rows,
+                      lrows, s->max_rows, s->max_logit_rows);
+    return KG_OK;
+}
+
+// Grows every cache to hold its new tokens (doubling, so a decode loop reallocates rarely).
+static int reserve_caches(const Gpt2 *m, Gpt2Seq *seqs, size_t n_seq, char *err) {
+    for (size_t i = 0; i < n_seq; i++) {
+        KvCache *kv = seqs[i].kv;
+        size_t need = kv->len + seqs[i].n;
+        if (need <= kv->cap) continue;
+        size_t cap = kv->cap * 2 > need ? kv->cap * 2 : need;
+        int rc = kv_reserve(kv, m, (cap + 15) / 16 * 16, err);
+        if (rc) return rc;
+    }
+    return KG_OK;
+}
+
+int gpt2_forward(const Gpt2 *m, Gpt2State *s, Gpt2Seq *seqs, size_t n_seq, char *err) {
+    const Gpt2Config *c = &m->config;
+    const Gpt2Weights *w = &m->w;
+    KgBackend *be = m->be;
+    const KgBackendOps *op = be->ops;
+    const size_t C = c->n_embd, NH = c->n_head, hs = C / NH, F = c->n_inner, V = c->vocab_size;
+    int rc;
+    if ((rc = check_batch(m, s, seqs, n_seq, err))) return rc;
+    if ((rc = reserve_caches(m, seqs, n_seq, err))) return rc;
+    if (n_seq > s->attn_cap) {
+        KgAttnSeq *a = realloc(s->attn, n_seq * sizeof *a);
+        if (!a) return kg_err(err, KG_ENOMEM, "forward: out of memory");
+        s->attn = a;
+        s->attn_cap = n_seq;
+    }
+    // flatten the batch: row r is token tokens[r] at position pos[r] of its sequence
+    size_t N = 0;
+    for (size_t i = 0; i < n_seq; i++) {
+        s->attn[i] = (KgAttnSeq){.row0 = N, .n = seqs[i].n, .pos0 = seqs[i].kv->len, .ld_kv = C};
+        for (size_t k = 0; k < seqs[i].n; k++, N++) {
+            s->tokens[N] = seqs[i].tokens[k];
+            s->pos[N] = (int)(seqs[i].kv->len + k);
+        }
+    }
+    s->n_logit_rows = 0;
+    if (N == 0) return KG_OK;
+
+    op->encoder_forward(be, s->x, s->tokens, s->pos, w->wte, w->wpe, N, C); // x = wte + wpe
+    for (size_t l = 0; l < c->n_layer; l++) {
+        const Gpt2LayerWeights *lw = &w->layers[l];
+        op->layernorm_forward(be, s->ln, NULL, NULL, s->x, lw->ln1_w, lw->ln1_b, N, C, c->ln_eps);
+        op->matmul_forward(be, s->qkv, s->ln, lw->qkv_w, lw->qkv_b, N, C, 3 * C); // q, k, v
+        for (size_t i = 0; i < n_seq; i++) { // append k, v to each sequence's cache
+            KvCache *kv = seqs[i].kv;
+            float *k = kv_layer(kv, c, l, 0), *v = kv_layer(kv, c, l, 1);
+            const float *qkv = s->qkv + s->attn[i].row0 * 3 * C;
+            op->copy_rows(be, k + kv->len * C, C, qkv + C, 3 * C, seqs[i].n, C);
+            op->copy_rows(be, v + kv->len * C, C, qkv + 2 * C, 3 * C, seqs[i].n, C);
+            s->attn[i].k = k;
+            s->attn[i].v = v;
+        }
+        op->attention_forward(be, s->atty, s->qkv, 3 * C, s->attn, n_seq, NH, hs);
+        op->matmul_forward(be, s->ln, s->atty, lw->attproj_w, lw->attproj_b, N, C, C);
+        op->residual_forward(be, s->x, s->x, s->ln, N * C); // x += attention
+        op->layernorm_forward(be, s->ln, NULL, NULL, s->x, lw->ln2_w, lw->ln2_b, N, C, c->ln_eps);
+        op->matmul_forward(be, s->fc, s->ln, lw->fc_w, lw->fc_b, N, C, F);
+        op->gelu_forward(be, s->fc, s->fc, N * F, c->gelu);
+        op->matmul_forward(be, s->ln, s->fc, lw->fcproj_w, lw->fcproj_b, N, F, C);
+        op->residual_forward(be, s->x, s->x, s->ln, N * C); // x += mlp
+    }
+    // final layer norm and LM head, only on the rows that want logits
+    size_t R = 0;
+    for (size_t i = 0; i < n_seq; i++) {
+        size_t r = logit_rows(&seqs[i]), first = s->attn[i].row0 + seqs[i].n - r;
+        op->copy_rows(be, s->lnf + R * C, C, s->x + first * C, C, r, C);
+        R += r;
+    }
+    if (R) {
+        op->layernorm_forward(be, s->lnf, NULL, NULL, s->lnf, w->lnf_w, w->lnf_b, R, C, c->ln_eps);
+        op->matmul_forward(be, s->logits, s->lnf, w->lm_head, NULL, R, C, V); // (R, V)
+        op->to_host(be, s->logits_host, s->logits, R * V * sizeof(float));
+    }
+    for (size_t i = 0; i < n_seq; i++)
+        seqs[i].kv->len += seqs[i].n;
+    s->n_logit_rows = R;
+    return KG_OK;
+}
+
+int gpt2_prefill(const Gpt2 *m, Gpt2State *s, KvCache *kv, const int *tokens, size_t n,
+                 int want_logits, char *err) {
+    if (kv->len + n > m->config.n_ctx) // say the whole prompt's length, not a chunk's
+        return kg_err(err, KG_ERANGE, "n_prompt_tokens %zu exceeds n_ctx %zu (the model's context)",
+                      kv->len + n, m->config.n_ctx);
+    size_t done = 0, len0 = kv->len;
+    do {
+        size_t chunk = n - done < s->max_rows ? n - done : s->max_rows;
+        Gpt2Seq q = {kv, tokens + done, chunk,
+                     want_logits && done + chunk == n ? GPT2_LOGITS_LAST : GPT2_LOGITS_NONE};
+        int rc = gpt2_forward(m, s, &q, 1, err);
+        if (rc) {
+            kv_truncate(kv, len0); // all or nothing: earlier chunks are forgotten
+            return rc;
+        }
+        done += chunk;
+    } while (done < n);
+    return KG_OK;
+}

@@ -1,0 +1,33 @@
+// kg.h — error codes and the error-message convention shared by every module.
+//
+// Library code never prints or exits. A function that can fail returns KG_OK (0) or a
+// negative KG_E* code and writes one "what: why" line into the caller's buffer
+// char err[KG_ERRLEN] (err may be NULL when the caller does not want the text).
+#ifndef KG_H
+#define KG_H
+
+#include <stddef.h>
+
+#define KG_ERRLEN 256
+
+enum {
+    KG_OK = 0,
+    KG_EINVAL = -1,   // bad argument or bad input from a client (a user error)
+    KG_EIO = -2,      // open/read/write/mmap failed
+    KG_ENOMEM = -3,   // allocation failed
+    KG_EFORMAT = -4,  // a file is malformed: JSON, header, shape, dtype, offsets
+    KG_ERANGE = -5,   // a value is out of range: token id >= V, prompt longer than n_ctx
+    KG_EUNSUP = -6,   // valid but unsupported (a dtype or option this build lacks)
+    KG_EBUSY = -7,    // overloaded: queue full, out of cache memory
+    KG_ECANCEL = -8,  // the work was cancelled (client went away, shutting down)
+    KG_EINTERNAL = -9 // a bug or a backend failure
+};
+
+// Writes the formatted message into err (if not NULL) and returns code, so callers can
+// `return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));`.
+int kg_err(char *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+// A short stable name for a code ("invalid", "io", ...), for logs and JSON error types.
+const char *kg_strerror(int code);
+
+#endif

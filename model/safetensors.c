@@ -1,0 +1,320 @@
+#include "safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kg.h"
+
+static const struct {
+    const char *name;
+    size_t size;
+    KgDtype dtype;
+} DTYPES[] = {
+    {"F32", 4, KG_F32},
+    {"F16", 2, KG_F16},
+    {"BF16", 2, KG_BF16},
+    {"F64", 8, KG_DTYPE_OTHER},
+    {"I64", 8, KG_DTYPE_OTHER},
+    {"U64", 8, KG_DTYPE_OTHER},
+    {"I32", 4, KG_DTYPE_OTHER},
+    {"U32", 4, KG_DTYPE_OTHER},
+    {"I16", 2, KG_DTYPE_OTHER},
+    {"U16", 2, KG_DTYPE_OTHER},
+    {"I8", 1, KG_DTYPE_OTHER},
+    {"U8", 1, KG_DTYPE_OTHER},
+    {"BOOL", 1, KG_DTYPE_OTHER},
+    {"F8_E4M3", 1, KG_DTYPE_OTHER},
+    {"F8_E5M2", 1, KG_DTYPE_OTHER},
+};
+
+size_t safetensors_dtype_size(const char *name) {
+    for (size_t i = 0; i < sizeof(DTYPES) / sizeof(DTYPES[0]); i++)
+        if (!strcmp(name, DTYPES[i].name)) return DTYPES[i].size;
+    return 0;
+}
+
+const char *kg_dtype_name(KgDtype t) {
+    return t == KG_F32 ? "F32" : t == KG_F16 ? "F16" : t == KG_BF16 ? "BF16" : "other";
+}
+
+size_t kg_dtype_size(KgDtype t) { return t == KG_F32 ? 4 : 2; }
+
+// A JSON number that is a whole number in [0, max].
+static int json_uint(const cJSON *j, size_t max, size_t *out) {
+    double v = cJSON_IsNumber(j) ? j->valuedouble : NAN;
+    if (!(v >= 0 && v <= (double)max && v == floor(v))) return 0;
+    *out = (size_t)v;
+    return 1;
+}
+
+// Fills t from one header entry; offsets are checked against the data size here and for
+// overlap by the caller once all are known.
+static int parse_entry(StTensor *t, const cJSON *j_t, const unsigned char *data, size_t data_size,
+                       size_t *begin, char *err) {
+    const char *name = j_t->string;
+    if (!cJSON_IsObject(j_t)) return kg_err(err, KG_EFORMAT, "tensor %s: not an object", name);
+    const char *dt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j_t, "dtype"));
+    const cJSON *j_shape = cJSON_GetObjectItemCaseSensitive(j_t, "shape");
+    const cJSON *j_off = cJSON_GetObjectItemCaseSensitive(j_t, "data_offsets");
+    if (!dt || !(t->elem_size = safetensors_dtype_size(dt)))
+        return kg_err(err, KG_EFORMAT, "tensor %s: missing or unknown dtype", name);
+    snprintf(t->dtype_name, sizeof t->dtype_name, "%s", dt);
+    t->dtype = KG_DTYPE_OTHER;
+    for (size_t i = 0; i < sizeof(DTYPES) / sizeof(DTYPES[0]); i++)
+        if (!strcmp(dt, DTYPES[i].name)) t->dtype = DTYPES[i].dtype;
+
+    if (!cJSON_IsArray(j_shape) || cJSON_GetArraySize(j_shape) > ST_MAX_DIMS)
+        return kg_err(err, KG_EFORMAT, "tensor %s: shape must be an array of at most %d dims", name,
+                      ST_MAX_DIMS);
+    t->ndim = 0;
+    t->n_elems = 1;
+    const cJSON *j_dim;
+    cJSON_ArrayForEach(j_dim, j_shape) {
+        size_t d;
+        // each factor is bounded by the data size, so the running product cannot overflow
+        if (!json_uint(j_dim, data_size, &d))
+            return kg_err(err, KG_EFORMAT, "tensor %s: bad dimension in shape", name);
+        t->shape[t->ndim++] = d;
+        if (d && t->n_elems > data_size / d)
+            return kg_err(err, KG_EFORMAT, "tensor %s: shape larger than the file", name);
+        t->n_elems *= d;
+    }
+    size_t b, e;
+    if (!cJSON_IsArray(j_off) || cJSON_GetArraySize(j_off) != 2 ||
+        !json_uint(cJSON_GetArrayItem(j_off, 0), data_size, &b) ||
+        !json_uint(cJSON_GetArrayItem(j_off, 1), data_size, &e) || b > e)
+        return kg_err(err, KG_EFORMAT,
+                      "tensor %s: data_offsets must be [begin, end] inside the file (%zu bytes of "
+                      "data)",
+                      name, data_size);
+    if (t->n_elems > SIZE_MAX / t->elem_size || e - b != t->n_elems * t->elem_size)
+        return kg_err(err, KG_EFORMAT, "tensor %s: %zu bytes of data for %zu %s elements", name,
+                      e - b, t->n_elems, dt);
+    t->nbytes = e - b;
+    t->data = data + b;
+    if ((uintptr_t)t->data % t->elem_size)
+        return kg_err(err, KG_EFORMAT, "tensor %s: data not aligned to its %zu-byte elements", name,
+                      t->elem_size);
+    *begin = b;
+    return KG_OK;
+}
+
+typedef struct {
+    size_t begin;
+    size_t index;
+} OffsetKey;
+
+static int cmp_offset(const void *a, const void *b) {
+    const OffsetKey *x = a, *y = b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : 0;
+}
+
+static int cmp_name(const void *a, const void *b) {
+    return strcmp(((const StTensor *)a)->name, ((const StTensor *)b)->name);
+}
+
+// Sorts the table by data offset and rejects overlapping byte ranges.
+static int check_overlap(SafeTensors *st, const size_t *begins, char *err) {
+    size_t n = st->n_tensors;
+    OffsetKey *keys = malloc(n * sizeof *keys);
+    StTensor *sorted = malloc(n * sizeof *sorted);
+    int rc = KG_OK;
+    if (!keys || !sorted) {
+        rc = kg_err(err, KG_ENOMEM, "safetensors: out of memory");
+        goto end;
+    }
+    for (size_t i = 0; i < n; i++)
+        keys[i] = (OffsetKey){begins[i], i};
+    qsort(keys, n, sizeof *keys, cmp_offset);
+    for (size_t i = 0; i < n; i++)
+        sorted[i] = st->tensors[keys[i].index];
+    for (size_t i = 1; i < n; i++)
+        if (keys[i].begin < keys[i - 1].begin + sorted[i - 1].nbytes) {
+            rc = kg_err(err, KG_EFORMAT, "tensor %s: data overlaps tensor %s", sorted[i].name,
+                        sorted[i - 1].name);
+            goto end;
+        }
+    memcpy(st->tensors, sorted, n * sizeof *sorted);
+end:
+    free(keys);
+    free(sorted);
+    return rc;
+}
+
+static int check_unique_names(const SafeTensors *st, char *err) {
+    StTensor *by_name = malloc(st->n_tensors * sizeof *by_name + 1);
+    if (!by_name) return kg_err(err, KG_ENOMEM, "safetensors: out of memory");
+    memcpy(by_name, st->tensors, st->n_tensors * sizeof *by_name);
+    qsort(by_name, st->n_tensors, sizeof *by_name, cmp_name);
+    int rc = KG_OK;
+    for (size_t i = 1; i < st->n_tensors; i++)
+        if (!strcmp(by_name[i].name, by_name[i - 1].name)) {
+            rc = kg_err(err, KG_EFORMAT, "tensor %s: listed twice in the header", by_name[i].name);
+            break;
+        }
+    free(by_name);
+    return rc;
+}
+
+static int parse_header(SafeTensors *st, const cJSON *j_root, const unsigned char *data,
+                        size_t data_size, char *err) {
+    size_t n = 0;
+    const cJSON *j_t;
+    cJSON_ArrayForEach(j_t, j_root) if (strcmp(j_t->string, "__metadata__")) n++;
+    st->tensors = calloc(n + 1, sizeof *st->tensors);
+    size_t *begins = calloc(n + 1, sizeof *begins);
+    int rc = KG_OK;
+    if (!st->tensors || !begins) {
+        rc = kg_err(err, KG_ENOMEM, "safetensors: out of memory");
+        goto end;
+    }
+    cJSON_ArrayForEach(j_t, j_root) {
+        if (!strcmp(j_t->string, "__metadata__")) continue;
+        StTensor *t = &st->tensors[st->n_tensors];
+        if (!(t->name = strdup(j_t->string))) {
+            rc = kg_err(err, KG_ENOMEM, "safetensors: out of memory");
+            goto end;
+        }
+        st->n_tensors++;
+        if ((rc = parse_entry(t, j_t, data, data_size, &begins[st->n_tensors - 1], err))) goto end;
+    }
+    if ((rc = check_unique_names(st, err))) goto end;
+    rc = check_overlap(st, begins, err);
+end:
+    free(begins);
+    return rc;
+}
+
+int safetensors_parse(SafeTensors *st, const void *buf, size_t size, char *err) {
+    *st = (SafeTensors){0};
+    const unsigned char *p = buf;
+    if (size < 8) return kg_err(err, KG_EFORMAT, "safetensors: file too short (%zu bytes)", size);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        hlen = hlen << 8 | p[i];
+    if (hlen > size - 8 || hlen > ST_MAX_HEADER)
+        return kg_err(err, KG_EFORMAT,
+                      "safetensors: header length %llu does not fit the file (%zu bytes): "
+                      "truncated or not a safetensors file",
+                      (unsigned long long)hlen, size);
+    const char *end = NULL;
+    cJSON *j_root = cJSON_ParseWithLengthOpts((const char *)p + 8, hlen, &end, 0);
+    if (!j_root || !cJSON_IsObject(j_root)) {
+        cJSON_Delete(j_root);
+        return kg_err(err, KG_EFORMAT, "safetensors: the header is not a JSON object");
+    }
+    // the header may be padded with spaces after the JSON to align the data
+    while (end < (const char *)p + 8 + hlen && *end == ' ')
+        end++;
+    int rc;
+    if (end != (const char *)p + 8 + hlen)
+        rc = kg_err(err, KG_EFORMAT, "safetensors: trailing bytes after the header JSON");
+    else
+        rc = parse_header(st, j_root, p + 8 + hlen, size - 8 - hlen, err);
+    cJSON_Delete(j_root);
+    if (rc) safetensors_close(st);
+    return rc;
+}
+
+int safetensors_open(SafeTensors *st, const char *path, char *err) {
+    *st = (SafeTensors){0};
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size == 0) {
+        close(fd);
+        return kg_err(err, KG_EFORMAT, "%s: not a regular, non-empty file", path);
+    }
+    size_t size = (size_t)sb.st_size;
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd); // the mapping keeps the file
+    if (map == MAP_FAILED) return kg_err(err, KG_EIO, "mmap %s: %s", path, strerror(errno));
+    char perr[KG_ERRLEN];
+    int rc = safetensors_parse(st, map, size, perr);
+    if (rc) {
+        munmap(map, size);
+        return kg_err(err, rc, "%s: %s", path, perr);
+    }
+    st->map = map;
+    st->map_size = size;
+    return KG_OK;
+}
+
+const StTensor *safetensors_find(const SafeTensors *st, const char *name) {
+    for (size_t i = 0; i < st->n_tensors; i++)
+        if (!strcmp(st->tensors[i].name, name)) return &st->tensors[i];
+    return NULL;
+}
+
+void safetensors_close(SafeTensors *st) {
+    for (size_t i = 0; i < st->n_tensors; i++)
+        free(st->tensors[i].name);
+    free(st->tensors);
+    if (st->map) munmap(st->map, st->map_size);
+    *st = (SafeTensors){0};
+}
+
+// The header JSON: {"name": {"dtype": .., "shape": [..], "data_offsets": [b, e]}, ...}.
+static char *header_json(const StWrite *tensors, size_t n) {
+    char *text = NULL;
+    cJSON *j_root = cJSON_CreateObject();
+    if (!j_root) return NULL;
+    size_t offset = 0;
+    for (size_t i = 0; i < n; i++) {
+        const StWrite *t = &tensors[i];
+        size_t elems = 1;
+        cJSON *j_t = cJSON_AddObjectToObject(j_root, t->name);
+        cJSON *j_shape = j_t ? cJSON_AddArrayToObject(j_t, "shape") : NULL;
+        if (!j_shape || !cJSON_AddStringToObject(j_t, "dtype", kg_dtype_name(t->dtype))) goto end;
+        for (int d = 0; d < t->ndim; d++) {
+            elems *= t->shape[d];
+            if (!cJSON_AddItemToArray(j_shape, cJSON_CreateNumber((double)t->shape[d]))) goto end;
+        }
+        size_t nbytes = elems * kg_dtype_size(t->dtype);
+        cJSON *j_off = cJSON_AddArrayToObject(j_t, "data_offsets");
+        if (!j_off || !cJSON_AddItemToArray(j_off, cJSON_CreateNumber((double)offset)) ||
+            !cJSON_AddItemToArray(j_off, cJSON_CreateNumber((double)(offset + nbytes))))
+            goto end;
+        offset += nbytes;
+    }
+    text = cJSON_PrintUnformatted(j_root);
+end:
+    cJSON_Delete(j_root);
+    return text;
+}
+
+int safetensors_save(const char *path, const StWrite *tensors, size_t n, char *err) {
+    char *json = header_json(tensors, n);
+    if (!json) return kg_err(err, KG_ENOMEM, "%s: out of memory", path);
+    size_t hlen = strlen(json);
+    size_t padded = (hlen + 8 + 7) / 8 * 8 - 8; // data starts at a multiple of 8
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        free(json);
+        return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
+    }
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++)
+        len8[i] = (unsigned char)((uint64_t)padded >> (8 * i));
+    int ok = fwrite(len8, 1, 8, f) == 8 && fwrite(json, 1, hlen, f) == hlen;
+    for (size_t i = hlen; ok && i < padded; i++)
+        ok = fputc(' ', f) != EOF;
+    for (size_t i = 0; ok && i < n; i++) {
+        size_t elems = 1;
+        for (int d = 0; d < tensors[i].ndim; d++)
+            elems *= tensors[i].shape[d];
+        size_t nbytes = elems * kg_dtype_size(tensors[i].dtype);
+        ok = fwrite(tensors[i].data, 1, nbytes, f) == nbytes;
+    }
+    free(json);
+    if (fclose(f) != 0 || !ok) return kg_err(err, KG_EIO, "write %s: %s", path, strerror(errno));
+    return KG_OK;
+}

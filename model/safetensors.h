@@ -1,0 +1,73 @@
+// safetensors.h — reads a .safetensors file by memory-mapping it: an 8-byte little-endian
+// header length, a JSON header {name: {dtype, shape, data_offsets}}, then the tensor bytes.
+// Tensor data is used in place (never copied); every header field is validated first.
+#ifndef SAFETENSORS_H
+#define SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    KG_F32,
+    KG_F16,
+    KG_BF16,
+    KG_DTYPE_OTHER // any other valid safetensors dtype (I64, U8, F64, ...): parsed, not computed on
+} KgDtype;
+
+#define ST_MAX_DIMS   8
+#define ST_MAX_HEADER (100u << 20) // the reference implementation's limit too
+
+typedef struct {
+    char *name;
+    KgDtype dtype;
+    char dtype_name[8]; // as written in the header ("F32", "I64", ...)
+    size_t elem_size;   // bytes per element
+    int ndim;
+    size_t shape[ST_MAX_DIMS];
+    size_t n_elems;
+    size_t nbytes;
+    const void *data; // inside the mapping, aligned to elem_size
+} StTensor;
+
+typedef struct {
+    void *map;         // the whole file, read-only
+    size_t map_size;   // bytes
+    StTensor *tensors; // sorted by data offset
+    size_t n_tensors;
+} SafeTensors;
+
+// Parses and validates a whole file image buf[0..size): header length, JSON, dtypes, shapes,
+// offsets inside the data and non-overlapping, alignment, unique names. On KG_OK st->tensors
+// point into buf (which must outlive st); st->map is left NULL. On error KG_EFORMAT (or
+// KG_ENOMEM) with the tensor named in err, and st holds nothing to free.
+int safetensors_parse(SafeTensors *st, const void *buf, size_t size, char *err);
+
+// Maps path read-only and parses it. KG_EIO if it cannot be opened or mapped.
+int safetensors_open(SafeTensors *st, const char *path, char *err);
+
+// The tensor called name, or NULL.
+const StTensor *safetensors_find(const SafeTensors *st, const char *name);
+
+// Unmaps the file and frees the tensor table; st may be zeroed or half-built.
+void safetensors_close(SafeTensors *st);
+
+// "F32" -> KG_F32 etc.; sizes for the names the format defines. 0 for an unknown name.
+size_t safetensors_dtype_size(const char *name);
+const char *kg_dtype_name(KgDtype t); // "F32", "F16", "BF16"
+size_t kg_dtype_size(KgDtype t);      // 4, 2, 2
+
+// One tensor to write: name, dtype, shape, and its bytes (n_elems * dtype size).
+typedef struct {
+    const char *name;
+    KgDtype dtype;
+    int ndim;
+    size_t shape[ST_MAX_DIMS];
+    const void *data;
+} StWrite;
+
+// Writes tensors to path in the order given, the header padded to 8 bytes so every tensor
+// is aligned. KG_EIO on write failure (the file may then be partial: write to a temporary
+// name and rename, as the trainer does).
+int safetensors_save(const char *path, const StWrite *tensors, size_t n, char *err);
+
+#endif

@@ -1,0 +1,148 @@
+#include "sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "kgmath.h"
+
+double sampler_logsumexp(const float *logits, size_t V, float temperature) {
+    float inv_t = 1.0f / temperature;
+    float mx = -INFINITY;
+    for (size_t i = 0; i < V; i++)
+        mx = logits[i] > mx ? logits[i] : mx;
+    // eight independent partial sums: a loop the compiler can vectorize without reordering
+    float part[8] = {0};
+    size_t i = 0;
+    for (; i + 8 <= V; i += 8)
+        for (int k = 0; k < 8; k++)
+            part[k] += kg_expf((logits[i + k] - mx) * inv_t);
+    double sum = 0;
+    for (; i < V; i++)
+        sum += kg_expf((logits[i] - mx) * inv_t);
+    for (int k = 0; k < 8; k++)
+        sum += part[k];
+    return (double)mx * inv_t + log(sum);
+}
+
+// a ranks before b: higher logit, then lower id
+static int ranks_before(const KgCandidate *a, const KgCandidate *b) {
+    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+}
+
+// Min-heap on rank: heap[0] is the weakest of the k kept so far.
+static void sift_down(KgCandidate *h, size_t n, size_t i) {
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && ranks_before(&h[m], &h[l])) m = l;
+        if (r < n && ranks_before(&h[m], &h[r])) m = r;
+        if (m == i) return;
+        KgCandidate t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+static int cmp_rank(const void *a, const void *b) {
+    return ranks_before(a, b) ? -1 : ranks_before(b, a) ? 1 : 0;
+}
+
+size_t sampler_topk(const float *logits, size_t V, float temperature, size_t k, KgCandidate *out) {
+    if (k > V) k = V;
+    if (k == 0) return 0;
+    for (size_t i = 0; i < k; i++)
+        out[i] = (KgCandidate){.id = (int)i, .logit = logits[i]};
+    for (size_t i = k / 2; i-- > 0;)
+        sift_down(out, k, i);
+    for (size_t i = k; i < V; i++) {
+        KgCandidate c = {.id = (int)i, .logit = logits[i]};
+        if (ranks_before(&c, &out[0])) {
+            out[0] = c;
+            sift_down(out, k, 0);
+        }
+    }
+    qsort(out, k, sizeof *out, cmp_rank);
+    double lse = sampler_logsumexp(logits, V, temperature);
+    for (size_t i = 0; i < k; i++) {
+        out[i].logprob = (float)((double)out[i].logit / temperature - lse);
+        out[i].prob = expf(out[i].logprob);
+    }
+    return k;
+}
+
+Sampler *sampler_new(size_t V, float temperature, size_t top_k, float top_p, uint64_t seed) {
+    Sampler *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->work = malloc(V * sizeof *s->work);
+    if (!s->work) {
+        free(s);
+        return NULL;
+    }
+    s->V = V;
+    s->temperature = temperature;
+    s->top_k = top_k;
+    s->top_p = top_p;
+    // splitmix64 of the seed: any seed, 0 included, gives a good non-zero xorshift state
+    uint64_t z = seed + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    s->rng = (z ^ (z >> 31)) | 1;
+    return s;
+}
+
+void sampler_free(Sampler *s) {
+    if (!s) return;
+    free(s->work);
+    free(s);
+}
+
+// xorshift64*: uniform in [0, 1) with 24 bits, as a float's mantissa holds
+static float rng_uniform(uint64_t *state) {
+    uint64_t x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    return (float)((x * 0x2545F4914F6CDD1Dull) >> 40) / 16777216.0f;
+}
+
+int sampler_sample(Sampler *s, const float *logits) {
+    size_t V = s->V;
+    if (s->temperature <= 0.0f) { // greedy
+        size_t best = 0;
+        for (size_t i = 1; i < V; i++)
+            if (logits[i] > logits[best]) best = i;
+        return (int)best;
+    }
+    // candidates: the top-k (or all) with their full-vocabulary probabilities, best first
+    size_t n = s->top_k && s->top_k < V ? s->top_k : V;
+    if (n == V) {
+        for (size_t i = 0; i < V; i++)
+            s->work[i] = (KgCandidate){.id = (int)i, .logit = logits[i]};
+        qsort(s->work, V, sizeof *s->work, cmp_rank);
+        double lse = sampler_logsumexp(logits, V, s->temperature);
+        for (size_t i = 0; i < V; i++)
+            s->work[i].prob = (float)exp((double)s->work[i].logit / s->temperature - lse);
+    } else {
+        sampler_topk(logits, V, s->temperature, n, s->work);
+    }
+    // nucleus: the smallest prefix whose mass reaches top_p, then renormalize
+    double mass = 0;
+    size_t keep = n;
+    for (size_t i = 0; i < n; i++) {
+        mass += s->work[i].prob;
+        if (s->top_p < 1.0f && mass >= s->top_p) {
+            keep = i + 1;
+            break;
+        }
+    }
+    double total = 0;
+    for (size_t i = 0; i < keep; i++)
+        total += s->work[i].prob;
+    double r = rng_uniform(&s->rng) * total, acc = 0;
+    for (size_t i = 0; i < keep; i++) {
+        acc += s->work[i].prob;
+        if (r < acc) return s->work[i].id;
+    }
+    return s->work[keep - 1].id;
+}

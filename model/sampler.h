@@ -1,0 +1,39 @@
+// sampler.h — from logits to next-token choices on the host: stable log-softmax, top-k in
+// one O(V) pass, and seeded sampling with temperature, top-k and top-p.
+#ifndef SAMPLER_H
+#define SAMPLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int id;
+    float logit;   // raw, before temperature
+    float prob;    // softmax over the whole vocabulary of logit / temperature
+    float logprob; // its natural log, computed as logit/temperature - logsumexp (no log(prob))
+} KgCandidate;
+
+// log(sum_i exp(logits[i] / temperature)) over V logits, stable (max subtracted first).
+double sampler_logsumexp(const float *logits, size_t V, float temperature);
+
+// The k most probable tokens (k <= V), highest first, ties broken by lower id, with their
+// full-vocabulary probabilities. One pass over V with a k-sized min-heap.
+// temperature must be > 0 (1 = the raw distribution). Returns the count written (min(k, V)).
+size_t sampler_topk(const float *logits, size_t V, float temperature, size_t k, KgCandidate *out);
+
+typedef struct {
+    float temperature; // 0 = greedy (argmax); otherwise divides the logits
+    size_t top_k;      // 0 = no top-k cut
+    float top_p;       // 1 = no nucleus cut; keeps the smallest set with mass >= top_p
+    uint64_t rng;      // xorshift64* state; never 0
+    KgCandidate *work; // scratch of V candidates
+    size_t V;
+} Sampler;
+
+// NULL on OOM; seed 0 is allowed (it is remapped). Free with sampler_free().
+Sampler *sampler_new(size_t V, float temperature, size_t top_k, float top_p, uint64_t seed);
+void sampler_free(Sampler *s);
+// Draws one token id from logits (V). Deterministic for a given seed and logits.
+int sampler_sample(Sampler *s, const float *logits);
+
+#endif

@@ -1,0 +1,72 @@
+// tokenizer.h — one C interface for KoGPT2's two tokenizer generations:
+//   - SentencePiece models (*.model, *.spiece: KoGPT2 v1 and the project's own models),
+//     through a small extern "C" shim over Debian's libsentencepiece (tok_spm.cc);
+//   - Hugging Face tokenizer.json BPE (KoGPT2 v2), in C with cJSON and utf8proc (tok_bpe.c).
+//
+// Thread safety: a loaded Tokenizer is read-only; tok_encode/tok_decode/tok_piece may be
+// called from many threads at once. A TokStream belongs to one thread.
+#ifndef TOKENIZER_H
+#define TOKENIZER_H
+
+#include <stddef.h>
+
+#include "../model/kg.h"
+
+typedef struct Tokenizer Tokenizer;
+
+typedef enum { TOK_SPM, TOK_BPE } TokKind;
+
+// Special token ids; -1 where the tokenizer has none.
+typedef struct {
+    int bos, eos, unk, pad;
+} TokSpecial;
+
+// Opens a tokenizer from a file (tokenizer.json, *.model, *.spiece) or from a model
+// directory (tokenizer.json is preferred, then *.model / *.spiece).
+// KG_OK and *out set; or KG_EIO / KG_EFORMAT with err filled and *out NULL. Free with tok_free().
+int tok_open(Tokenizer **out, const char *path, char *err);
+void tok_free(Tokenizer *t);
+
+TokKind tok_kind(const Tokenizer *t);
+size_t tok_vocab_size(const Tokenizer *t); // ids are 0 .. vocab_size-1
+// Special ids. SentencePiece: as the model states them (KoGPT2 v1: bos <s>=0, eos </s>=1,
+// unk <unk>=5, pad <pad>=3). tokenizer.json: unk = model.unk_token, bos/eos/pad = the ids of
+// "<s>", "</s>", "<pad>" (KoGPT2 v2: 0, 1, 5, 3, as its config.json; note SKT's own generation
+// code starts prompts with </s>, not <s>).
+TokSpecial tok_special(const Tokenizer *t);
+// What loading noticed but tolerated, "" if nothing (never NULL; owned by t). KoGPT2 v2's
+// tokenizer.json lists an added token `<|endoftext|>` with id 51200, outside its 51,200-id
+// vocabulary; it is left out (never produced, and text "<|endoftext|>" encodes as plain
+// text), and this note says so.
+const char *tok_notes(const Tokenizer *t);
+
+// Encodes len bytes of UTF-8 text (no BOS/EOS added). On KG_OK *ids is a malloc'd array of
+// *n ids (free()); empty text gives *n = 0 and *ids may be NULL.
+// Invalid UTF-8 gives KG_EINVAL with the byte offset in err; nothing is allocated then.
+int tok_encode(const Tokenizer *t, const char *text, size_t len, int **ids, size_t *n, char *err);
+
+// Decodes ids to UTF-8 text as the reference implementation does (v2: Metaspace decoder,
+// v1: SentencePiece DecodeIds). On KG_OK *text is malloc'd and NUL-terminated (free()),
+// *len (may be NULL) its byte length. An id outside the vocabulary is KG_ERANGE.
+int tok_decode(const Tokenizer *t, const int *ids, size_t n, char **text, size_t *len, char *err);
+
+// The vocabulary piece of id as stored (e.g. "▁안녕"), NUL-terminated, owned by t;
+// NULL if id is out of range.
+const char *tok_piece(const Tokenizer *t, int id);
+// The id of a piece, or -1 if the vocabulary has no such piece.
+int tok_piece_id(const Tokenizer *t, const char *piece);
+
+// Incremental decoding for streaming: feed ids one at a time, get only complete UTF-8
+// text back (never half a character), with the decoder's rules for leading spaces.
+typedef struct TokStream TokStream;
+// NULL on OOM. Free with tok_stream_free().
+TokStream *tok_stream_new(const Tokenizer *t);
+void tok_stream_free(TokStream *s);
+// Appends id; on KG_OK *text points to the newly completed text (*len bytes, may be 0),
+// valid until the next call on s. KG_ERANGE for an id outside the vocabulary.
+int tok_stream_push(TokStream *s, int id, const char **text, size_t *len, char *err);
+// Returns whatever is still held back at the end of the stream (an incomplete character
+// is emitted as U+FFFD, as the reference decoders do).
+int tok_stream_flush(TokStream *s, const char **text, size_t *len, char *err);
+
+#endif
