@@ -25,93 +25,7 @@
 #include "model/safetensors.h"
 
 #include "bench_util.h"
-
-typedef struct {
-    size_t L, C, NH, T, V;
-} Shape;
-
-// Writes dir/config.json and dir/model.safetensors with N(0, 0.02)-ish random weights.
-static int write_random_model(const char *dir, Shape sh, KgDtype dt, char *err) {
-    mkdir(dir, 0755);
-    Gpt2Config c = {.n_layer = sh.L,
-                    .n_head = sh.NH,
-                    .n_embd = sh.C,
-                    .n_ctx = sh.T,
-                    .vocab_size = sh.V,
-                    .n_inner = 4 * sh.C,
-                    .ln_eps = 1e-5f,
-                    .gelu = GPT2_GELU_TANH,
-                    .bos_id = 0,
-                    .eos_id = 1,
-                    .pad_id = 3,
-                    .tie_embeddings = 1};
-    char path[1024];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    int rc = gpt2_config_save(&c, path, err);
-    if (rc) return rc;
-    size_t C = sh.C, F = 4 * C, n = 2 + 12 * sh.L + 2;
-    StWrite *t = calloc(n, sizeof *t);
-    char(*names)[64] = calloc(n, sizeof *names);
-    void **bufs = calloc(n, sizeof *bufs);
-    if (!t || !names || !bufs) return kg_err(err, KG_ENOMEM, "out of memory");
-    size_t i = 0;
-    uint64_t rng = 42;
-#define ADD(nm, r, cl, is_ln)                                                                      \
-    do {                                                                                           \
-        snprintf(names[i], 64, "%s", nm);                                                          \
-        size_t elems = (r) * ((cl) != 0 ? (cl) : 1);                                               \
-        bufs[i] = malloc(elems * kg_dtype_size(dt));                                               \
-        for (size_t e = 0; e < elems; e++) {                                                       \
-            float v = (is_ln) ? 1.0f : 0.02f * bench_randn(&rng);                                  \
-            if (dt == KG_F32)                                                                      \
-                ((float *)bufs[i])[e] = v;                                                         \
-            else                                                                                   \
-                ((uint16_t *)bufs[i])[e] = dt == KG_F16 ? kg_f32_to_f16(v) : kg_f32_to_bf16(v);    \
-        }                                                                                          \
-        t[i] = (StWrite){names[i], dt, (cl) != 0 ? 2 : 1, {(r), (cl)}, bufs[i]};                   \
-        i++;                                                                                       \
-    } while (0)
-    char nm[64];
-    ADD("transformer.wte.weight", sh.V, C, 0);
-    ADD("transformer.wpe.weight", sh.T, C, 0);
-    for (size_t l = 0; l < sh.L; l++) {
-        snprintf(nm, 64, "transformer.h.%zu.ln_1.weight", l);
-        ADD(nm, C, 0, 1);
-        snprintf(nm, 64, "transformer.h.%zu.ln_1.bias", l);
-        ADD(nm, C, 0, 0);
-        snprintf(nm, 64, "transformer.h.%zu.attn.c_attn.weight", l);
-        ADD(nm, C, 3 * C, 0);
-        snprintf(nm, 64, "transformer.h.%zu.attn.c_attn.bias", l);
-        ADD(nm, 3 * C, 0, 0);
-        snprintf(nm, 64, "transformer.h.%zu.attn.c_proj.weight", l);
-        ADD(nm, C, C, 0);
-        snprintf(nm, 64, "transformer.h.%zu.attn.c_proj.bias", l);
-        ADD(nm, C, 0, 0);
-        snprintf(nm, 64, "transformer.h.%zu.ln_2.weight", l);
-        ADD(nm, C, 0, 1);
-        snprintf(nm, 64, "transformer.h.%zu.ln_2.bias", l);
-        ADD(nm, C, 0, 0);
-        snprintf(nm, 64, "transformer.h.%zu.mlp.c_fc.weight", l);
-        ADD(nm, C, F, 0);
-        snprintf(nm, 64, "transformer.h.%zu.mlp.c_fc.bias", l);
-        ADD(nm, F, 0, 0);
-        snprintf(nm, 64, "transformer.h.%zu.mlp.c_proj.weight", l);
-        ADD(nm, F, C, 0);
-        snprintf(nm, 64, "transformer.h.%zu.mlp.c_proj.bias", l);
-        ADD(nm, C, 0, 0);
-    }
-    ADD("transformer.ln_f.weight", C, 0, 1);
-    ADD("transformer.ln_f.bias", C, 0, 0);
-#undef ADD
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    rc = safetensors_save(path, t, i, err);
-    for (size_t k = 0; k < i; k++)
-        free(bufs[k]);
-    free(bufs);
-    free(names);
-    free(t);
-    return rc;
-}
+#include "tests/testmodel.h"
 
 typedef struct {
     double prefill64, prefill512, decode;
@@ -177,7 +91,7 @@ static size_t parse_list(const char *s, int *out, size_t cap) {
 }
 
 int main(int argc, char **argv) {
-    Shape sh = {12, 768, 12, 1024, 51200};
+    TestModelSpec sh = {.L = 12, .C = 768, .NH = 12, .T = 1024, .V = 51200};
     const char *dir = "/tmp/kg-bench", *dtypes = "f32,f16";
     int threads[8] = {1, 2};
     size_t n_threads = 2;
@@ -232,7 +146,8 @@ int main(int argc, char **argv) {
         if (!strstr(dtypes, names[d])) continue;
         char mdir[600];
         snprintf(mdir, sizeof mdir, "%s-%s", dir, names[d]);
-        if (write_random_model(mdir, sh, kinds[d], err)) {
+        sh.dtype = kinds[d];
+        if (testmodel_write(mdir, &sh, err)) {
             fprintf(stderr, "bench_model: %s\n", err);
             return 1;
         }

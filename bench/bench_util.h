@@ -23,14 +23,6 @@ static inline uint64_t bench_rand(uint64_t *s) {
     return *s;
 }
 
-// roughly N(0, 1): the sum of four uniforms, rescaled
-static inline float bench_randn(uint64_t *s) {
-    float u = 0;
-    for (int i = 0; i < 4; i++)
-        u += (float)(bench_rand(s) >> 40) / 16777216.0f;
-    return (u - 2.0f) * 1.7320508f;
-}
-
 typedef float bench_v16 __attribute__((vector_size(64)));
 
 typedef struct {

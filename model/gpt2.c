@@ -435,6 +435,7 @@ int gpt2_forward(const Gpt2 *m, Gpt2State *s, Gpt2Seq *seqs, size_t n_seq, char 
 
 int gpt2_prefill(const Gpt2 *m, Gpt2State *s, KvCache *kv, const int *tokens, size_t n,
                  int want_logits, char *err) {
+    if (n == 0 && want_logits) return kg_err(err, KG_EINVAL, "prefill: no tokens to predict from");
     if (kv->len + n > m->config.n_ctx) // say the whole prompt's length, not a chunk's
         return kg_err(err, KG_ERANGE, "n_prompt_tokens %zu exceeds n_ctx %zu (the model's context)",
                       kv->len + n, m->config.n_ctx);

@@ -88,7 +88,8 @@ typedef enum {
     GPT2_LOGITS_ALL   // logits of every new token (perplexity, scoring)
 } Gpt2Logits;
 
-// One sequence in a batch: n new tokens appended at positions kv->len ...
+// One sequence in a batch: n new tokens appended at positions kv->len ... (n = 0 adds no
+// rows and no logits row).
 typedef struct {
     KvCache *kv;
     const int *tokens; // (n) host memory
@@ -122,7 +123,8 @@ void gpt2_state_free(Gpt2State *s, const Gpt2 *m);
 int gpt2_forward(const Gpt2 *m, Gpt2State *s, Gpt2Seq *seqs, size_t n_seq, char *err);
 
 // Feeds a prompt of any length (up to T - kv->len) to one sequence in chunks of
-// s->max_rows; with want_logits the last token's logits end in s->logits_host row 0.
+// s->max_rows; with want_logits the last token's logits end in s->logits_host row 0
+// (KG_EINVAL when n is 0 then). All or nothing: on error the cache is as it was.
 int gpt2_prefill(const Gpt2 *m, Gpt2State *s, KvCache *kv, const int *tokens, size_t n,
                  int want_logits, char *err);
 

@@ -13,6 +13,9 @@
 // Below this many rows our streaming kernel beats sgemm (bench_model --matmul).
 #define MATMUL_SGEMM_MIN_ROWS 6
 #define MATMUL_ROW_BLOCK      4 // rows sharing one pass over W in the streaming kernel
+// Output columns per sgemm call. Fixed, not derived from the thread count, so that the
+// numbers do not change with --threads (each column's sum runs the same way).
+#define MATMUL_SGEMM_COLS 256
 
 typedef struct {
     float *out;
@@ -198,17 +201,18 @@ static void cpu_matmul_forward(KgBackend *be, float *out, const float *inp, KgMa
     CpuBackend *cb = cpu_of(be);
     MatmulJob j = {out, inp, w, bias, N, C, OC, 0, cb->panel};
     size_t threads = (size_t)cpu_pool_threads(cb->pool);
+    // streaming: one contiguous slice of columns per thread (each column's sum runs the same
+    // way whatever the slicing, so the thread count does not change the numbers)
     CpuTaskFn fn = matmul_stream_task;
-    size_t n_tasks = threads;
+    j.cols_per_task = (OC + threads - 1) / threads;
+    j.cols_per_task = (j.cols_per_task + VLEN - 1) / VLEN * VLEN;
 #ifdef KG_HAVE_OPENBLAS
     // a panel must hold at least VLEN columns of C rows for the widened path
     if (N >= MATMUL_SGEMM_MIN_ROWS && (w.dtype == KG_F32 || C * VLEN <= CPU_PANEL_FLOATS)) {
         fn = matmul_sgemm_task;
-        n_tasks = threads * 4; // smaller slices balance the sgemm calls
+        j.cols_per_task = MATMUL_SGEMM_COLS;
     }
 #endif
-    j.cols_per_task = (OC + n_tasks - 1) / n_tasks;
-    j.cols_per_task = (j.cols_per_task + VLEN - 1) / VLEN * VLEN;
-    n_tasks = (OC + j.cols_per_task - 1) / j.cols_per_task;
+    size_t n_tasks = (OC + j.cols_per_task - 1) / j.cols_per_task;
     cpu_pool_run(cb->pool, fn, &j, n_tasks);
 }

@@ -1,6 +1,7 @@
 #include "pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -9,7 +10,12 @@
 
 #include "../kg.h"
 
-#define POOL_SPIN_NS 2000000 // how long an idle worker spins before it sleeps: 2 ms
+// An idle worker polls for the next loop this long before it sleeps: a decode step runs
+// ~100 loops a few microseconds apart, and a futex wake-up costs more than that.
+#define POOL_SPIN_NS 300000
+// Polls between yields of the core: when threads outnumber cores (other processes, a
+// second model), the thread we wait for may need this core to make progress.
+#define POOL_PAUSES_PER_YIELD 256
 
 // The current loop is published in one 64-bit word: the loop's number in the high half and
 // the next unclaimed task in the low half. A worker claims a task with a compare-and-swap
@@ -35,12 +41,21 @@ struct CpuPool {
     atomic_int stop;
     pthread_mutex_t mutex; // only for sleeping workers
     pthread_cond_t wake;
+    pthread_mutex_t run_mutex; // one loop at a time when several threads share the pool
 };
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
+}
+
+// Waits politely: a pause, and every POOL_PAUSES_PER_YIELD calls a yield of the core.
+static inline void backoff(unsigned *i) {
+    if (++*i % POOL_PAUSES_PER_YIELD == 0)
+        sched_yield();
+    else
+        cpu_relax();
 }
 
 static long long now_ns(void) {
@@ -71,11 +86,11 @@ static void run_tasks(CpuPool *p, uint32_t loop, int thread) {
 // Waits until a loop newer than `seen` is published (or stop): spin first, then sleep.
 static uint32_t wait_for_loop(CpuPool *p, uint32_t seen) {
     long long spin_until = now_ns() + POOL_SPIN_NS;
-    for (unsigned i = 1;; i++) {
+    for (unsigned i = 0;;) {
         uint32_t loop = (uint32_t)(atomic_load_explicit(&p->next, memory_order_acquire) >> 32);
         if (loop != seen || atomic_load(&p->stop)) return loop;
-        cpu_relax();
-        if ((i & 1023) == 0 && now_ns() > spin_until) break;
+        backoff(&i);
+        if (i % 64 == 0 && now_ns() > spin_until) break;
     }
     pthread_mutex_lock(&p->mutex);
     uint32_t loop;
@@ -111,6 +126,7 @@ CpuPool *cpu_pool_new(int n_threads, char *err) {
     p->n_threads = 1; // grows as workers start, so cpu_pool_free joins only those
     pthread_mutex_init(&p->mutex, NULL);
     pthread_cond_init(&p->wake, NULL);
+    pthread_mutex_init(&p->run_mutex, NULL);
     p->workers = calloc((size_t)n_threads, sizeof *p->workers);
     p->args = calloc((size_t)n_threads, sizeof *p->args);
     if (!p->workers || !p->args) {
@@ -141,6 +157,7 @@ void cpu_pool_free(CpuPool *p) {
         pthread_join(p->workers[i], NULL);
     pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->mutex);
+    pthread_mutex_destroy(&p->run_mutex);
     free(p->workers);
     free(p->args);
     free(p);
@@ -150,9 +167,11 @@ int cpu_pool_threads(const CpuPool *p) { return p->n_threads; }
 
 void cpu_pool_run(CpuPool *p, CpuTaskFn fn, void *ctx, size_t n_tasks) {
     if (n_tasks == 0) return;
+    pthread_mutex_lock(&p->run_mutex);       // thread 0's scratch is the caller's: one at a time
     if (p->n_threads == 1 || n_tasks == 1) { // nothing to share: skip the hand-off
         for (size_t t = 0; t < n_tasks; t++)
             fn(ctx, t, 0);
+        pthread_mutex_unlock(&p->run_mutex);
         return;
     }
     uint32_t loop = (uint32_t)(atomic_load_explicit(&p->next, memory_order_relaxed) >> 32) + 1;
@@ -166,6 +185,7 @@ void cpu_pool_run(CpuPool *p, CpuTaskFn fn, void *ctx, size_t n_tasks) {
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mutex);
     run_tasks(p, loop, 0);
-    while (atomic_load_explicit(&p->done, memory_order_acquire) < n_tasks)
-        cpu_relax();
+    for (unsigned i = 0; atomic_load_explicit(&p->done, memory_order_acquire) < n_tasks;)
+        backoff(&i);
+    pthread_mutex_unlock(&p->run_mutex);
 }

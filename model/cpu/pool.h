@@ -19,8 +19,8 @@ CpuPool *cpu_pool_new(int n_threads, char *err);
 void cpu_pool_free(CpuPool *p);
 int cpu_pool_threads(const CpuPool *p);
 
-// Runs one parallel loop and returns when every task has finished. Not reentrant: one
-// caller thread at a time (the backend's owner).
+// Runs one parallel loop and returns when every task has finished. Callers on several
+// threads take turns, one loop at a time; a task must not call cpu_pool_run itself.
 void cpu_pool_run(CpuPool *p, CpuTaskFn fn, void *ctx, size_t n_tasks);
 
 #endif

@@ -1,0 +1,36 @@
+# Model core tests (issue 2). Included by tests/CMakeLists.txt, which defines kg_test().
+#
+# Parity: the fixture test gpt2_testdata runs tests/ref/gpt2_ref.py once per ctest run. It
+# writes random checkpoints (small shapes and the KoGPT2-base shape in f32/f16/bf16) and their
+# PyTorch reference log-probs into ${CMAKE_BINARY_DIR}/testdata/gpt2, and returns at once when
+# they are already there for this version of the script (testdata/gpt2/STAMP). Every parity
+# test requires the fixture and skips (77) when torch is missing.
+if(NOT TARGET kgmodel)
+  return()
+endif()
+
+set(KG_GPT2_TESTDATA "${CMAKE_BINARY_DIR}/testdata/gpt2")
+if(PYTHON3)
+  add_test(NAME gpt2_testdata
+    COMMAND ${PYTHON3} ${CMAKE_SOURCE_DIR}/tests/ref/gpt2_ref.py ${KG_GPT2_TESTDATA})
+  set_tests_properties(gpt2_testdata PROPERTIES FIXTURES_SETUP gpt2_testdata
+    SKIP_RETURN_CODE 77 LABELS "model;parity" TIMEOUT 600)
+endif()
+
+kg_test(test_model_config SOURCES test_model_config.c LIBS kgmodel LABELS model)
+kg_test(test_model_safetensors SOURCES test_model_safetensors.c LIBS kgmodel LABELS model)
+kg_test(test_kgmath SOURCES test_kgmath.c LIBS kgmodel LABELS model)
+
+# The small cases in one test; the KoGPT2 shape one test per dtype so that ctest -j spreads them.
+kg_test(test_gpt2_parity SOURCES test_gpt2_parity.c LIBS kgmodel LABELS "model;parity"
+  ARGS tiny_tanh_f32 tiny_erf_f32 small_tanh_f16 small_erf_f16 small_tanh_bf16 small_erf_bf16
+       odd_untied_f32 noprefix_f32)
+get_test_property(test_gpt2_parity ENVIRONMENT KG_PARITY_ENV)
+set(KG_PARITY_TESTS test_gpt2_parity)
+foreach(dtype f32 f16 bf16)
+  add_test(NAME test_gpt2_parity_kogpt2_${dtype} COMMAND test_gpt2_parity kogpt2_${dtype})
+  set_tests_properties(test_gpt2_parity_kogpt2_${dtype} PROPERTIES SKIP_RETURN_CODE 77
+    LABELS "model;parity" ENVIRONMENT "${KG_PARITY_ENV}")
+  list(APPEND KG_PARITY_TESTS test_gpt2_parity_kogpt2_${dtype})
+endforeach()
+set_tests_properties(${KG_PARITY_TESTS} PROPERTIES FIXTURES_REQUIRED gpt2_testdata TIMEOUT 600)
