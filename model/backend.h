@@ -26,10 +26,14 @@ typedef struct {
 // One sequence's share of a batched attention call. Rows [row0, row0 + n) of q and out
 // are positions [pos0, pos0 + n) of the sequence; its keys and values for positions
 // [0, pos0 + n) are rows of k and v, ld_kv floats apart. Causal: position p sees 0..p.
+// Training also sets att, where the forward saves the probabilities, and dk/dv, where the
+// backward adds the key/value gradients (same layout as k/v).
 typedef struct {
     size_t row0, n, pos0;
     const float *k, *v; // (pos0 + n, ld_kv) backend memory; head h at columns h*hs
     size_t ld_kv;
+    float *att;     // (NH, n, pos0 + n) softmax probabilities, or NULL (inference)
+    float *dk, *dv; // (pos0 + n, ld_kv) backward only
 } KgAttnSeq;
 
 typedef struct KgBackend KgBackend;
@@ -49,6 +53,7 @@ typedef struct {
     // dst (rows, ld_dst) <- src (rows, ld_src), cols floats of each row; both backend memory.
     void (*copy_rows)(KgBackend *be, float *dst, size_t ld_dst, const float *src, size_t ld_src,
                       size_t rows, size_t cols);
+    void (*zero)(KgBackend *be, void *p, size_t bytes);
     void (*destroy)(KgBackend *be);
 
     // --- forward ops ---
@@ -68,8 +73,35 @@ typedef struct {
                               const KgAttnSeq *seqs, size_t n_seq, size_t NH, size_t hs);
     // out (n) = gelu(inp (n)); out may equal inp.
     void (*gelu_forward)(KgBackend *be, float *out, const float *inp, size_t n, Gpt2Gelu kind);
-    // out (n) = a (n) + b (n); out may equal a or b.
+    // out (n) = a (n) + b (n); out may equal a or b. (Its backward is this op again:
+    // the gradient flows unchanged into both inputs.)
     void (*residual_forward)(KgBackend *be, float *out, const float *a, const float *b, size_t n);
+
+    // --- backward ops (training; f32 weights). Every gradient is accumulated with +=, so
+    // micro-batches add up; the caller zeroes gradients once per optimizer step. ---
+    // dwte (V, C), dwpe (T, C) += dout (N, C) scattered to the rows the forward read.
+    void (*encoder_backward)(KgBackend *be, float *dwte, float *dwpe, const float *dout,
+                             const int *tokens, const int *pos, size_t N, size_t C);
+    // dinp (N, C), dw (C), db (C) from dout (N, C) and what the forward saved.
+    void (*layernorm_backward)(KgBackend *be, float *dinp, float *dw, float *db, const float *dout,
+                               const float *inp, const float *w, const float *mean,
+                               const float *rstd, size_t N, size_t C);
+    // dinp (N, C) += dout @ w^T; dw (w's layout) += inp^T @ dout; dbias (OC) += sum of dout
+    // (dbias may be NULL).
+    void (*matmul_backward)(KgBackend *be, float *dinp, float *dw, float *dbias, const float *dout,
+                            const float *inp, KgMat w, size_t N, size_t C, size_t OC);
+    // dq (N, ld_q) and each sequence's dk, dv from dout (N, C), q and the saved att.
+    void (*attention_backward)(KgBackend *be, float *dq, const float *dout, const float *q,
+                               size_t ld_q, const KgAttnSeq *seqs, size_t n_seq, size_t NH,
+                               size_t hs);
+    // dinp (n) += gelu'(inp) * dout
+    void (*gelu_backward)(KgBackend *be, float *dinp, const float *inp, const float *dout, size_t n,
+                          Gpt2Gelu kind);
+    // Fused softmax + cross-entropy: losses (N) = -log softmax(logits)[target], and logits
+    // (N, V) is overwritten by its gradient (softmax - onehot) * dscale. targets is a host
+    // array; a target of -1 gives loss 0 and a zero gradient row.
+    void (*crossentropy_forward_backward)(KgBackend *be, float *losses, float *logits,
+                                          const int *targets, size_t N, size_t V, float dscale);
 } KgBackendOps;
 
 struct KgBackend {

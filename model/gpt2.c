@@ -26,9 +26,11 @@ typedef struct {
     int transposed;
 } WeightSpec;
 
-// The tensor table in file order of need. Returns the count (at most cap).
-static size_t weight_specs(Gpt2 *m, WeightSpec *spec, size_t cap) {
-    const Gpt2Config *c = &m->config;
+// The tensor table, in the order of the training parameter buffer (wte, wpe, each layer,
+// ln_f, then lm_head when untied), with where each pointer goes. Returns the count; at most
+// cap are written.
+static size_t weight_specs(const Gpt2Config *c, Gpt2Weights *w, Gpt2LayerWeights *layers,
+                           WeightSpec *spec, size_t cap) {
     const size_t C = c->n_embd, F = c->n_inner;
     size_t n = 0;
 #define SPEC(r, cl, M, Vp, tr, ...)                                                                \
@@ -40,10 +42,10 @@ static size_t weight_specs(Gpt2 *m, WeightSpec *spec, size_t cap) {
         }                                                                                          \
         n++;                                                                                       \
     } while (0)
-    SPEC(c->vocab_size, C, &m->w.wte, NULL, 1, "wte.weight");
-    SPEC(c->n_ctx, C, &m->w.wpe, NULL, 1, "wpe.weight");
+    SPEC(c->vocab_size, C, &w->wte, NULL, 1, "wte.weight");
+    SPEC(c->n_ctx, C, &w->wpe, NULL, 1, "wpe.weight");
     for (size_t l = 0; l < c->n_layer; l++) {
-        Gpt2LayerWeights *lw = &m->layers[l];
+        Gpt2LayerWeights *lw = &layers[l];
         SPEC(C, 0, NULL, &lw->ln1_w, 0, "h.%zu.ln_1.weight", l);
         SPEC(C, 0, NULL, &lw->ln1_b, 0, "h.%zu.ln_1.bias", l);
         SPEC(C, 3 * C, &lw->qkv_w, NULL, 0, "h.%zu.attn.c_attn.weight", l);
@@ -57,8 +59,9 @@ static size_t weight_specs(Gpt2 *m, WeightSpec *spec, size_t cap) {
         SPEC(F, C, &lw->fcproj_w, NULL, 0, "h.%zu.mlp.c_proj.weight", l);
         SPEC(C, 0, NULL, &lw->fcproj_b, 0, "h.%zu.mlp.c_proj.bias", l);
     }
-    SPEC(C, 0, NULL, &m->w.lnf_w, 0, "ln_f.weight");
-    SPEC(C, 0, NULL, &m->w.lnf_b, 0, "ln_f.bias");
+    SPEC(C, 0, NULL, &w->lnf_w, 0, "ln_f.weight");
+    SPEC(C, 0, NULL, &w->lnf_b, 0, "ln_f.bias");
+    if (!c->tie_embeddings) SPEC(c->vocab_size, C, &w->lm_head, NULL, 1, "lm_head.weight");
 #undef SPEC
     return n;
 }
@@ -135,15 +138,16 @@ static int bind_weight(Gpt2 *m, const WeightSpec *s, const StTensor *t, int dtyp
 
 static int bind_all(Gpt2 *m, int dtype, char *err) {
     const Gpt2Config *c = &m->config;
-    size_t n = weight_specs(m, NULL, 0);
-    WeightSpec *spec = calloc(n, sizeof *spec);
+    // lm_head, when untied, is found under its own name below (never "transformer.")
+    size_t n = weight_specs(c, &m->w, m->layers, NULL, 0) - !c->tie_embeddings;
+    WeightSpec *spec = calloc(n + 1, sizeof *spec);
     const StTensor **t = calloc(n, sizeof *t);
     int rc = KG_OK;
     if (!spec || !t) {
         rc = kg_err(err, KG_ENOMEM, "model: out of memory");
         goto end;
     }
-    weight_specs(m, spec, n);
+    weight_specs(c, &m->w, m->layers, spec, n);
     size_t extra = 0;
     for (size_t i = 0; i < n; i++) {
         t[i] = find_tensor(&m->st, spec[i].name);
@@ -207,6 +211,7 @@ int gpt2_open(Gpt2 *m, const char *dir, KgBackend *be, int dtype, char *err) {
 }
 
 void gpt2_close(Gpt2 *m) {
+    if (m->params) m->be->ops->free(m->be, m->params);
     safetensors_close(&m->st);
     free(m->host_owned);
     free(m->layers);
@@ -219,6 +224,57 @@ size_t gpt2_weight_bytes(const Gpt2 *m) {
     size_t per_layer = C * 3 * C + C * C + C * F + F * C;
     // a decode step reads every layer matrix and the LM head; wte/wpe contribute one row
     return (c->n_layer * per_layer + c->vocab_size * C) * kg_dtype_size(m->dtype);
+}
+
+size_t gpt2_param_tensors(const Gpt2Config *c, Gpt2ParamTensor *out) {
+    Gpt2Weights w;
+    Gpt2LayerWeights *layers = calloc(c->n_layer, sizeof *layers);
+    size_t n = weight_specs(c, &w, layers, NULL, 0);
+    WeightSpec *spec = calloc(n, sizeof *spec);
+    if (out && spec && layers) {
+        weight_specs(c, &w, layers, spec, n);
+        size_t offset = 0;
+        for (size_t i = 0; i < n; i++) {
+            Gpt2ParamTensor *t = &out[i];
+            int prefixed = strcmp(spec[i].name, "lm_head.weight") != 0;
+            snprintf(t->name, sizeof t->name, "%s%s", prefixed ? "transformer." : "", spec[i].name);
+            t->offset = offset;
+            t->count = spec[i].rows * (spec[i].cols ? spec[i].cols : 1);
+            t->ndim = spec[i].cols ? 2 : 1;
+            t->shape[0] = spec[i].rows;
+            t->shape[1] = spec[i].cols;
+            t->decay = t->ndim == 2; // matrices decay; biases and layer norms do not
+            offset += t->count;
+        }
+    }
+    free(spec);
+    free(layers);
+    return n;
+}
+
+size_t gpt2_param_count(const Gpt2Config *c) {
+    size_t C = c->n_embd, F = c->n_inner;
+    size_t per_layer = 4 * C + C * 3 * C + 3 * C + C * C + C + C * F + F + F * C + C;
+    return (c->vocab_size + c->n_ctx) * C + c->n_layer * per_layer + 2 * C +
+           (c->tie_embeddings ? 0 : c->vocab_size * C);
+}
+
+int gpt2_bind_params(const Gpt2Config *c, float *base, Gpt2Weights *w, Gpt2LayerWeights *layers) {
+    size_t n = weight_specs(c, w, layers, NULL, 0), offset = 0;
+    WeightSpec *spec = calloc(n, sizeof *spec);
+    if (!spec) return KG_ENOMEM;
+    weight_specs(c, w, layers, spec, n);
+    for (size_t i = 0; i < n; i++) {
+        if (spec[i].vec)
+            *spec[i].vec = base + offset;
+        else
+            *spec[i].mat = (KgMat){base + offset, KG_F32, spec[i].transposed};
+        offset += spec[i].rows * (spec[i].cols ? spec[i].cols : 1);
+    }
+    free(spec);
+    w->layers = layers;
+    if (c->tie_embeddings) w->lm_head = w->wte;
+    return KG_OK;
 }
 
 // ---------------------------------------------------------------------------------------

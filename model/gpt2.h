@@ -7,6 +7,7 @@
 #define GPT2_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "backend.h"
 #include "config.h"
@@ -44,6 +45,7 @@ typedef struct {
     SafeTensors st;   // the mapped file
     void *host_owned; // f32 vectors widened from f16/bf16, matrices converted by --dtype
     Gpt2LayerWeights *layers;
+    float *params; // a trainable model's parameters (backend memory), else NULL
 } Gpt2;
 
 typedef enum { GPT2_DTYPE_AUTO = -1 } Gpt2DtypeAuto;
@@ -127,5 +129,63 @@ int gpt2_forward(const Gpt2 *m, Gpt2State *s, Gpt2Seq *seqs, size_t n_seq, char 
 // (KG_EINVAL when n is 0 then). All or nothing: on error the cache is as it was.
 int gpt2_prefill(const Gpt2 *m, Gpt2State *s, KvCache *kv, const int *tokens, size_t n,
                  int want_logits, char *err);
+
+// --- training (llm.c's layout: one buffer of parameters, one of activations) ---
+//
+// A trainable model keeps every parameter in f32 in one backend buffer, in the order of
+// gpt2_param_tensors(); gradients and AdamW's moments are buffers of the same layout, so
+// an all-reduce or an optimizer step is one pass over a flat array.
+
+typedef struct {
+    char name[64]; // GPT2LMHeadModel name, e.g. "transformer.h.0.attn.c_attn.weight"
+    size_t offset; // in floats, into the parameter buffer
+    size_t count;  // floats
+    int ndim;
+    size_t shape[2];
+    int decay; // AdamW weight decay applies: matrices yes; biases and LN no
+} Gpt2ParamTensor;
+
+// The parameter tensors of a config in buffer order; returns how many (out may be NULL).
+size_t gpt2_param_tensors(const Gpt2Config *c, Gpt2ParamTensor *out);
+// Floats in the parameter buffer.
+size_t gpt2_param_count(const Gpt2Config *c);
+// Points w (and its L layers) into base, a buffer of gpt2_param_count floats in that
+// order, as f32 (for parameters, or for gradients of the same layout). KG_ENOMEM or KG_OK.
+int gpt2_bind_params(const Gpt2Config *c, float *base, Gpt2Weights *w, Gpt2LayerWeights *layers);
+
+// A trainable model: config and an f32 parameter buffer in backend memory (m->params,
+// owned), weights bound into it. With init_from a model directory, its weights (any
+// dtype) are copied in and the config is that model's (c is ignored); otherwise c gives
+// the shape and the weights are GPT-2's initialization (N(0, 0.02), residual projections
+// scaled by 1/sqrt(2L), LN weights 1, biases 0) from seed. Free with gpt2_close().
+int gpt2_train_model_new(Gpt2 *m, const Gpt2Config *c, const char *init_from, KgBackend *be,
+                         uint64_t seed, char *err);
+
+// Writes m as a servable model directory's model.safetensors (f32 or f16) and config.json.
+// The caller writes to a temporary directory and renames it (never a torn checkpoint).
+int gpt2_save(const Gpt2 *m, const char *dir, KgDtype dtype, char *err);
+
+// Activations saved for backward, for batches of B sequences of T tokens.
+typedef struct Gpt2Train Gpt2Train;
+
+// recompute: keep only each layer's input and recompute the rest in backward (less memory,
+// ~1/3 more compute). NULL on OOM with err filled. Free with gpt2_train_free().
+Gpt2Train *gpt2_train_new(const Gpt2 *m, size_t B, size_t T, int recompute, char *err);
+void gpt2_train_free(Gpt2Train *t);
+// Bytes of activation memory t holds (to report what recompute saves).
+size_t gpt2_train_bytes(const Gpt2Train *t);
+// The gradient buffer (backend memory, gpt2_param_count floats, same layout as m->params).
+float *gpt2_train_grads(Gpt2Train *t);
+// Sets every gradient to zero (once per optimizer step; backward accumulates with +=).
+void gpt2_train_zero_grad(Gpt2Train *t);
+
+// Forward over inputs (B, T) with targets (B, T) (host arrays, ids < V; a target of -1 is
+// ignored): returns the mean cross-entropy loss in nats, and keeps what backward needs.
+// KG_ERANGE for a bad token id (then *loss is untouched).
+int gpt2_train_forward(const Gpt2 *m, Gpt2Train *t, const int *inputs, const int *targets,
+                       float *loss, char *err);
+// Backward of the last forward: adds d(mean loss)/d(params) into the gradient buffer.
+// Over K micro-batches the gradients add up: scale by 1/K for the mean.
+void gpt2_train_backward(const Gpt2 *m, Gpt2Train *t);
 
 #endif

@@ -154,4 +154,19 @@ KG_HD float kg_gelu_erf_grad(float x) {
     return cdf + x * KG_INV_SQRT_2PI * kg_expf(-0.5f * x * x);
 }
 
+// One element's AdamW step (decoupled weight decay, bias correction on), in place on
+// *param, *m, *v. g is the gradient, b1c = 1 - beta1^t and b2c = 1 - beta2^t for step
+// t >= 1, wd the weight decay (0 for biases and layer norms):
+//   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+//   param -= lr (m / b1c / (sqrt(v / b2c) + eps) + wd param)
+KG_HD void kg_adamw_update(float *param, float *m, float *v, float g, float lr, float beta1,
+                           float beta2, float eps, float wd, float b1c, float b2c) {
+    float mt = beta1 * *m + (1.0f - beta1) * g;
+    float vt = beta2 * *v + (1.0f - beta2) * g * g;
+    *m = mt;
+    *v = vt;
+    float mhat = mt / b1c, vhat = vt / b2c;
+    *param -= lr * (mhat / (__builtin_sqrtf(vhat) + eps) + wd * *param);
+}
+
 #endif

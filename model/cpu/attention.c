@@ -51,6 +51,28 @@ weighted_sum(float *out, const float *e, const float *v, size_t ld, size_t nt, s
             out[d] += e[t] * v[t * ld + d];
 }
 
+// Training's forward: the probabilities of row q are kept in att (p + 1, then zeros up to
+// the row's end, Tk). Plain two-pass softmax: the row is short (T) and saved anyway.
+static void attend_row_saved(float *out, float *att, size_t Tk, const float *q, const float *k,
+                             const float *v, size_t ld, size_t p, size_t hs, float scale) {
+    float m = -INFINITY, l = 0.0f;
+    for (size_t t = 0; t <= p; t++) {
+        att[t] = dot(q, k + t * ld, hs) * scale;
+        m = att[t] > m ? att[t] : m;
+    }
+    for (size_t t = 0; t <= p; t++) {
+        att[t] = kg_expf(att[t] - m);
+        l += att[t];
+    }
+    float inv = 1.0f / l;
+    for (size_t t = 0; t <= p; t++)
+        att[t] *= inv;
+    for (size_t t = p + 1; t < Tk; t++)
+        att[t] = 0.0f;
+    memset(out, 0, hs * sizeof *out);
+    weighted_sum(out, att, v, ld, p + 1, hs);
+}
+
 // One query row q (hs) at position p against keys/values 0..p of one head: out (hs).
 // Inlined with hs = 64 (every GPT-2 size) the head loops unroll into registers.
 static inline __attribute__((always_inline)) void attend_row(float *out, const float *q,
@@ -94,15 +116,19 @@ typedef struct {
 } AttnJob;
 
 // Task t -> (sequence, head, block of rows), enumerated sequence by sequence.
+static const KgAttnSeq *task_seq(const AttnJob *j, size_t *t, size_t rows_per_task) {
+    const KgAttnSeq *s = j->seqs;
+    for (;; s++) { // n_seq is small (the batch); a scan is cheaper than a table
+        size_t tasks = j->NH * ((s->n + rows_per_task - 1) / rows_per_task);
+        if (*t < tasks) return s;
+        *t -= tasks;
+    }
+}
+
 static void attention_task(void *ctx, size_t t, int thread) {
     (void)thread;
     const AttnJob *j = ctx;
-    const KgAttnSeq *s = j->seqs;
-    for (;; s++) { // n_seq is small (the batch); a scan is cheaper than a table
-        size_t tasks = j->NH * ((s->n + ATTN_ROWS_PER_TASK - 1) / ATTN_ROWS_PER_TASK);
-        if (t < tasks) break;
-        t -= tasks;
-    }
+    const KgAttnSeq *s = task_seq(j, &t, ATTN_ROWS_PER_TASK);
     size_t h = t % j->NH, r0 = t / j->NH * ATTN_ROWS_PER_TASK;
     size_t r1 = r0 + ATTN_ROWS_PER_TASK < s->n ? r0 + ATTN_ROWS_PER_TASK : s->n;
     const size_t hs = j->hs, C = j->NH * hs;
@@ -111,7 +137,11 @@ static void attention_task(void *ctx, size_t t, int thread) {
         size_t row = s->row0 + r;
         float *o = j->out + row * C + h * hs;
         const float *q = j->q + row * j->ld_q + h * hs, *k = s->k + h * hs, *v = s->v + h * hs;
-        if (hs == 64) // GPT-2's head size at every scale: a copy with the loops unrolled
+        size_t Tk = s->pos0 + s->n;
+        if (s->att)
+            attend_row_saved(o, s->att + (h * s->n + r) * Tk, Tk, q, k, v, s->ld_kv, s->pos0 + r,
+                             hs, scale);
+        else if (hs == 64) // GPT-2's head size at every scale: a copy with the loops unrolled
             attend_row(o, q, k, v, s->ld_kv, s->pos0 + r, 64, scale);
         else
             attend_row(o, q, k, v, s->ld_kv, s->pos0 + r, hs, scale);
@@ -125,4 +155,63 @@ static void cpu_attention_forward(KgBackend *be, float *out, const float *q, siz
     for (size_t i = 0; i < n_seq; i++)
         n_tasks += NH * ((seqs[i].n + ATTN_ROWS_PER_TASK - 1) / ATTN_ROWS_PER_TASK);
     cpu_pool_run(cpu_of(be)->pool, attention_task, &j, n_tasks);
+}
+
+typedef struct {
+    float *dq;
+    const float *dout, *q;
+    size_t ld_q;
+    const KgAttnSeq *seqs;
+    size_t n_seq, NH, hs;
+} AttnBackJob;
+
+// out (n) += a * x (n)
+static inline void add_scaled(float *out, float a, const float *x, size_t n) {
+    size_t i = 0;
+    for (; i + VLEN <= n; i += VLEN)
+        vf_store(out + i, vf_load(out + i) + a * vf_load(x + i));
+    for (; i < n; i++)
+        out[i] += a * x[i];
+}
+
+// One (sequence, head): every row's dq, and dk/dv of the head's columns, which only this
+// task writes. Softmax backward: dpre = att * (datt - sum(att * datt)).
+static void attention_backward_task(void *ctx, size_t t, int thread) {
+    (void)thread;
+    const AttnBackJob *j = ctx;
+    const KgAttnSeq *s = j->seqs;
+    const size_t NH = j->NH, hs = j->hs, C = NH * hs;
+    while (t >= NH) { // one task per (sequence, head)
+        t -= NH;
+        s++;
+    }
+    size_t h = t, Tk = s->pos0 + s->n;
+    const float scale = 1.0f / sqrtf((float)hs);
+    float *dpre = malloc(Tk * sizeof *dpre);
+    if (!dpre) abort(); // Tk floats: a few KB; out of memory here is not recoverable
+    for (size_t r = 0; r < s->n; r++) {
+        size_t row = s->row0 + r, p = s->pos0 + r;
+        const float *att = s->att + (h * s->n + r) * Tk;
+        const float *dout = j->dout + row * C + h * hs, *q = j->q + row * j->ld_q + h * hs;
+        float sum = 0.0f;
+        for (size_t u = 0; u <= p; u++) {
+            dpre[u] = dot(dout, s->v + u * s->ld_kv + h * hs, hs); // datt
+            sum += att[u] * dpre[u];
+        }
+        float *dq = j->dq + row * j->ld_q + h * hs;
+        for (size_t u = 0; u <= p; u++) {
+            float d = att[u] * (dpre[u] - sum) * scale;
+            add_scaled(dq, d, s->k + u * s->ld_kv + h * hs, hs);
+            add_scaled(s->dk + u * s->ld_kv + h * hs, d, q, hs);
+            add_scaled(s->dv + u * s->ld_kv + h * hs, att[u], dout, hs);
+        }
+    }
+    free(dpre);
+}
+
+static void cpu_attention_backward(KgBackend *be, float *dq, const float *dout, const float *q,
+                                   size_t ld_q, const KgAttnSeq *seqs, size_t n_seq, size_t NH,
+                                   size_t hs) {
+    AttnBackJob j = {dq, dout, q, ld_q, seqs, n_seq, NH, hs};
+    cpu_pool_run(cpu_of(be)->pool, attention_backward_task, &j, n_seq * NH);
 }

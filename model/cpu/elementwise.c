@@ -11,6 +11,8 @@ typedef struct {
     Gpt2Gelu kind;
 } ElementwiseJob;
 
+#define CROSSENTROPY_ROWS_PER_TASK 4
+
 static size_t chunk_end(const ElementwiseJob *j, size_t t) {
     return (t + 1) * ELEMENTWISE_CHUNK < j->n ? (t + 1) * ELEMENTWISE_CHUNK : j->n;
 }
@@ -45,4 +47,70 @@ static void cpu_residual_forward(KgBackend *be, float *out, const float *a, cons
     ElementwiseJob j = {out, a, b, n, GPT2_GELU_TANH};
     cpu_pool_run(cpu_of(be)->pool, residual_task, &j,
                  (n + ELEMENTWISE_CHUNK - 1) / ELEMENTWISE_CHUNK);
+}
+
+// out += gelu'(a) * b
+static void gelu_backward_task(void *ctx, size_t t, int thread) {
+    (void)thread;
+    const ElementwiseJob *j = ctx;
+    size_t end = chunk_end(j, t);
+    if (j->kind == GPT2_GELU_ERF)
+        for (size_t i = t * ELEMENTWISE_CHUNK; i < end; i++)
+            j->out[i] += kg_gelu_erf_grad(j->a[i]) * j->b[i];
+    else
+        for (size_t i = t * ELEMENTWISE_CHUNK; i < end; i++)
+            j->out[i] += kg_gelu_tanh_grad(j->a[i]) * j->b[i];
+}
+
+static void cpu_gelu_backward(KgBackend *be, float *dinp, const float *inp, const float *dout,
+                              size_t n, Gpt2Gelu kind) {
+    ElementwiseJob j = {dinp, inp, dout, n, kind};
+    cpu_pool_run(cpu_of(be)->pool, gelu_backward_task, &j,
+                 (n + ELEMENTWISE_CHUNK - 1) / ELEMENTWISE_CHUNK);
+}
+
+typedef struct {
+    float *losses, *logits;
+    const int *targets;
+    size_t N, V;
+    float dscale;
+} CrossentropyJob;
+
+// One row: loss = logsumexp - logit[target]; the row becomes (softmax - onehot) * dscale.
+static void crossentropy_task(void *ctx, size_t t, int thread) {
+    (void)thread;
+    const CrossentropyJob *j = ctx;
+    size_t n1 =
+        (t + 1) * CROSSENTROPY_ROWS_PER_TASK < j->N ? (t + 1) * CROSSENTROPY_ROWS_PER_TASK : j->N;
+    for (size_t n = t * CROSSENTROPY_ROWS_PER_TASK; n < n1; n++) {
+        float *x = j->logits + n * j->V;
+        int target = j->targets[n];
+        if (target < 0) {
+            j->losses[n] = 0.0f;
+            memset(x, 0, j->V * sizeof *x);
+            continue;
+        }
+        float m = -INFINITY;
+        for (size_t i = 0; i < j->V; i++)
+            m = x[i] > m ? x[i] : m;
+        float zt = x[(size_t)target] - m;
+        double sum = 0.0; // 51,200 terms: a float sum would lose ~1e-5 of the loss
+        for (size_t i = 0; i < j->V; i++) {
+            x[i] = kg_expf(x[i] - m); // x now holds exp(logit - max)
+            sum += x[i];
+        }
+        j->losses[n] = (float)(log(sum) - zt);
+        float inv = (float)(j->dscale / sum);
+        for (size_t i = 0; i < j->V; i++)
+            x[i] *= inv;
+        x[target] -= j->dscale;
+    }
+}
+
+static void cpu_crossentropy_forward_backward(KgBackend *be, float *losses, float *logits,
+                                              const int *targets, size_t N, size_t V,
+                                              float dscale) {
+    CrossentropyJob j = {losses, logits, targets, N, V, dscale};
+    cpu_pool_run(cpu_of(be)->pool, crossentropy_task, &j,
+                 (N + CROSSENTROPY_ROWS_PER_TASK - 1) / CROSSENTROPY_ROWS_PER_TASK);
 }

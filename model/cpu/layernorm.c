@@ -44,3 +44,58 @@ static void cpu_layernorm_forward(KgBackend *be, float *out, float *mean, float 
     cpu_pool_run(cpu_of(be)->pool, layernorm_task, &j,
                  (N + LAYERNORM_ROWS_PER_TASK - 1) / LAYERNORM_ROWS_PER_TASK);
 }
+
+typedef struct {
+    float *dinp, *dw, *db;
+    const float *dout, *inp, *w, *mean, *rstd;
+    size_t N, C, cols_per_task;
+} LayernormBackJob;
+
+// Rows: dinp += (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)) * rstd, dnorm = w * dout.
+static void layernorm_dinp_task(void *ctx, size_t t, int thread) {
+    (void)thread;
+    const LayernormBackJob *j = ctx;
+    const size_t C = j->C;
+    size_t n1 = (t + 1) * LAYERNORM_ROWS_PER_TASK < j->N ? (t + 1) * LAYERNORM_ROWS_PER_TASK : j->N;
+    for (size_t n = t * LAYERNORM_ROWS_PER_TASK; n < n1; n++) {
+        const float *x = j->inp + n * C, *dout = j->dout + n * C;
+        float mean = j->mean[n], rstd = j->rstd[n], dm = 0.0f, dnm = 0.0f;
+        for (size_t i = 0; i < C; i++) {
+            float dnorm = j->w[i] * dout[i];
+            dm += dnorm;
+            dnm += dnorm * (x[i] - mean) * rstd;
+        }
+        dm /= (float)C;
+        dnm /= (float)C;
+        float *dx = j->dinp + n * C;
+        for (size_t i = 0; i < C; i++) {
+            float xhat = (x[i] - mean) * rstd;
+            dx[i] += (j->w[i] * dout[i] - dm - xhat * dnm) * rstd;
+        }
+    }
+}
+
+// Columns: dw += sum over rows of xhat * dout, db += sum of dout; a task owns its columns.
+static void layernorm_dw_task(void *ctx, size_t t, int thread) {
+    (void)thread;
+    const LayernormBackJob *j = ctx;
+    size_t c0 = t * j->cols_per_task,
+           c1 = c0 + j->cols_per_task < j->C ? c0 + j->cols_per_task : j->C;
+    for (size_t n = 0; n < j->N; n++) {
+        const float *x = j->inp + n * j->C, *dout = j->dout + n * j->C;
+        for (size_t i = c0; i < c1; i++) {
+            j->dw[i] += (x[i] - j->mean[n]) * j->rstd[n] * dout[i];
+            j->db[i] += dout[i];
+        }
+    }
+}
+
+static void cpu_layernorm_backward(KgBackend *be, float *dinp, float *dw, float *db,
+                                   const float *dout, const float *inp, const float *w,
+                                   const float *mean, const float *rstd, size_t N, size_t C) {
+    CpuPool *pool = cpu_of(be)->pool;
+    LayernormBackJob j = {dinp, dw, db, dout, inp, w, mean, rstd, N, C, 64};
+    cpu_pool_run(pool, layernorm_dinp_task, &j,
+                 (N + LAYERNORM_ROWS_PER_TASK - 1) / LAYERNORM_ROWS_PER_TASK);
+    cpu_pool_run(pool, layernorm_dw_task, &j, (C + j.cols_per_task - 1) / j.cols_per_task);
+}

@@ -216,3 +216,98 @@ static void cpu_matmul_forward(KgBackend *be, float *out, const float *inp, KgMa
     size_t n_tasks = (OC + j.cols_per_task - 1) / j.cols_per_task;
     cpu_pool_run(cb->pool, fn, &j, n_tasks);
 }
+
+// ---------------------------------------------------------------------------------------
+// Backward (training: f32 weights). Tasks split the outputs: dinp by column slices of C,
+// dw (and dbias) by slices of OC, so no two tasks write the same float.
+
+typedef struct {
+    float *dinp, *dw, *dbias;
+    const float *dout, *inp, *w;
+    int transposed;
+    size_t N, C, OC, c_tasks; // tasks [0, c_tasks) do dinp, the rest dw
+} MatmulBackJob;
+
+#ifdef KG_HAVE_OPENBLAS
+// dinp[:, c0:c0+cw] += dout (N, OC) @ W^T restricted to those columns.
+static void matmul_dinp_slice(const MatmulBackJob *j, size_t c0, size_t cw) {
+    if (j->transposed) // W (OC, C): W^T's columns c0.. are W's columns c0..
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)j->N, (int)cw, (int)j->OC, 1.0f,
+                    j->dout, (int)j->OC, j->w + c0, (int)j->C, 1.0f, j->dinp + c0, (int)j->C);
+    else // W (C, OC): W^T's columns c0.. are W's rows c0..
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)j->N, (int)cw, (int)j->OC, 1.0f,
+                    j->dout, (int)j->OC, j->w + c0 * j->OC, (int)j->OC, 1.0f, j->dinp + c0,
+                    (int)j->C);
+}
+
+// dw for output columns o0..o0+ow: inp^T (C, N) @ dout[:, o0:o0+ow].
+static void matmul_dw_slice(const MatmulBackJob *j, size_t o0, size_t ow) {
+    if (j->transposed) // dw (OC, C): its rows o0..
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)ow, (int)j->C, (int)j->N, 1.0f,
+                    j->dout + o0, (int)j->OC, j->inp, (int)j->C, 1.0f, j->dw + o0 * j->C,
+                    (int)j->C);
+    else // dw (C, OC): its columns o0..
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)j->C, (int)ow, (int)j->N, 1.0f,
+                    j->inp, (int)j->C, j->dout + o0, (int)j->OC, 1.0f, j->dw + o0, (int)j->OC);
+}
+#else
+static void matmul_dinp_slice(const MatmulBackJob *j, size_t c0, size_t cw) {
+    for (size_t n = 0; n < j->N; n++)
+        for (size_t c = c0; c < c0 + cw; c++) {
+            float s = 0.0f;
+            for (size_t o = 0; o < j->OC; o++)
+                s += j->dout[n * j->OC + o] *
+                     (j->transposed ? j->w[o * j->C + c] : j->w[c * j->OC + o]);
+            j->dinp[n * j->C + c] += s;
+        }
+}
+
+static void matmul_dw_slice(const MatmulBackJob *j, size_t o0, size_t ow) {
+    for (size_t n = 0; n < j->N; n++)
+        for (size_t c = 0; c < j->C; c++) {
+            float x = j->inp[n * j->C + c];
+            for (size_t o = o0; o < o0 + ow; o++) {
+                float d = x * j->dout[n * j->OC + o];
+                if (j->transposed)
+                    j->dw[o * j->C + c] += d;
+                else
+                    j->dw[c * j->OC + o] += d;
+            }
+        }
+}
+#endif
+
+static void matmul_backward_task(void *ctx, size_t t, int thread) {
+    (void)thread;
+    const MatmulBackJob *j = ctx;
+    if (t < j->c_tasks) {
+        size_t c0 = t * MATMUL_SGEMM_COLS;
+        matmul_dinp_slice(j, c0, j->C - c0 < MATMUL_SGEMM_COLS ? j->C - c0 : MATMUL_SGEMM_COLS);
+        return;
+    }
+    size_t o0 = (t - j->c_tasks) * MATMUL_SGEMM_COLS;
+    size_t ow = j->OC - o0 < MATMUL_SGEMM_COLS ? j->OC - o0 : MATMUL_SGEMM_COLS;
+    matmul_dw_slice(j, o0, ow);
+    if (j->dbias)
+        for (size_t n = 0; n < j->N; n++)
+            for (size_t o = o0; o < o0 + ow; o++)
+                j->dbias[o] += j->dout[n * j->OC + o];
+}
+
+static void cpu_matmul_backward(KgBackend *be, float *dinp, float *dw, float *dbias,
+                                const float *dout, const float *inp, KgMat w, size_t N, size_t C,
+                                size_t OC) {
+    MatmulBackJob j = {dinp,
+                       dw,
+                       dbias,
+                       dout,
+                       inp,
+                       w.data,
+                       w.transposed,
+                       N,
+                       C,
+                       OC,
+                       (C + MATMUL_SGEMM_COLS - 1) / MATMUL_SGEMM_COLS};
+    size_t o_tasks = (OC + MATMUL_SGEMM_COLS - 1) / MATMUL_SGEMM_COLS;
+    cpu_pool_run(cpu_of(be)->pool, matmul_backward_task, &j, j.c_tasks + o_tasks);
+}

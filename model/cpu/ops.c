@@ -6,6 +6,7 @@
 // than linked so that each compilation gets its own copy at its own width.
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef KG_HAVE_OPENBLAS
@@ -21,6 +22,11 @@
 #include "encoder.c"
 #include "layernorm.c"
 #include "matmul.c"
+
+static void cpu_zero(KgBackend *be, void *p, size_t bytes) {
+    (void)be;
+    memset(p, 0, bytes);
+}
 
 static void cpu_copy_rows(KgBackend *be, float *dst, size_t ld_dst, const float *src, size_t ld_src,
                           size_t rows, size_t cols) {
@@ -42,6 +48,7 @@ const KgBackendOps CPU_OPS_NAME(CPU_ISA_UPPER) = {
     .to_device = cpu_memcpy,
     .to_host = cpu_memcpy,
     .copy_rows = cpu_copy_rows,
+    .zero = cpu_zero,
     .destroy = cpu_destroy,
     .encoder_forward = cpu_encoder_forward,
     .layernorm_forward = cpu_layernorm_forward,
@@ -49,4 +56,10 @@ const KgBackendOps CPU_OPS_NAME(CPU_ISA_UPPER) = {
     .attention_forward = cpu_attention_forward,
     .gelu_forward = cpu_gelu_forward,
     .residual_forward = cpu_residual_forward,
+    .encoder_backward = cpu_encoder_backward,
+    .layernorm_backward = cpu_layernorm_backward,
+    .matmul_backward = cpu_matmul_backward,
+    .attention_backward = cpu_attention_backward,
+    .gelu_backward = cpu_gelu_backward,
+    .crossentropy_forward_backward = cpu_crossentropy_forward_backward,
 };
