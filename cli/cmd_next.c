@@ -9,9 +9,12 @@
 #include "model/gpt2.h"
 #include "model/kg.h"
 #include "model/sampler.h"
+#include "tokenizer/tokenizer.h"
 
 typedef struct {
     const char *model;
+    const char *tokenizer;
+    const char *text;
     const char *tokens;
     int top_k;
     int threads;
@@ -20,10 +23,12 @@ typedef struct {
 } NextArgs;
 
 static void next_usage(FILE *f) {
-    fprintf(f, "usage: kogpt2 next --model DIR --tokens ID,ID,... [--top-k K] [--json]\n"
-               "                   [--threads N] [--dtype auto|f32|f16|bf16]\n"
+    fprintf(f, "usage: kogpt2 next --model DIR (--text TEXT | --tokens ID,ID,...) [--top-k K]\n"
+               "                   [--json] [--threads N] [--dtype auto|f32|f16|bf16]\n"
                "  --model DIR      Hugging Face layout: config.json + model.safetensors\n"
-               "  --tokens LIST    prompt token ids, comma-separated\n"
+               "  --text TEXT      the prompt as text (needs a tokenizer)\n"
+               "  --tokens LIST    the prompt as token ids, comma-separated\n"
+               "  --tokenizer P    tokenizer.json, *.model or a directory (default: --model)\n"
                "  --top-k K        candidates to print (default 10)\n"
                "  --json           print {\"tokens\":[...],\"candidates\":[...]}\n"
                "  --threads N      compute threads (default: one per core)\n"
@@ -62,7 +67,18 @@ static int *parse_ids(const char *s, size_t *n) {
     return ids;
 }
 
-static int print_json(const int *ids, size_t n, const KgCandidate *cand, size_t k) {
+// Adds "piece" and "text" of id to j_c when there is a tokenizer. 0 on OOM.
+static int add_piece(cJSON *j_c, const Tokenizer *tok, int id) {
+    if (!tok) return 1;
+    char *text = tok_piece_text(tok, id);
+    int ok = text && cJSON_AddStringToObject(j_c, "piece", tok_piece(tok, id)) &&
+             cJSON_AddStringToObject(j_c, "text", text);
+    free(text);
+    return ok;
+}
+
+static int print_json(const int *ids, size_t n, const KgCandidate *cand, size_t k,
+                      const Tokenizer *tok) {
     int rc = 1;
     char *text = NULL;
     cJSON *j_root = cJSON_CreateObject();
@@ -74,7 +90,7 @@ static int print_json(const int *ids, size_t n, const KgCandidate *cand, size_t 
     for (size_t i = 0; i < k; i++) {
         cJSON *j_c = cJSON_CreateObject();
         if (!cJSON_AddItemToArray(j_cands, j_c) ||
-            !cJSON_AddNumberToObject(j_c, "id", cand[i].id) ||
+            !cJSON_AddNumberToObject(j_c, "id", cand[i].id) || !add_piece(j_c, tok, cand[i].id) ||
             !cJSON_AddNumberToObject(j_c, "logprob", cand[i].logprob) ||
             !cJSON_AddNumberToObject(j_c, "prob", cand[i].prob))
             goto end;
@@ -91,19 +107,26 @@ end:
 static int parse_next_args(int argc, char **argv, NextArgs *a) {
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"tokens", required_argument, 0, 't'},
+        {"text", required_argument, 0, 'x'},  {"tokenizer", required_argument, 0, 'T'},
         {"top-k", required_argument, 0, 'k'}, {"threads", required_argument, 0, 'j'},
         {"dtype", required_argument, 0, 'd'}, {"json", no_argument, 0, 'J'},
         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     *a = (NextArgs){.top_k = 10, .dtype = GPT2_DTYPE_AUTO};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "m:t:k:j:d:Jh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:t:x:T:k:j:d:Jh", opts, NULL)) != -1) {
         switch (c) {
         case 'm':
             a->model = optarg;
             break;
         case 't':
             a->tokens = optarg;
+            break;
+        case 'x':
+            a->text = optarg;
+            break;
+        case 'T':
+            a->tokenizer = optarg;
             break;
         case 'k':
             a->top_k = atoi(optarg);
@@ -125,52 +148,71 @@ static int parse_next_args(int argc, char **argv, NextArgs *a) {
             return 2;
         }
     }
-    if (!a->model || !a->tokens || a->top_k < 1 || a->threads < 0 || a->dtype == -2) {
+    if (!a->model || !a->tokens == !a->text || a->top_k < 1 || a->threads < 0 || a->dtype == -2) {
         next_usage(stderr);
         return 2;
     }
     return 0;
 }
 
+// The prompt's ids: parsed from --tokens or encoded from --text. NULL with a message.
+static int *prompt_ids(const NextArgs *a, const Tokenizer *tok, size_t *n, char *err) {
+    if (a->tokens) {
+        int *ids = parse_ids(a->tokens, n);
+        if (!ids) kg_err(err, KG_EINVAL, "--tokens: not a list of token ids: %s", a->tokens);
+        return ids;
+    }
+    int *ids = NULL;
+    if (tok_encode(tok, a->text, strlen(a->text), &ids, n, err)) return NULL;
+    return ids;
+}
+
 int cmd_next(int argc, char **argv) {
     NextArgs a;
     int rc = parse_next_args(argc, argv, &a);
     if (rc) return rc;
-    size_t n = 0;
-    int *ids = parse_ids(a.tokens, &n);
-    if (!ids) return 2;
-    if (n == 0) {
-        fprintf(stderr, "kogpt2 next: --tokens is empty\n");
-        free(ids);
-        return 2;
-    }
     char err[KG_ERRLEN];
     Gpt2 m = {0};
     Gpt2State s = {0};
     KvCache kv = {0};
     KgCandidate *cand = NULL;
+    Tokenizer *tok = NULL;
+    int *ids = NULL;
+    size_t n = 0;
     rc = 1;
+    // a tokenizer: --tokenizer, else the model's own; needed for --text, optional otherwise
+    if (tok_open(&tok, a.tokenizer ? a.tokenizer : a.model, err) && (a.text || a.tokenizer))
+        goto fail;
+    if (!(ids = prompt_ids(&a, tok, &n, err))) goto fail;
+    if (n == 0) {
+        kg_err(err, KG_EINVAL, "the prompt is empty");
+        goto fail;
+    }
     KgBackend *be = kg_cpu_backend_new(a.threads, err);
     if (!be) goto fail;
     if (gpt2_open(&m, a.model, be, a.dtype, err) || gpt2_state_init(&s, &m, 512, 1, err) ||
         kv_init(&kv, &m, n, err) || gpt2_prefill(&m, &s, &kv, ids, n, 1, err))
-        goto fail;
+        goto fail_model;
     cand = malloc((size_t)a.top_k * sizeof *cand);
     if (!cand) {
         kg_err(err, KG_ENOMEM, "out of memory");
-        goto fail;
+        goto fail_model;
     }
     size_t k = sampler_topk(s.logits_host, m.config.vocab_size, 1.0f, (size_t)a.top_k, cand);
     if (a.json) {
-        rc = print_json(ids, n, cand, k);
+        rc = print_json(ids, n, cand, k, tok);
     } else {
-        for (size_t i = 0; i < k; i++)
-            printf("%2zu  %8d  %9.5f%%  logprob %.4f\n", i + 1, cand[i].id, 100 * cand[i].prob,
-                   cand[i].logprob);
+        for (size_t i = 0; i < k; i++) {
+            char *text = tok ? tok_piece_text(tok, cand[i].id) : NULL;
+            printf("%2zu  %8d  %9.5f%%  logprob %8.4f  %s%s%s\n", i + 1, cand[i].id,
+                   100 * cand[i].prob, cand[i].logprob, text ? "\"" : "", text ? text : "",
+                   text ? "\"" : "");
+            free(text);
+        }
         rc = 0;
     }
     goto done;
-fail:
+fail_model:
     fprintf(stderr, "kogpt2 next: %s\n", err);
 done:
     free(cand);
@@ -179,5 +221,11 @@ done:
     gpt2_close(&m);
     kg_backend_free(be);
     free(ids);
+    tok_free(tok);
     return rc;
+fail:
+    fprintf(stderr, "kogpt2 next: %s\n", err);
+    free(ids);
+    tok_free(tok);
+    return 1;
 }

@@ -19,7 +19,7 @@
 
 // One tensor the model needs: where its pointer goes and the shape the config implies.
 typedef struct {
-    char name[96];     // without the "transformer." prefix
+    char name[64];     // without the "transformer." prefix
     size_t rows, cols; // cols = 0 for a vector of rows elements
     KgMat *mat;        // a matrix keeps its dtype (or takes the requested one)
     const float **vec; // a vector is always f32

@@ -137,7 +137,7 @@ int gpt2_prefill(const Gpt2 *m, Gpt2State *s, KvCache *kv, const int *tokens, si
 // an all-reduce or an optimizer step is one pass over a flat array.
 
 typedef struct {
-    char name[64]; // GPT2LMHeadModel name, e.g. "transformer.h.0.attn.c_attn.weight"
+    char name[80]; // GPT2LMHeadModel name, e.g. "transformer.h.0.attn.c_attn.weight"
     size_t offset; // in floats, into the parameter buffer
     size_t count;  // floats
     int ndim;

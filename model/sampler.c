@@ -106,43 +106,80 @@ static float rng_uniform(uint64_t *state) {
     return (float)((x * 0x2545F4914F6CDD1Dull) >> 40) / 16777216.0f;
 }
 
+// Max-heap on rank (the best candidate at the root).
+static void sift_down_max(KgCandidate *h, size_t n, size_t i) {
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && ranks_before(&h[l], &h[m])) m = l;
+        if (r < n && ranks_before(&h[r], &h[m])) m = r;
+        if (m == i) return;
+        KgCandidate t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+// Reorders c[0..n) so that its first k entries are the nucleus, best first: the smallest set
+// of most probable tokens whose mass reaches top_p. Pops a heap only as far as needed, so a
+// peaked distribution costs O(n), not a sort. Returns k.
+static size_t nucleus(KgCandidate *c, size_t n, float top_p) {
+    for (size_t i = n / 2; i-- > 0;) sift_down_max(c, n, i);
+    double mass = 0;
+    size_t k = 0, heap = n;
+    while (heap && mass < top_p) { // move the best of the heap to the end of the heap region
+        KgCandidate best = c[0];
+        c[0] = c[--heap];
+        sift_down_max(c, heap, 0);
+        c[heap] = best; // popped entries collect at the end, best last
+        mass += best.prob;
+        k++;
+    }
+    for (size_t i = 0; i < k; i++) { // bring them to the front, best first
+        KgCandidate t = c[i];
+        c[i] = c[n - 1 - i];
+        c[n - 1 - i] = t;
+    }
+    return k;
+}
+
+// Draws from the candidates c[0..n) (probabilities need not sum to 1) with u in [0, 1).
+static int draw(const KgCandidate *c, size_t n, float u) {
+    double total = 0, acc = 0;
+    for (size_t i = 0; i < n; i++) total += c[i].prob;
+    double r = u * total;
+    for (size_t i = 0; i < n; i++) {
+        acc += c[i].prob;
+        if (r < acc) return c[i].id;
+    }
+    return c[n - 1].id;
+}
+
 int sampler_sample(Sampler *s, const float *logits) {
-    size_t V = s->V;
+    const size_t V = s->V;
     if (s->temperature <= 0.0f) { // greedy
         size_t best = 0;
         for (size_t i = 1; i < V; i++)
             if (logits[i] > logits[best]) best = i;
         return (int)best;
     }
-    // candidates: the top-k (or all) with their full-vocabulary probabilities, best first
-    size_t n = s->top_k && s->top_k < V ? s->top_k : V;
-    if (n == V) {
-        for (size_t i = 0; i < V; i++)
-            s->work[i] = (KgCandidate){.id = (int)i, .logit = logits[i]};
-        qsort(s->work, V, sizeof *s->work, cmp_rank);
-        double lse = sampler_logsumexp(logits, V, s->temperature);
-        for (size_t i = 0; i < V; i++)
-            s->work[i].prob = (float)exp((double)s->work[i].logit / s->temperature - lse);
+    float u = rng_uniform(&s->rng);
+    size_t n;
+    if (s->top_k && s->top_k < V) { // the k best, with full-vocabulary probabilities
+        n = sampler_topk(logits, V, s->temperature, s->top_k, s->work);
     } else {
-        sampler_topk(logits, V, s->temperature, n, s->work);
-    }
-    // nucleus: the smallest prefix whose mass reaches top_p, then renormalize
-    double mass = 0;
-    size_t keep = n;
-    for (size_t i = 0; i < n; i++) {
-        mass += s->work[i].prob;
-        if (s->top_p < 1.0f && mass >= s->top_p) {
-            keep = i + 1;
-            break;
+        float lse = (float)sampler_logsumexp(logits, V, s->temperature);
+        float inv_t = 1.0f / s->temperature;
+        // tokens outside the nucleus all have p < (1 - top_p) / V: their total mass is below
+        // 1 - top_p, so the nucleus lies among the rest and only those are kept
+        float floor_p = s->top_p < 1.0f ? (1.0f - s->top_p) / (float)V : 0.0f;
+        n = 0;
+        for (size_t i = 0; i < V; i++) {
+            float p = kg_expf(logits[i] * inv_t - lse);
+            if (p >= floor_p)
+                s->work[n++] = (KgCandidate){.id = (int)i, .logit = logits[i], .prob = p};
         }
     }
-    double total = 0;
-    for (size_t i = 0; i < keep; i++)
-        total += s->work[i].prob;
-    double r = rng_uniform(&s->rng) * total, acc = 0;
-    for (size_t i = 0; i < keep; i++) {
-        acc += s->work[i].prob;
-        if (r < acc) return s->work[i].id;
-    }
-    return s->work[keep - 1].id;
+    if (s->top_p < 1.0f) n = nucleus(s->work, n, s->top_p);
+    return draw(s->work, n, u);
 }

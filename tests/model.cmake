@@ -34,3 +34,5 @@ foreach(dtype f32 f16 bf16)
   list(APPEND KG_PARITY_TESTS test_gpt2_parity_kogpt2_${dtype})
 endforeach()
 set_tests_properties(${KG_PARITY_TESTS} PROPERTIES FIXTURES_REQUIRED gpt2_testdata TIMEOUT 600)
+
+kg_test(test_model_sampler SOURCES test_model_sampler.c LIBS kgmodel LABELS model)

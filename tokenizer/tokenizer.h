@@ -53,6 +53,10 @@ int tok_decode(const Tokenizer *t, const int *ids, size_t n, char **text, size_t
 // The vocabulary piece of id as stored (e.g. "▁안녕"), NUL-terminated, owned by t;
 // NULL if id is out of range.
 const char *tok_piece(const Tokenizer *t, int id);
+// The piece of id as it reads inside a sentence: '▁' (U+2581) turned into a space, e.g.
+// " 안녕" (the Explorer's and the API's "text" of a candidate). malloc'd, NUL-terminated;
+// NULL if id is out of range or on OOM.
+char *tok_piece_text(const Tokenizer *t, int id);
 // The id of a piece, or -1 if the vocabulary has no such piece.
 int tok_piece_id(const Tokenizer *t, const char *piece);
 

@@ -10,8 +10,11 @@
 //   widened into per-thread scratch first (cost O(C*OC), amortized over the N rows).
 // Part of ops.c (compiled once per instruction set).
 
-// Below this many rows our streaming kernel beats sgemm (bench_model --matmul).
-#define MATMUL_SGEMM_MIN_ROWS 6
+// Below this many rows our streaming kernel beats OpenBLAS sgemm, whose packing costs more
+// than it saves on a few rows. Measured on a 768 x 3072 matrix, 1 thread (Xeon, AVX-512):
+// f32 crosses over near 16 rows; f16 near 32, since sgemm first needs f32 panels.
+#define MATMUL_SGEMM_MIN_ROWS_F32 16
+#define MATMUL_SGEMM_MIN_ROWS_HALF 32
 #define MATMUL_ROW_BLOCK      4 // rows sharing one pass over W in the streaming kernel
 // Output columns per sgemm call. Fixed, not derived from the thread count, so that the
 // numbers do not change with --threads (each column's sum runs the same way).
@@ -208,7 +211,8 @@ static void cpu_matmul_forward(KgBackend *be, float *out, const float *inp, KgMa
     j.cols_per_task = (j.cols_per_task + VLEN - 1) / VLEN * VLEN;
 #ifdef KG_HAVE_OPENBLAS
     // a panel must hold at least VLEN columns of C rows for the widened path
-    if (N >= MATMUL_SGEMM_MIN_ROWS && (w.dtype == KG_F32 || C * VLEN <= CPU_PANEL_FLOATS)) {
+    size_t min_rows = w.dtype == KG_F32 ? MATMUL_SGEMM_MIN_ROWS_F32 : MATMUL_SGEMM_MIN_ROWS_HALF;
+    if (N >= min_rows && (w.dtype == KG_F32 || C * VLEN <= CPU_PANEL_FLOATS)) {
         fn = matmul_sgemm_task;
         j.cols_per_task = MATMUL_SGEMM_COLS;
     }

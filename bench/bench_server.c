@@ -1,0 +1,375 @@
+// bench_server.c — kogpt2d under load: next-token requests/s with p50/p99 latency at 1, 8
+// and 32 concurrent keep-alive clients; the Explorer's click latency with and without the
+// prefix cache; generation throughput one at a time vs batched. Prints figures only.
+//
+//   build/bench_server [--model DIR] [--shape tiny|base] [--seconds S] [--threads N]
+//                      [--pause-ms MS]   (between clicks; default 300, a user's pause)
+//
+// Without --model it writes a random model (tiny: 2 layers x 64; base: KoGPT2-base's
+// 12 x 768, f32) with the shared v2 tokenizer ($KG_SHARED_DIR, default ../shared) into a
+// temporary directory, and starts kogpt2d from beside this binary on 127.0.0.1.
+#define _GNU_SOURCE // strcasestr
+#include <arpa/inet.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../tests/testmodel.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// --- a minimal keep-alive HTTP/1.1 client ---
+
+typedef struct {
+    int fd, port;
+    char buf[1 << 16];
+    size_t len;
+} Conn;
+
+static int conn_open(Conn *c, int port) {
+    c->port = port;
+    c->len = 0;
+    c->fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return connect(c->fd, (struct sockaddr *)&a, sizeof a);
+}
+
+// POSTs body (or GETs when body is NULL); returns the status and copies the body into out.
+static int conn_request(Conn *c, const char *path, const char *body, char *out, size_t cap) {
+    char req[8192];
+    int n = body ? snprintf(req, sizeof req,
+                            "POST %s HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\n"
+                            "Content-Length: %zu\r\n\r\n%s",
+                            path, strlen(body), body)
+                 : snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: b\r\n\r\n", path);
+    if (send(c->fd, req, (size_t)n, MSG_NOSIGNAL) != n) return -1;
+    c->len = 0;
+    char *hdr_end = NULL;
+    while (!hdr_end) {
+        ssize_t got = recv(c->fd, c->buf + c->len, sizeof c->buf - c->len - 1, 0);
+        if (got <= 0) return -1;
+        c->len += (size_t)got;
+        c->buf[c->len] = '\0';
+        hdr_end = strstr(c->buf, "\r\n\r\n");
+    }
+    int status = atoi(c->buf + 9);
+    const char *cl = strcasestr(c->buf, "Content-Length:");
+    size_t want = cl ? strtoul(cl + 15, NULL, 10) : 0;
+    size_t head = (size_t)(hdr_end + 4 - c->buf);
+    while (c->len - head < want && c->len < sizeof c->buf - 1) {
+        ssize_t got = recv(c->fd, c->buf + c->len, sizeof c->buf - c->len - 1, 0);
+        if (got <= 0) return -1;
+        c->len += (size_t)got;
+    }
+    c->buf[c->len] = '\0';
+    if (out) snprintf(out, cap, "%s", c->buf + head);
+    return status;
+}
+
+// --- the daemon ---
+
+static pid_t daemon_start(const char *exe, const char *model, int port, int threads,
+                          const char *extra1, const char *extra2) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        char p[16], t[16];
+        snprintf(p, sizeof p, "%d", port);
+        snprintf(t, sizeof t, "%d", threads);
+        freopen("/dev/null", "w", stderr);
+        execl(exe, exe, "--model", model, "--port", p, "--threads", t, "--quiet", "--max-queue",
+              "256", extra1 ? extra1 : (char *)NULL, extra2, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 600; i++) { // up to 60 s to load
+        Conn c;
+        if (conn_open(&c, port) == 0) {
+            int st = conn_request(&c, "/readyz", NULL, NULL, 0);
+            close(c.fd);
+            if (st == 200) return pid;
+        } else {
+            close(c.fd);
+        }
+        usleep(100000);
+    }
+    fprintf(stderr, "bench_server: kogpt2d did not become ready\n");
+    kill(pid, SIGKILL);
+    exit(1);
+}
+
+static void daemon_stop(pid_t pid) {
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+}
+
+static int free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    bind(fd, (struct sockaddr *)&a, sizeof a);
+    getsockname(fd, (struct sockaddr *)&a, &len);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+// --- load ---
+
+typedef struct {
+    int port, id;
+    double until;
+    size_t n_prompt, vocab;
+    double *lat; // latencies (s)
+    size_t n, cap;
+    size_t errors;
+} Client;
+
+// A cold prompt each time: n_prompt random ids, so no prefix is shared between requests.
+static void *client_main(void *arg) {
+    Client *cl = arg;
+    Conn *c = malloc(sizeof *c);
+    conn_open(c, cl->port);
+    uint64_t rng = 0x9E3779B97F4A7C15ull * (uint64_t)(cl->id + 1);
+    char body[8192];
+    while (now_s() < cl->until && cl->n < cl->cap) {
+        int o = snprintf(body, sizeof body, "{\"top_k\":10,\"tokens\":[");
+        for (size_t i = 0; i < cl->n_prompt; i++) {
+            rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+            o += snprintf(body + o, sizeof body - (size_t)o, "%s%llu", i ? "," : "",
+                          (unsigned long long)(10 + rng % (cl->vocab - 10)));
+        }
+        snprintf(body + o, sizeof body - (size_t)o, "]}");
+        double t0 = now_s();
+        int st = conn_request(c, "/v1/next-token", body, NULL, 0);
+        if (st != 200) {
+            cl->errors++;
+            close(c->fd);
+            conn_open(c, cl->port);
+            continue;
+        }
+        cl->lat[cl->n++] = now_s() - t0;
+    }
+    close(c->fd);
+    free(c);
+    return NULL;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(const double *v, size_t n, double p) {
+    return n ? v[(size_t)(p * (double)(n - 1) + 0.5)] : 0;
+}
+
+static void bench_next_token(int port, int clients, double seconds, size_t n_prompt, size_t vocab) {
+    Client *cl = calloc((size_t)clients, sizeof *cl);
+    pthread_t *tid = calloc((size_t)clients, sizeof *tid);
+    double t0 = now_s();
+    for (int i = 0; i < clients; i++) {
+        cl[i] = (Client){.port = port,
+                         .id = i,
+                         .until = t0 + seconds,
+                         .n_prompt = n_prompt,
+                         .vocab = vocab,
+                         .cap = 1 << 20};
+        cl[i].lat = malloc(cl[i].cap * sizeof(double));
+        pthread_create(&tid[i], NULL, client_main, &cl[i]);
+    }
+    size_t total = 0, errors = 0;
+    for (int i = 0; i < clients; i++) {
+        pthread_join(tid[i], NULL);
+        total += cl[i].n;
+        errors += cl[i].errors;
+    }
+    double dt = now_s() - t0;
+    double *all = malloc((total ? total : 1) * sizeof *all);
+    size_t k = 0;
+    for (int i = 0; i < clients; i++) {
+        memcpy(all + k, cl[i].lat, cl[i].n * sizeof(double));
+        k += cl[i].n;
+        free(cl[i].lat);
+    }
+    qsort(all, total, sizeof *all, cmp_double);
+    printf("next-token  %2d clients  %8.1f req/s  p50 %7.2f ms  p99 %7.2f ms  (%zu requests, "
+           "%zu errors, %zu-token cold prompts)\n",
+           clients, (double)total / dt, 1e3 * pct(all, total, 0.5), 1e3 * pct(all, total, 0.99),
+           total, errors, n_prompt);
+    free(all);
+    free(cl);
+    free(tid);
+}
+
+// The Explorer's session: a 20-token prompt, then clicks that append the best candidate.
+static int pause_ms = 300; // a user's pause between clicks (--pause-ms)
+
+static void bench_clicks(int port, const char *label, size_t vocab) {
+    Conn c;
+    conn_open(&c, port);
+    char body[16384], out[1 << 16];
+    int ids[128];
+    size_t n = 0;
+    for (; n < 20; n++)
+        ids[n] = (int)(100 + (n * 7919) % (vocab - 100));
+    double lat[40], server[40];
+    int clicks = 0;
+    for (int k = 0; k < 41 && n < 128; k++) {
+        int o = snprintf(body, sizeof body, "{\"top_k\":10,\"tokens\":[");
+        for (size_t i = 0; i < n; i++)
+            o += snprintf(body + o, sizeof body - (size_t)o, "%s%d", i ? "," : "", ids[i]);
+        snprintf(body + o, sizeof body - (size_t)o, "]}");
+        double t0 = now_s();
+        if (conn_request(&c, "/v1/next-token", body, out, sizeof out) != 200) break;
+        double dt = now_s() - t0;
+        const char *cand = strstr(out, "\"candidates\":[{\"id\":");
+        const char *tot = strstr(out, "\"total_ms\":");
+        if (!cand || !tot) break;
+        if (k > 0) { // k == 0 is the first (cold) prompt, not a click
+            lat[clicks] = dt;
+            server[clicks++] = atof(tot + 11) * 1e-3;
+        }
+        usleep((useconds_t)pause_ms * 1000); // lets the engine precompute likely clicks
+        ids[n++] = atoi(cand + 20);
+    }
+    close(c.fd);
+    qsort(lat, (size_t)clicks, sizeof *lat, cmp_double);
+    qsort(server, (size_t)clicks, sizeof *server, cmp_double);
+    printf("click %-28s p50 %6.2f ms  p99 %6.2f ms client; server p50 %6.2f ms (%d clicks)\n",
+           label, 1e3 * pct(lat, (size_t)clicks, 0.5), 1e3 * pct(lat, (size_t)clicks, 0.99),
+           1e3 * pct(server, (size_t)clicks, 0.5), clicks);
+}
+
+typedef struct {
+    int port, tokens;
+} GenArg;
+
+static void *gen_main(void *arg) {
+    GenArg *g = arg;
+    Conn c;
+    conn_open(&c, g->port);
+    char body[256];
+    snprintf(body, sizeof body,
+             "{\"tokens\":[%d,%d,%d],\"max_tokens\":%d,\"ignore_eos\":true,\"seed\":%d}",
+             100 + g->port % 7, 200, 300, g->tokens, g->port);
+    conn_request(&c, "/v1/generate", body, NULL, 0);
+    close(c.fd);
+    return NULL;
+}
+
+static void bench_generate(int port, int clients, int tokens) {
+    pthread_t tid[64];
+    GenArg a = {port, tokens};
+    double t0 = now_s();
+    for (int i = 0; i < clients; i++)
+        pthread_create(&tid[i], NULL, gen_main, &a);
+    for (int i = 0; i < clients; i++)
+        pthread_join(tid[i], NULL);
+    double dt = now_s() - t0;
+    printf("generate    %2d clients  %8.1f tokens/s  (%d x %d tokens in %.2f s)\n", clients,
+           clients * tokens / dt, clients, tokens, dt);
+}
+
+// Copies the shared v2 tokenizer next to the weights.
+static int copy_file(const char *from, const char *to) {
+    FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+    if (!out) {
+        if (in) fclose(in);
+        return -1;
+    }
+    char buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        fwrite(buf, 1, n, out);
+    fclose(in);
+    return fclose(out);
+}
+
+int main(int argc, char **argv) {
+    const char *model = NULL, *shape = "tiny";
+    double seconds = 5;
+    int threads = 0;
+    static const struct option OPTS[] = {
+        {"model", required_argument, NULL, 'm'},    {"shape", required_argument, NULL, 's'},
+        {"seconds", required_argument, NULL, 'S'},  {"threads", required_argument, NULL, 't'},
+        {"pause-ms", required_argument, NULL, 'p'}, {NULL, 0, NULL, 0}};
+    int o;
+    while ((o = getopt_long(argc, argv, "", OPTS, NULL)) != -1) {
+        if (o == 'm')
+            model = optarg;
+        else if (o == 's')
+            shape = optarg;
+        else if (o == 'S')
+            seconds = atof(optarg);
+        else if (o == 't')
+            threads = atoi(optarg);
+        else
+            return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    char exe[PATH_MAX], self[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) return 1;
+    self[len] = '\0';
+    snprintf(exe, sizeof exe, "%s/kogpt2d", dirname(self));
+    char dir[] = "/tmp/kg_bench_srv_XXXXXX";
+    if (!model) {
+        const char *shared = getenv("KG_SHARED_DIR") ? getenv("KG_SHARED_DIR") : "../shared";
+        char tok[PATH_MAX], dst[PATH_MAX + 32], err[KG_ERRLEN];
+        snprintf(tok, sizeof tok, "%s/data/kogpt2/v2/tokenizer.no_endoftext.json", shared);
+        int base = !strcmp(shape, "base");
+        TestModelSpec sp = {.L = base ? 12 : 2,
+                            .C = base ? 768 : 64,
+                            .NH = base ? 12 : 2,
+                            .T = base ? 1024 : 256,
+                            .V = 51200,
+                            .dtype = KG_F32,
+                            .wte_std = 0.5f,
+                            .seed = 7};
+        if (!mkdtemp(dir) || testmodel_write(dir, &sp, err)) {
+            fprintf(stderr, "bench_server: cannot write a model: %s\n", err);
+            return 1;
+        }
+        snprintf(dst, sizeof dst, "%s/tokenizer.json", dir);
+        if (copy_file(tok, dst)) {
+            fprintf(stderr, "bench_server: %s is missing (set KG_SHARED_DIR)\n", tok);
+            return 1;
+        }
+        model = dir;
+        printf("model: random %s shape (%zu layers, %zu wide, vocab 51200, f32)\n", shape, sp.L,
+               sp.C);
+    }
+    int port = free_port();
+    pid_t pid = daemon_start(exe, model, port, threads, NULL, NULL);
+    const size_t vocab = 51200;
+    for (int clients = 1; clients <= 32; clients *= clients == 1 ? 8 : 4)
+        bench_next_token(port, clients, seconds, 20, vocab);
+    bench_clicks(port, "(prefix cache + speculation)", vocab);
+    bench_generate(port, 1, 32);
+    bench_generate(port, 8, 32);
+    daemon_stop(pid);
+    pid = daemon_start(exe, model, port, threads, "--no-speculate", NULL);
+    bench_clicks(port, "(prefix cache only)", vocab);
+    daemon_stop(pid);
+    pid = daemon_start(exe, model, port, threads, "--cache-mb", "0");
+    bench_clicks(port, "(no prefix cache)", vocab);
+    daemon_stop(pid);
+    return 0;
+}

@@ -1,0 +1,351 @@
+// cmd_tokenize.c — `kogpt2 tokenize` (text -> ids and pieces) and `kogpt2 detokenize`
+// (ids -> text), one-shot or in bulk over JSON lines for comparisons with other tokenizers.
+//
+//   kogpt2 tokenize --tokenizer DIR_OR_FILE [--json | --ids] TEXT...   (no TEXT: stdin)
+//   kogpt2 tokenize --tokenizer DIR_OR_FILE --jsonl < strings.jsonl   -> {"ids","pieces"}/line
+//   kogpt2 detokenize --tokenizer DIR_OR_FILE [--json] 25906,8702,...
+//   kogpt2 detokenize --tokenizer DIR_OR_FILE --jsonl < id_arrays.jsonl -> {"text"}/line
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "tokenizer/tokenizer.h"
+
+typedef enum { OUT_PLAIN, OUT_IDS, OUT_JSON, OUT_JSONL } OutMode;
+
+typedef struct {
+    const char *tokenizer;
+    OutMode mode;
+} TokArgs;
+
+static void usage(FILE *f, const char *cmd) {
+    if (!strcmp(cmd, "tokenize"))
+        fprintf(f, "usage: kogpt2 tokenize --tokenizer FILE_OR_DIR [--json | --ids | --jsonl] "
+                   "[TEXT...]\n"
+                   "  TEXT words are joined by single spaces; without TEXT, stdin is read whole.\n"
+                   "  (plain)   one line per token: id, tab, piece\n"
+                   "  --ids     the ids only, comma-separated (the input of detokenize)\n"
+                   "  --json    {\"ids\":[...],\"pieces\":[...]}\n"
+                   "  --jsonl   stdin has one JSON string per line; one object per line out\n");
+    else
+        fprintf(f, "usage: kogpt2 detokenize --tokenizer FILE_OR_DIR [--json | --jsonl] [IDS...]\n"
+                   "  IDS are separated by commas and/or spaces; without IDS, stdin is read.\n"
+                   "  --json    {\"text\":\"...\"}\n"
+                   "  --jsonl   stdin has one JSON array of ids per line; {\"text\"} per line\n");
+    fprintf(f, "  -t, --tokenizer  tokenizer.json, *.model / *.spiece, or a model directory\n");
+}
+
+// Parses the shared flags; returns -1 to go on, else the exit code (help or usage error).
+static int parse_args(int argc, char **argv, TokArgs *a) {
+    static const struct option OPTS[] = {
+        {"tokenizer", required_argument, 0, 't'},
+        {"json", no_argument, 0, 'j'},
+        {"jsonl", no_argument, 0, 'l'},
+        {"ids", no_argument, 0, 'i'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    const char *cmd = argv[0];
+    memset(a, 0, sizeof(*a));
+    optind = 1;
+    for (int c; (c = getopt_long(argc, argv, "t:h", OPTS, NULL)) != -1;) {
+        switch (c) {
+        case 't':
+            a->tokenizer = optarg;
+            break;
+        case 'j':
+            a->mode = OUT_JSON;
+            break;
+        case 'l':
+            a->mode = OUT_JSONL;
+            break;
+        case 'i':
+            a->mode = OUT_IDS;
+            break;
+        case 'h':
+            usage(stdout, cmd);
+            return 0;
+        default:
+            usage(stderr, cmd);
+            return 2;
+        }
+    }
+    if (!a->tokenizer) {
+        fprintf(stderr, "kogpt2 %s: --tokenizer is required\n", cmd);
+        usage(stderr, cmd);
+        return 2;
+    }
+    if (a->mode == OUT_IDS && strcmp(cmd, "tokenize")) {
+        usage(stderr, cmd);
+        return 2;
+    }
+    return -1;
+}
+
+// Reads all of f into a malloc'd, NUL-terminated buffer; NULL on failure.
+static char *read_all(FILE *f, size_t *len) {
+    size_t cap = 1 << 16, n = 0, got;
+    char *buf = malloc(cap);
+    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (cap - n - 1 == 0) {
+            char *p = realloc(buf, cap *= 2);
+            if (!p) free(buf);
+            buf = p;
+        }
+    }
+    if (buf) buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+// Joins argv[first..argc) with single spaces; NULL on OOM.
+static char *join_args(int first, int argc, char **argv, size_t *len) {
+    size_t n = 0;
+    for (int i = first; i < argc; i++)
+        n += strlen(argv[i]) + 1;
+    char *s = malloc(n + 1), *p = s;
+    if (!s) return NULL;
+    for (int i = first; i < argc; i++)
+        p += sprintf(p, "%s%s", i > first ? " " : "", argv[i]);
+    *len = (size_t)(p - s);
+    return s;
+}
+
+// {"ids":[...],"pieces":[...]} for ids; NULL on OOM. Free with cJSON_Delete().
+static cJSON *ids_object(const Tokenizer *t, const int *ids, size_t n) {
+    cJSON *j_root = cJSON_CreateObject();
+    cJSON *j_ids = cJSON_AddArrayToObject(j_root, "ids");
+    cJSON *j_pieces = cJSON_AddArrayToObject(j_root, "pieces");
+    if (!j_ids || !j_pieces) goto fail;
+    for (size_t i = 0; i < n; i++) {
+        cJSON *j_id = cJSON_CreateNumber(ids[i]), *j_p = cJSON_CreateString(tok_piece(t, ids[i]));
+        if (!j_id || !j_p) {
+            cJSON_Delete(j_id);
+            cJSON_Delete(j_p);
+            goto fail;
+        }
+        cJSON_AddItemToArray(j_ids, j_id);
+        cJSON_AddItemToArray(j_pieces, j_p);
+    }
+    return j_root;
+fail:
+    cJSON_Delete(j_root);
+    return NULL;
+}
+
+// Prints j unformatted on one line and deletes it. 0 ok, 1 on OOM.
+static int print_json(cJSON *j) {
+    char *s = j ? cJSON_PrintUnformatted(j) : NULL;
+    cJSON_Delete(j);
+    if (!s) {
+        fprintf(stderr, "kogpt2: out of memory\n");
+        return 1;
+    }
+    puts(s);
+    free(s);
+    return 0;
+}
+
+static int print_error_json(const char *msg) {
+    cJSON *j_root = cJSON_CreateObject();
+    if (j_root && !cJSON_AddStringToObject(j_root, "error", msg)) {
+        cJSON_Delete(j_root);
+        j_root = NULL;
+    }
+    return print_json(j_root);
+}
+
+static int tokenize_one(const Tokenizer *t, const char *text, size_t len, OutMode mode) {
+    char err[KG_ERRLEN];
+    int *ids = NULL;
+    size_t n = 0;
+    if (tok_encode(t, text, len, &ids, &n, err)) {
+        fprintf(stderr, "kogpt2 tokenize: %s\n", err);
+        return 1;
+    }
+    int rc = 0;
+    if (mode == OUT_JSON) {
+        rc = print_json(ids_object(t, ids, n));
+    } else if (mode == OUT_IDS) {
+        for (size_t i = 0; i < n; i++)
+            printf("%s%d", i ? "," : "", ids[i]);
+        putchar('\n');
+    } else {
+        for (size_t i = 0; i < n; i++)
+            printf("%d\t%s\n", ids[i], tok_piece(t, ids[i]));
+    }
+    free(ids);
+    return rc;
+}
+
+// One JSON string per input line -> one {"ids","pieces"} (or {"error"}) per output line.
+static int tokenize_jsonl(const Tokenizer *t) {
+    char *line = NULL, err[KG_ERRLEN + 32], msg[KG_ERRLEN];
+    size_t cap = 0, lineno = 0;
+    ssize_t got;
+    int rc = 0;
+    while ((got = getline(&line, &cap, stdin)) > 0) {
+        lineno++;
+        const char *end = NULL;
+        cJSON *j_s = cJSON_ParseWithLengthOpts(line, (size_t)got, &end, 0);
+        int *ids = NULL;
+        size_t n = 0;
+        if (!cJSON_IsString(j_s)) {
+            snprintf(err, sizeof(err), "line %zu: not a JSON string (or not valid JSON)", lineno);
+            rc |= 1 | print_error_json(err);
+        } else if (tok_encode(t, j_s->valuestring, strlen(j_s->valuestring), &ids, &n, msg)) {
+            snprintf(err, sizeof(err), "line %zu: %s", lineno, msg);
+            rc |= 1 | print_error_json(err);
+        } else {
+            rc |= print_json(ids_object(t, ids, n));
+        }
+        free(ids);
+        cJSON_Delete(j_s);
+    }
+    free(line);
+    fflush(stdout);
+    return rc;
+}
+
+static Tokenizer *open_tokenizer(const char *cmd, const char *path) {
+    char err[KG_ERRLEN];
+    Tokenizer *t = NULL;
+    if (tok_open(&t, path, err)) {
+        fprintf(stderr, "kogpt2 %s: %s\n", cmd, err);
+        return NULL;
+    }
+    if (tok_notes(t)[0]) fprintf(stderr, "kogpt2 %s: note: %s\n", cmd, tok_notes(t));
+    return t;
+}
+
+int cmd_tokenize(int argc, char **argv) {
+    TokArgs a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0) return rc;
+    Tokenizer *t = open_tokenizer("tokenize", a.tokenizer);
+    if (!t) return 1;
+    if (a.mode == OUT_JSONL) {
+        rc = tokenize_jsonl(t);
+    } else {
+        size_t len = 0;
+        char *text = optind < argc ? join_args(optind, argc, argv, &len) : read_all(stdin, &len);
+        rc = text ? tokenize_one(t, text, len, a.mode) : 1;
+        if (!text) fprintf(stderr, "kogpt2 tokenize: cannot read the text\n");
+        free(text);
+    }
+    tok_free(t);
+    return rc;
+}
+
+// Parses "1,2 3" style id lists into a growing array. 0 ok, -1 on a bad number or OOM.
+static int parse_ids(const char *s, int **ids, size_t *n, size_t *cap) {
+    while (*s) {
+        if (*s == ',' || *s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') {
+            s++;
+            continue;
+        }
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (end == s || errno || v < -2147483647L || v > 2147483647L ||
+            (*end && !strchr(", \t\r\n", *end)))
+            return -1;
+        if (*n == *cap) {
+            size_t c = *cap ? *cap * 2 : 64;
+            int *p = realloc(*ids, c * sizeof(int));
+            if (!p) return -1;
+            *ids = p, *cap = c;
+        }
+        (*ids)[(*n)++] = (int)v;
+        s = end;
+    }
+    return 0;
+}
+
+// Decodes ids and prints the text: raw plus a newline, or as {"text":...}.
+static int detokenize_one(const Tokenizer *t, const int *ids, size_t n, OutMode mode) {
+    char err[KG_ERRLEN], *text = NULL;
+    size_t len = 0;
+    if (tok_decode(t, ids, n, &text, &len, err)) {
+        if (mode == OUT_JSONL) return 1 | print_error_json(err);
+        fprintf(stderr, "kogpt2 detokenize: %s\n", err);
+        return 1;
+    }
+    int rc = 0;
+    if (mode == OUT_PLAIN) {
+        fwrite(text, 1, len, stdout);
+        putchar('\n');
+    } else {
+        cJSON *j_root = cJSON_CreateObject();
+        if (j_root && !cJSON_AddStringToObject(j_root, "text", text)) {
+            cJSON_Delete(j_root);
+            j_root = NULL;
+        }
+        rc = print_json(j_root);
+    }
+    free(text);
+    return rc;
+}
+
+static int detokenize_jsonl(const Tokenizer *t) {
+    char *line = NULL, msg[KG_ERRLEN];
+    size_t cap = 0, lineno = 0;
+    ssize_t got;
+    int rc = 0;
+    while ((got = getline(&line, &cap, stdin)) > 0) {
+        lineno++;
+        cJSON *j_a = cJSON_ParseWithLength(line, (size_t)got), *j_v;
+        int *ids = NULL, ok = cJSON_IsArray(j_a);
+        size_t n = 0, m = (size_t)cJSON_GetArraySize(j_a);
+        if (ok && m && !(ids = malloc(m * sizeof(int)))) ok = 0;
+        cJSON_ArrayForEach(j_v, j_a) {
+            double d = cJSON_IsNumber(j_v) ? j_v->valuedouble : 0.5;
+            if (!ok || !(d >= -2147483647.0 && d <= 2147483647.0 && d == (int)d)) {
+                ok = 0;
+                break;
+            }
+            ids[n++] = (int)d;
+        }
+        if (!ok) {
+            snprintf(msg, sizeof(msg), "line %zu: not a JSON array of integer ids", lineno);
+            rc |= 1 | print_error_json(msg);
+        } else {
+            rc |= detokenize_one(t, ids, n, OUT_JSONL);
+        }
+        free(ids);
+        cJSON_Delete(j_a);
+    }
+    free(line);
+    fflush(stdout);
+    return rc;
+}
+
+int cmd_detokenize(int argc, char **argv) {
+    TokArgs a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0) return rc;
+    Tokenizer *t = open_tokenizer("detokenize", a.tokenizer);
+    if (!t) return 1;
+    if (a.mode == OUT_JSONL) {
+        rc = detokenize_jsonl(t);
+    } else {
+        int *ids = NULL;
+        size_t n = 0, cap = 0, len;
+        char *text = optind < argc ? join_args(optind, argc, argv, &len) : read_all(stdin, &len);
+        if (!text || parse_ids(text, &ids, &n, &cap)) {
+            fprintf(stderr, "kogpt2 detokenize: ids must be integers separated by commas\n");
+            rc = 1;
+        } else {
+            rc = detokenize_one(t, ids, n, a.mode);
+        }
+        free(text);
+        free(ids);
+    }
+    tok_free(t);
+    return rc;
+}

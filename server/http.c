@@ -1,0 +1,542 @@
+// http.c — the MHD glue: the access handler's three calls, the body reader, one reply
+// helper, one error builder, SSE streaming with suspend/resume, and the request log.
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "json_in.h"
+#include "metrics.h"
+
+struct SrvServer {
+    struct MHD_Daemon *d;
+    SrvOptions opt;
+    int port;
+    atomic_int draining;
+    atomic_size_t in_flight;
+};
+
+double srv_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int srv_status_from_err(int kg_code) {
+    switch (kg_code) {
+    case KG_EINVAL:
+        return MHD_HTTP_BAD_REQUEST;
+    case KG_ERANGE:
+        return 422;
+    case KG_EUNSUP:
+        return 422;
+    case KG_EBUSY:
+        return MHD_HTTP_TOO_MANY_REQUESTS;
+    case KG_ECANCEL:
+        return MHD_HTTP_SERVICE_UNAVAILABLE;
+    case KG_ENOMEM:
+        return MHD_HTTP_SERVICE_UNAVAILABLE;
+    default:
+        return MHD_HTTP_INTERNAL_SERVER_ERROR;
+    }
+}
+
+// The "type" of an error reply, one per status.
+static const char *srv_error_type(int status) {
+    switch (status) {
+    case 400:
+        return "invalid_request";
+    case 401:
+        return "unauthorized";
+    case 403:
+        return "forbidden";
+    case 404:
+        return "not_found";
+    case 405:
+        return "method_not_allowed";
+    case 413:
+        return "payload_too_large";
+    case 415:
+        return "unsupported_media_type";
+    case 422:
+        return "invalid_value";
+    case 429:
+        return "overloaded";
+    case 503:
+        return "unavailable";
+    default:
+        return "internal";
+    }
+}
+
+// --- replies ---
+
+// Headers every reply carries: security, CORS, and Connection: close while draining.
+static int srv_add_common_headers(SrvReq *r, struct MHD_Response *resp) {
+    const SrvOptions *o = &r->srv->opt;
+    int ok = MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff") == MHD_YES &&
+             MHD_add_response_header(resp, "X-Frame-Options", "DENY") == MHD_YES &&
+             MHD_add_response_header(resp, "Referrer-Policy", "no-referrer") == MHD_YES;
+    if (ok && o->cors_origin)
+        ok = MHD_add_response_header(resp, "Access-Control-Allow-Origin", o->cors_origin) ==
+                 MHD_YES &&
+             MHD_add_response_header(resp, "Vary", "Origin") == MHD_YES;
+    if (ok && atomic_load(&r->srv->draining))
+        ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close") == MHD_YES;
+    return ok;
+}
+
+// Adds "Name", "value" pairs up to a NULL name.
+static int srv_add_headers_va(struct MHD_Response *resp, va_list ap) {
+    const char *name;
+    while ((name = va_arg(ap, const char *))) {
+        const char *value = va_arg(ap, const char *);
+        if (MHD_add_response_header(resp, name, value) != MHD_YES) return 0;
+    }
+    return 1;
+}
+
+// Create, check, add headers, queue, destroy at once (MHD refcounts the response).
+static enum MHD_Result srv_queue(SrvReq *r, int status, struct MHD_Response *resp, size_t len) {
+    if (!resp) return MHD_NO;
+    enum MHD_Result ret = MHD_NO;
+    if (srv_add_common_headers(r, resp)) ret = MHD_queue_response(r->conn, status, resp);
+    MHD_destroy_response(resp);
+    if (ret == MHD_YES) {
+        r->status = status;
+        r->bytes_out = len;
+    }
+    return ret;
+}
+
+enum MHD_Result srv_reply(SrvReq *r, int status, const char *type, const char *body, size_t len,
+                          ...) {
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!resp) return MHD_NO;
+    va_list ap;
+    va_start(ap, len);
+    int ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type) == MHD_YES &&
+             srv_add_headers_va(resp, ap);
+    va_end(ap);
+    if (!ok) {
+        MHD_destroy_response(resp);
+        return MHD_NO;
+    }
+    return srv_queue(r, status, resp, len);
+}
+
+// As srv_reply_json with one optional extra header (name may be NULL).
+static enum MHD_Result srv_reply_json_h(SrvReq *r, int status, cJSON *j_root, const char *name,
+                                        const char *value) {
+    char *text = j_root ? cJSON_PrintUnformatted(j_root) : NULL;
+    cJSON_Delete(j_root);
+    if (!text) {
+        static const char OOM[] = "{\"error\":{\"code\":503,\"type\":\"unavailable\","
+                                  "\"message\":\"out of memory\",\"param\":null}}";
+        return srv_reply(r, 503, "application/json", OOM, sizeof OOM - 1, "Cache-Control",
+                         "no-store", NULL);
+    }
+    enum MHD_Result ret = srv_reply(r, status, "application/json", text, strlen(text),
+                                    "Cache-Control", "no-store", name, value, NULL);
+    cJSON_free(text);
+    return ret;
+}
+
+enum MHD_Result srv_reply_json(SrvReq *r, int status, cJSON *j_root) {
+    return srv_reply_json_h(r, status, j_root, NULL, NULL);
+}
+
+// The one error builder: {"error":{"code","type","message","param"}}; NULL on OOM.
+static cJSON *srv_error_json(int status, const char *message, const char *param) {
+    cJSON *j_root = cJSON_CreateObject();
+    cJSON *j_err = cJSON_AddObjectToObject(j_root, "error");
+    if (!j_err || !cJSON_AddNumberToObject(j_err, "code", status) ||
+        !cJSON_AddStringToObject(j_err, "type", srv_error_type(status)) ||
+        !cJSON_AddStringToObject(j_err, "message", message ? message : "") ||
+        !(param ? cJSON_AddStringToObject(j_err, "param", param)
+                : cJSON_AddNullToObject(j_err, "param"))) {
+        cJSON_Delete(j_root);
+        return NULL;
+    }
+    return j_root;
+}
+
+// An error reply with one extra header (Allow, Retry-After, WWW-Authenticate).
+static enum MHD_Result srv_reply_error_h(SrvReq *r, int status, const char *message,
+                                         const char *param, const char *name, const char *value) {
+    return srv_reply_json_h(r, status, srv_error_json(status, message, param), name, value);
+}
+
+enum MHD_Result srv_reply_error(SrvReq *r, int status, const char *message, const char *param) {
+    return srv_reply_error_h(r, status, message, param, NULL, NULL);
+}
+
+enum MHD_Result srv_reply_kg(SrvReq *r, int kg_code, const char *message, const char *param) {
+    int status = srv_status_from_err(kg_code);
+    if (status == MHD_HTTP_TOO_MANY_REQUESTS)
+        return srv_reply_error_h(r, status, message, param, "Retry-After", "1");
+    return srv_reply_error(r, status, message, param);
+}
+
+// --- waiting on the engine ---
+
+int srv_wait(SrvReq *r) {
+    int suspended = 0;
+    pthread_mutex_lock(&r->mu);
+    if (!r->woken) {
+        r->suspended = 1;
+        MHD_suspend_connection(r->conn);
+        suspended = 1;
+    }
+    r->woken = 0;
+    pthread_mutex_unlock(&r->mu);
+    return suspended;
+}
+
+void srv_wake(SrvReq *r) {
+    pthread_mutex_lock(&r->mu);
+    r->woken = 1;
+    if (r->suspended) {
+        r->suspended = 0;
+        MHD_resume_connection(r->conn);
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+int srv_client_gone(SrvReq *r) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return 0;
+    char c;
+    ssize_t n = recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+// --- streaming ---
+
+static ssize_t srv_stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    SrvReq *r = cls;
+    for (;;) {
+        ssize_t n = r->pull(r, buf, max);
+        if (n > 0) r->bytes_out += (size_t)n;
+        if (n != 0) return n;
+        if (srv_client_gone(r)) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (srv_wait(r)) return 0; // suspended: MHD calls again after srv_wake()
+    }
+}
+
+enum MHD_Result srv_stream_start(SrvReq *r, SrvPull pull) {
+    r->pull = pull;
+    struct MHD_Response *resp = MHD_create_response_from_callback(
+        MHD_SIZE_UNKNOWN, SRV_STREAM_BLOCK, srv_stream_reader, r, NULL);
+    if (!resp) return MHD_NO;
+    if (MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream") !=
+            MHD_YES ||
+        MHD_add_response_header(resp, "Cache-Control", "no-cache") != MHD_YES ||
+        MHD_add_response_header(resp, "X-Accel-Buffering", "no") != MHD_YES) {
+        MHD_destroy_response(resp);
+        return MHD_NO;
+    }
+    enum MHD_Result ret = srv_queue(r, MHD_HTTP_OK, resp, 0);
+    r->bytes_out = 0;
+    return ret;
+}
+
+// --- the access handler ---
+
+// Appends one chunk of the body; over max_body it stops keeping bytes (still drained).
+static void srv_body_feed(SrvReq *r, const char *data, size_t n) {
+    if (r->body_state != SRV_BODY_OK) return; // we already know the answer: drop the rest
+    if (n > r->srv->opt.max_body - r->len) {
+        r->body_state = SRV_BODY_TOO_LARGE;
+        return;
+    }
+    if (r->len + n + 1 > r->cap) {
+        size_t cap = r->cap ? r->cap : 1024;
+        while (cap < r->len + n + 1)
+            cap *= 2;
+        char *body = realloc(r->body, cap);
+        if (!body) {
+            r->body_state = SRV_BODY_NO_MEMORY;
+            return;
+        }
+        r->body = body; // body may move
+        r->cap = cap;
+    }
+    memcpy(r->body + r->len, data, n);
+    r->len += n;
+    r->body[r->len] = '\0';
+}
+
+// The route for url, or NULL; *path_known says whether another method has it.
+static const SrvRoute *srv_route_lookup(const char *method, const char *url, int *path_known) {
+    size_t n;
+    const SrvRoute *routes = route_table(&n);
+    const char *m = strcmp(method, "HEAD") ? method : "GET";
+    *path_known = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(routes[i].path, url)) continue;
+        if (!strcmp(routes[i].method, m)) return &routes[i];
+        *path_known = 1;
+    }
+    return NULL;
+}
+
+// The methods url answers to, for the Allow header.
+static void srv_allow(const char *url, char *out, size_t cap) {
+    size_t n;
+    const SrvRoute *routes = route_table(&n);
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(routes[i].path, url)) {
+            if (out[0]) strncat(out, ", ", cap - strlen(out) - 1);
+            strncat(out, routes[i].method, cap - strlen(out) - 1);
+        }
+    if (strstr(out, "GET")) strncat(out, ", HEAD", cap - strlen(out) - 1);
+}
+
+// Constant-time comparison of the Authorization header with "Bearer <key>".
+static int srv_auth_ok(SrvReq *r) {
+    const char *key = r->srv->opt.api_key;
+    const char *h =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
+    h += 7;
+    size_t hn = strlen(h), kn = strlen(key);
+    unsigned char diff = (unsigned char)(hn != kn);
+    for (size_t i = 0; i < kn; i++)
+        diff |= (unsigned char)(key[i] ^ (i < hn ? h[i] : 0));
+    return diff == 0;
+}
+
+// Content-Type must be application/json (parameters such as charset allowed) or absent.
+static int srv_json_type_ok(SrvReq *r) {
+    const char *t =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (!t) return 1;
+    while (*t == ' ')
+        t++;
+    size_t n = strlen("application/json");
+    return !strncasecmp(t, "application/json", n) && (t[n] == '\0' || t[n] == ';' || t[n] == ' ');
+}
+
+// OPTIONS: a CORS preflight when --cors-origin is set.
+static enum MHD_Result srv_preflight(SrvReq *r) {
+    if (!r->srv->opt.cors_origin)
+        return srv_reply_error(r, 405, "OPTIONS is only answered with --cors-origin", NULL);
+    return srv_reply(r, 204, "text/plain", "", 0, "Access-Control-Allow-Methods",
+                     "GET, POST, OPTIONS", "Access-Control-Allow-Headers",
+                     "Content-Type, Authorization", "Access-Control-Max-Age", "600", NULL);
+}
+
+// The last call: every check in order, then the route's handler.
+static enum MHD_Result srv_dispatch(SrvReq *r, const char *url) {
+    if (!strcmp(r->method, "OPTIONS")) return srv_preflight(r);
+    int path_known;
+    const SrvRoute *route = srv_route_lookup(r->method, url, &path_known);
+    if (!route) {
+        int is_get = !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD");
+        if (path_known || (!is_get && strncmp(url, "/v1/", 4))) {
+            char allow[64];
+            srv_allow(url, allow, sizeof allow);
+            char msg[128];
+            snprintf(msg, sizeof msg, "%s is not allowed here", r->method);
+            return srv_reply_error_h(r, 405, msg, NULL, "Allow", allow[0] ? allow : "GET, HEAD");
+        }
+        if (is_get && strncmp(url, "/v1/", 4)) {
+            r->endpoint = "static";
+            return srv_static(r, r->srv->opt.web_dir, url);
+        }
+        return srv_reply_error(r, 404, "no such endpoint", NULL);
+    }
+    r->route = route;
+    r->endpoint = route->path;
+    if (r->srv->opt.api_key && !(route->flags & SRV_ROUTE_OPEN) && !srv_auth_ok(r))
+        return srv_reply_error_h(r, 401, "missing or wrong API key (Authorization: Bearer KEY)",
+                                 NULL, "WWW-Authenticate", "Bearer");
+    if (r->body_state == SRV_BODY_TOO_LARGE) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "body is over the limit of %zu bytes", r->srv->opt.max_body);
+        return srv_reply_error(r, 413, msg, NULL);
+    }
+    if (r->body_state == SRV_BODY_NO_MEMORY) return srv_reply_error(r, 503, "out of memory", NULL);
+    if (!(route->flags & SRV_ROUTE_JSON)) return route->handler(r, NULL);
+    if (!srv_json_type_ok(r))
+        return srv_reply_error(r, 415, "Content-Type must be application/json", NULL);
+    char err[KG_ERRLEN];
+    cJSON *j_req;
+    int rc = json_parse_object(r->body ? r->body : "", r->len, &j_req, err);
+    if (rc) return srv_reply_kg(r, rc, err, NULL);
+    enum MHD_Result ret = route->handler(r, j_req);
+    cJSON_Delete(j_req);
+    return ret;
+}
+
+// The first call: state only, except a body announced over the limit is refused at once
+// (MHD then skips the upload and closes the connection).
+static enum MHD_Result srv_req_begin(SrvServer *s, struct MHD_Connection *conn, const char *url,
+                                     const char *method, void **req_cls) {
+    SrvReq *r = calloc(1, sizeof *r);
+    if (!r) return MHD_NO;
+    r->conn = conn;
+    r->srv = s;
+    r->t_start = srv_now();
+    snprintf(r->method, sizeof r->method, "%s", method);
+    snprintf(r->path, sizeof r->path, "%s", url);
+    pthread_mutex_init(&r->mu, NULL);
+    atomic_fetch_add(&s->in_flight, 1);
+    *req_cls = r;
+    const char *cl =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl) {
+        char *end;
+        errno = 0;
+        unsigned long long n = strtoull(cl, &end, 10);
+        if (errno || *end || n > s->opt.max_body) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "body is over the limit of %zu bytes", s->opt.max_body);
+            return srv_reply_error(r, 413, msg, NULL);
+        }
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **req_cls) {
+    (void)version;
+    SrvReq *r = *req_cls;
+    if (!r) return srv_req_begin(cls, conn, url, method, req_cls); // 1st call: state only
+    if (*upload_data_size) {                                       // middle calls: body
+        srv_body_feed(r, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (r->status) return MHD_YES;      // answered already (early 413)
+    if (r->resume) return r->resume(r); // woken up while waiting on the engine
+    return srv_dispatch(r, url);        // last call: answer
+}
+
+// Writes the request's log line through opt.log.
+static void srv_log_request(SrvReq *r, int status, double dt, int aborted) {
+    if (!r->srv->opt.log) return;
+    char addr[INET6_ADDRSTRLEN] = "-";
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci && ci->client_addr) {
+        const struct sockaddr *sa = ci->client_addr;
+        if (sa->sa_family == AF_INET)
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, addr, sizeof addr);
+        else if (sa->sa_family == AF_INET6)
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, addr, sizeof addr);
+    }
+    char when[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    char line[512];
+    snprintf(line, sizeof line, "%s %s \"%s %s\" %d %zuB %.1fms%s", when, addr, r->method, r->path,
+             status, r->bytes_out, dt * 1e3, aborted ? " aborted" : "");
+    r->srv->opt.log(line);
+}
+
+// The completion callback: runs on every path (answered, hung up, timed out, shutdown).
+static void srv_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+                          enum MHD_RequestTerminationCode toe) {
+    (void)conn;
+    SrvServer *s = cls;
+    SrvReq *r = *req_cls;
+    if (!r) return;
+    int aborted = toe != MHD_REQUEST_TERMINATED_COMPLETED_OK;
+    if (r->done) r->done(r, aborted); // releases the engine job: no srv_wake() after this
+    double dt = srv_now() - r->t_start;
+    int status = r->status ? r->status : 499; // 499: the client closed before the answer
+    metrics_request(r->endpoint, status, dt);
+    srv_log_request(r, status, dt, aborted);
+    pthread_mutex_destroy(&r->mu);
+    free(r->body);
+    free(r);
+    *req_cls = NULL;
+    atomic_fetch_sub(&s->in_flight, 1);
+}
+
+// MHD's own error messages (bind failures, protocol errors) go through opt.log too.
+static void srv_mhd_log(void *cls, const char *fmt, va_list ap) {
+    SrvServer *s = cls;
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    size_t n = strlen(line);
+    while (n && line[n - 1] == '\n')
+        line[--n] = '\0';
+    if (s->opt.log) s->opt.log(line);
+}
+
+// --- the server ---
+
+int srv_start(SrvServer **out, const SrvOptions *opt, char *err) {
+    *out = NULL;
+    SrvServer *s = calloc(1, sizeof *s);
+    if (!s) return kg_err(err, KG_ENOMEM, "server: out of memory");
+    s->opt = *opt;
+    if (!s->opt.max_body) s->opt.max_body = SRV_MAX_BODY;
+    char port[16];
+    snprintf(port, sizeof port, "%d", opt->port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
+                    *ai = NULL;
+    const char *host = opt->host && opt->host[0] ? opt->host : NULL;
+    int grc = getaddrinfo(host, port, &hints, &ai);
+    if (grc) {
+        free(s);
+        return kg_err(err, KG_EINVAL, "--host %s: %s", host ? host : "", gai_strerror(grc));
+    }
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    s->d = MHD_start_daemon(
+        flags, (uint16_t)opt->port, NULL, NULL, srv_access, s, MHD_OPTION_EXTERNAL_LOGGER,
+        srv_mhd_log, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned)(opt->threads ? opt->threads : 4), MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)(opt->max_connections ? opt->max_connections : 256),
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)opt->timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
+        srv_completed, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!s->d) {
+        free(s);
+        return kg_err(err, KG_EIO, "listen on %s:%d: could not start the HTTP server",
+                      host ? host : "*", opt->port);
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : opt->port;
+    *out = s;
+    return KG_OK;
+}
+
+int srv_port(const SrvServer *s) { return s->port; }
+void *srv_app(const SrvServer *s) { return s->opt.app; }
+int srv_draining(const SrvServer *s) { return atomic_load(&s->draining); }
+size_t srv_in_flight(const SrvServer *s) { return atomic_load(&s->in_flight); }
+
+void srv_drain(SrvServer *s) {
+    if (atomic_exchange(&s->draining, 1)) return;
+    MHD_socket fd = MHD_quiesce_daemon(s->d); // no new connections from here on
+    if (fd != MHD_INVALID_SOCKET) close(fd);
+}
+
+void srv_stop(SrvServer *s) {
+    if (!s) return;
+    MHD_stop_daemon(s->d);
+    free(s);
+}

@@ -1,0 +1,149 @@
+// http.h — kogpt2d's HTTP layer over libmicrohttpd (MHD): per-request state, the body
+// reader, the one reply helper and error builder, Server-Sent Events, static files.
+//
+// A request goes through srv_access() three ways (MHD's access-handler protocol): the first
+// call makes a SrvReq and looks up the route; middle calls copy the body (up to max_body);
+// the last call checks method, auth, content type and JSON, then runs the route's handler.
+// Per-request state is freed only in the completion callback, which runs on every path.
+//
+// Threads: handlers run on MHD's worker threads. srv_wake() may be called from any thread
+// (the engine's notify callback) and resumes a suspended request.
+#ifndef HTTP_H
+#define HTTP_H
+
+#include <cjson/cJSON.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "model/kg.h"
+
+#define SRV_MAX_BODY     (1u << 20) // default --max-body
+#define SRV_STREAM_BLOCK 4096       // bytes MHD asks a streaming reader for at most
+
+typedef struct SrvReq SrvReq;
+typedef struct SrvServer SrvServer;
+
+// A route's handler runs on the last call with the parsed JSON body (NULL for GET) and
+// answers through srv_reply_*() or srv_stream_start(); it returns what MHD expects.
+typedef enum MHD_Result (*SrvHandler)(SrvReq *r, const cJSON *j_req);
+
+enum {
+    SRV_ROUTE_JSON = 1, // POST body must be a JSON object (415 / 400 otherwise)
+    SRV_ROUTE_OPEN = 2  // no API key needed (health, readiness, metrics)
+};
+
+typedef struct {
+    const char *method; // "GET" or "POST"
+    const char *path;   // exact match
+    SrvHandler handler;
+    int flags; // SRV_ROUTE_*
+} SrvRoute;
+
+// The route table lives in routes.c: ROUTES[0 .. n-1].
+const SrvRoute *route_table(size_t *n);
+
+// What the body reader concluded; each value maps to one status at the end.
+typedef enum {
+    SRV_BODY_OK,        // still reading, or complete
+    SRV_BODY_TOO_LARGE, // 413: over max_body; the rest is drained and dropped
+    SRV_BODY_NO_MEMORY  // 503: could not grow the buffer
+} SrvBodyState;
+
+// A streaming reply's source: writes up to max bytes of the next event(s) into buf and
+// returns the count, 0 when nothing is ready yet (the request is then suspended until
+// srv_wake()), or MHD_CONTENT_READER_END_OF_STREAM at the end.
+typedef ssize_t (*SrvPull)(SrvReq *r, char *buf, size_t max);
+
+// Per-request state (MHD's *req_cls). Owned by http.c; handlers may set ctx and done.
+struct SrvReq {
+    struct MHD_Connection *conn;
+    SrvServer *srv;
+    const SrvRoute *route; // NULL: static file or unknown
+    const char *endpoint;  // metrics label: the route's path, "static" or NULL ("other")
+    char method[8];
+    char path[256]; // truncated for logs and metrics only; routing uses the full URL
+    double t_start; // monotonic seconds
+    char *body;     // NUL-terminated, len bytes
+    size_t len, cap;
+    SrvBodyState body_state;
+    int status; // set when a reply is queued
+    size_t bytes_out;
+    // waiting on the engine (suspend/resume)
+    pthread_mutex_t mu;
+    int suspended, woken;
+    // the route's own state: done(r, aborted) frees it when the request completes
+    void *ctx;
+    void (*done)(SrvReq *r, int aborted);
+    // set while the handler waits on the engine: MHD's next call (after srv_wake) runs it
+    enum MHD_Result (*resume)(SrvReq *r);
+    SrvPull pull; // a streaming reply's source
+};
+
+// --- the server ---
+typedef struct {
+    const char *host; // NULL or "0.0.0.0": any
+    int port;         // 0: pick a free one (see srv_port)
+    unsigned threads; // MHD worker threads
+    unsigned max_connections;
+    unsigned timeout_s; // idle connection timeout (slow clients)
+    size_t max_body;
+    const char *api_key;           // NULL: no auth
+    const char *cors_origin;       // NULL: no CORS headers
+    const char *web_dir;           // NULL: no static files
+    void *app;                     // routes' shared state (routes.c's SrvApp)
+    void (*log)(const char *line); // one line per request and MHD's errors; NULL: none
+} SrvOptions;
+
+// Binds and starts MHD's threads. KG_OK and *out; KG_EIO with err (e.g. port in use).
+int srv_start(SrvServer **out, const SrvOptions *opt, char *err);
+int srv_port(const SrvServer *s);
+void *srv_app(const SrvServer *s);
+// Draining: stops accepting connections, replies carry "Connection: close", /readyz is 503.
+void srv_drain(SrvServer *s);
+int srv_draining(const SrvServer *s);
+// Requests begun and not yet completed.
+size_t srv_in_flight(const SrvServer *s);
+// Stops MHD (call after every request completed or the engine cancelled them) and frees s.
+void srv_stop(SrvServer *s);
+
+// --- replies (one helper; every one carries the security and CORS headers) ---
+// Sends body (copied) with the given status and content type; extra headers as
+// "Name", "value" pairs, NULL-terminated.
+enum MHD_Result srv_reply(SrvReq *r, int status, const char *type, const char *body, size_t len,
+                          ...);
+// Prints j_root (consumed) as JSON.
+enum MHD_Result srv_reply_json(SrvReq *r, int status, cJSON *j_root);
+// {"error":{"code","type","message","param"}}; param may be NULL.
+enum MHD_Result srv_reply_error(SrvReq *r, int status, const char *message, const char *param);
+// The same for a KG_E* code (status from srv_status_from_err; 429 adds Retry-After).
+enum MHD_Result srv_reply_kg(SrvReq *r, int kg_code, const char *message, const char *param);
+// KG_E* -> HTTP: EINVAL 400, ERANGE 422, EBUSY 429, ECANCEL/ENOMEM 503, others 500.
+int srv_status_from_err(int kg_code);
+
+// --- streaming and waiting on the engine ---
+// Starts a text/event-stream reply whose bytes come from pull.
+enum MHD_Result srv_stream_start(SrvReq *r, SrvPull pull);
+// Suspends the request unless srv_wake() came since the last call; returns 1 if it
+// suspended (the handler or reader then returns MHD_YES / 0).
+int srv_wait(SrvReq *r);
+// Resumes a request suspended by srv_wait (any thread; the engine's notify calls it).
+void srv_wake(SrvReq *r);
+// 1 when the client has closed its side (checked without reading).
+int srv_client_gone(SrvReq *r);
+
+// --- static files (static.c) ---
+// Serves url from web_dir: 200 with Content-Type, or 404/403 as JSON. Never lists
+// directories, never follows a path out of web_dir (.., %2e%2e, absolute, symlinks).
+enum MHD_Result srv_static(SrvReq *r, const char *web_dir, const char *url);
+// Resolves url under root into a malloc'd real path inside root; NULL when not allowed or
+// absent (*status: 404 or 403). For tests.
+char *srv_static_resolve(const char *root, const char *url, int *status);
+const char *srv_mime_type(const char *path);
+
+double srv_now(void); // monotonic seconds
+
+#endif

@@ -1,0 +1,366 @@
+// kogpt2d — the KoGPT-2 HTTP daemon: loads a model and its tokenizer, starts the engine
+// (sched.h) and the HTTP server (http.h), and drains cleanly on SIGTERM/SIGINT.
+//
+//   kogpt2d --model DIR [--host 127.0.0.1] [--port 8080] [--threads N] ...
+//
+// Start-up order: HTTP first (so /healthz answers and /readyz says 503 while loading),
+// then tokenizer, weights, engine, one warm-up step, then /readyz turns 200.
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "http.h"
+#include "metrics.h"
+#include "model/backend.h"
+#include "model/gpt2.h"
+#include "model/kg.h"
+#include "routes.h"
+#include "sched.h"
+#include "tokenizer/tokenizer.h"
+
+#ifndef KG_WEB_DIR
+#define KG_WEB_DIR ""
+#endif
+
+typedef struct {
+    const char *model, *alias, *host, *api_key, *cors_origin, *web_dir;
+    long port, threads, http_threads, ctx_size, max_batch, max_queue, cache_mb, timeout_s;
+    long max_body, max_connections, dtype;
+    int speculate, quiet;
+} MainArgs;
+
+static void main_usage(FILE *f) {
+    fprintf(f,
+            "usage: kogpt2d --model DIR [options]\n"
+            "  --model DIR          model directory: config.json, model.safetensors, tokenizer\n"
+            "  --alias NAME         model name in replies (default: the directory's name)\n"
+            "  --host ADDR          address to listen on (default 127.0.0.1; 0.0.0.0 for all)\n"
+            "  --port N             TCP port (default 8080; 0 picks a free one)\n"
+            "  --threads N          compute threads (default: one per core)\n"
+            "  --http-threads N     HTTP worker threads (default 4)\n"
+            "  --ctx-size N         longest prompt in tokens (default: the model's n_ctx)\n"
+            "  --max-batch N        sequences advanced together per step (default 8)\n"
+            "  --max-queue N        jobs waiting beyond the batch; more get 429 (default 64)\n"
+            "  --cache-mb N         prefix cache memory in MiB (default 256)\n"
+            "  --dtype T            weights in memory: auto (as stored), f32, f16, bf16\n"
+            "  --no-speculate       do not precompute likely next clicks when idle\n"
+            "  --api-key KEY        require 'Authorization: Bearer KEY' (health, readiness,\n"
+            "                       metrics and static files stay open); also $KOGPT2_API_KEY\n"
+            "  --cors-origin ORIGIN send Access-Control-Allow-Origin: ORIGIN, answer preflights\n"
+            "  --web-dir DIR        the Explorer's files (default: the project's web/)\n"
+            "  --timeout SEC        idle connection timeout and shutdown drain time (default 30)\n"
+            "  --max-body BYTES     largest request body (default 1048576)\n"
+            "  --max-connections N  concurrent connections (default 256)\n"
+            "  --quiet              no request log\n");
+}
+
+// A whole decimal number in [lo, hi]; exits with a message otherwise (main only).
+static long main_num(const char *flag, const char *s, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "kogpt2d: %s: expected a number in %ld..%ld, got '%s'\n", flag, lo, hi, s);
+        exit(2);
+    }
+    return v;
+}
+
+static void main_parse(MainArgs *a, int argc, char **argv) {
+    enum {
+        O_ALIAS = 256,
+        O_HTTP_THREADS,
+        O_CTX,
+        O_BATCH,
+        O_QUEUE,
+        O_CACHE,
+        O_KEY,
+        O_CORS,
+        O_WEB,
+        O_TIMEOUT,
+        O_BODY,
+        O_CONNS,
+        O_DTYPE,
+        O_NOSPEC,
+        O_QUIET
+    };
+    static const struct option OPTS[] = {{"model", required_argument, NULL, 'm'},
+                                         {"alias", required_argument, NULL, O_ALIAS},
+                                         {"host", required_argument, NULL, 'H'},
+                                         {"port", required_argument, NULL, 'p'},
+                                         {"threads", required_argument, NULL, 't'},
+                                         {"http-threads", required_argument, NULL, O_HTTP_THREADS},
+                                         {"ctx-size", required_argument, NULL, O_CTX},
+                                         {"max-batch", required_argument, NULL, O_BATCH},
+                                         {"max-queue", required_argument, NULL, O_QUEUE},
+                                         {"cache-mb", required_argument, NULL, O_CACHE},
+                                         {"api-key", required_argument, NULL, O_KEY},
+                                         {"cors-origin", required_argument, NULL, O_CORS},
+                                         {"web-dir", required_argument, NULL, O_WEB},
+                                         {"timeout", required_argument, NULL, O_TIMEOUT},
+                                         {"max-body", required_argument, NULL, O_BODY},
+                                         {"max-connections", required_argument, NULL, O_CONNS},
+                                         {"dtype", required_argument, NULL, O_DTYPE},
+                                         {"no-speculate", no_argument, NULL, O_NOSPEC},
+                                         {"quiet", no_argument, NULL, O_QUIET},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    *a = (MainArgs){.host = "127.0.0.1",
+                    .port = 8080,
+                    .http_threads = 4,
+                    .max_batch = 8,
+                    .max_queue = 64,
+                    .cache_mb = 256,
+                    .timeout_s = 30,
+                    .max_body = SRV_MAX_BODY,
+                    .max_connections = 256,
+                    .dtype = GPT2_DTYPE_AUTO,
+                    .speculate = 1};
+    a->api_key = getenv("KOGPT2_API_KEY");
+    int c;
+    while ((c = getopt_long(argc, argv, "m:H:p:t:h", OPTS, NULL)) != -1) {
+        switch (c) {
+        case 'm':
+            a->model = optarg;
+            break;
+        case O_ALIAS:
+            a->alias = optarg;
+            break;
+        case 'H':
+            a->host = optarg;
+            break;
+        case 'p':
+            a->port = main_num("--port", optarg, 0, 65535);
+            break;
+        case 't':
+            a->threads = main_num("--threads", optarg, 0, 1024);
+            break;
+        case O_HTTP_THREADS:
+            a->http_threads = main_num("--http-threads", optarg, 1, 256);
+            break;
+        case O_CTX:
+            a->ctx_size = main_num("--ctx-size", optarg, 1, GPT2_MAX_CTX);
+            break;
+        case O_BATCH:
+            a->max_batch = main_num("--max-batch", optarg, 1, 1024);
+            break;
+        case O_QUEUE:
+            a->max_queue = main_num("--max-queue", optarg, 0, 1 << 20);
+            break;
+        case O_CACHE:
+            a->cache_mb = main_num("--cache-mb", optarg, 0, 1 << 20);
+            break;
+        case O_KEY:
+            a->api_key = optarg;
+            break;
+        case O_CORS:
+            a->cors_origin = optarg;
+            break;
+        case O_WEB:
+            a->web_dir = optarg;
+            break;
+        case O_TIMEOUT:
+            a->timeout_s = main_num("--timeout", optarg, 1, 86400);
+            break;
+        case O_BODY:
+            a->max_body = main_num("--max-body", optarg, 64, 1l << 30);
+            break;
+        case O_CONNS:
+            a->max_connections = main_num("--max-connections", optarg, 1, 65536);
+            break;
+        case O_DTYPE:
+            if (!strcmp(optarg, "auto"))
+                a->dtype = GPT2_DTYPE_AUTO;
+            else if (!strcmp(optarg, "f32"))
+                a->dtype = KG_F32;
+            else if (!strcmp(optarg, "f16"))
+                a->dtype = KG_F16;
+            else if (!strcmp(optarg, "bf16"))
+                a->dtype = KG_BF16;
+            else {
+                fprintf(stderr, "kogpt2d: --dtype: expected auto, f32, f16 or bf16\n");
+                exit(2);
+            }
+            break;
+        case O_NOSPEC:
+            a->speculate = 0;
+            break;
+        case O_QUIET:
+            a->quiet = 1;
+            break;
+        case 'h':
+            main_usage(stdout);
+            exit(0);
+        default:
+            main_usage(stderr);
+            exit(2);
+        }
+    }
+    if (optind < argc || !a->model) {
+        fprintf(stderr,
+                optind < argc ? "kogpt2d: unexpected argument '%s'\n"
+                              : "kogpt2d: --model DIR is required%s\n",
+                optind < argc ? argv[optind] : "");
+        main_usage(stderr);
+        exit(2);
+    }
+    if (a->api_key && !a->api_key[0]) a->api_key = NULL;
+}
+
+static int main_is_dir(const char *path) {
+    struct stat st;
+    return path && path[0] && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// --web-dir, else web/ beside or above the binary (build/kogpt2d -> web/), else the
+// source tree's web/; NULL when none exists (then only the API is served).
+static const char *main_web_dir(const char *flag, char *buf, size_t cap) {
+    if (flag) return flag;
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        const char *dir = dirname(exe);
+        static const char *const REL[] = {"web", "../web", "../share/kogpt2/web"};
+        for (size_t i = 0; i < sizeof REL / sizeof REL[0]; i++) {
+            snprintf(buf, cap, "%s/%s", dir, REL[i]);
+            if (main_is_dir(buf)) return buf;
+        }
+    }
+    return main_is_dir(KG_WEB_DIR) ? KG_WEB_DIR : NULL;
+}
+
+static void main_log(const char *line) { fprintf(stderr, "%s\n", line); }
+
+static void main_warm_notify(void *ctx) { (void)ctx; }
+
+// One next-token step through the engine, so the first user does not pay for cold caches.
+static int main_warm_up(Sched *s, int token, char *err) {
+    SchedParams p = {
+        .kind = SCHED_NEXT_TOKEN, .tokens = &token, .n_tokens = 1, .n_top = 1, .temperature = 1};
+    SchedJob *job;
+    int rc = sched_submit(s, &p, main_warm_notify, NULL, &job, err);
+    if (rc) return rc;
+    SchedState state = SCHED_RUNNING;
+    SchedToken t;
+    while (state == SCHED_RUNNING) {
+        sched_job_read(job, &t, 1, &state);
+        if (state == SCHED_RUNNING) nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+    if (state == SCHED_DONE_ERROR) rc = sched_job_error(job, err);
+    sched_job_release(job);
+    return rc;
+}
+
+// Waits until no request is in flight or the deadline (monotonic seconds) passes.
+static void main_wait_idle(SrvServer *srv, double deadline) {
+    while (srv_in_flight(srv) > 0 && srv_now() < deadline)
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+}
+
+int main(int argc, char **argv) {
+    MainArgs a;
+    main_parse(&a, argc, argv);
+
+    // Signals go to sigwait() below, never to MHD's or the engine's threads.
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    char err[KG_ERRLEN], web_buf[PATH_MAX], name_buf[PATH_MAX];
+    snprintf(name_buf, sizeof name_buf, "%s", a.model);
+    static SrvApp app;
+    app.model_name = a.alias ? a.alias : basename(name_buf);
+    app.created = time(NULL);
+    const char *endpoints[METRICS_MAX_ENDPOINTS];
+    metrics_init(endpoints, route_endpoints(endpoints, METRICS_MAX_ENDPOINTS - 2));
+
+    SrvOptions so = {.host = a.host,
+                     .port = (int)a.port,
+                     .threads = (unsigned)a.http_threads,
+                     .max_connections = (unsigned)a.max_connections,
+                     .timeout_s = (unsigned)a.timeout_s,
+                     .max_body = (size_t)a.max_body,
+                     .api_key = a.api_key,
+                     .cors_origin = a.cors_origin,
+                     .web_dir = main_web_dir(a.web_dir, web_buf, sizeof web_buf),
+                     .app = &app,
+                     .log = a.quiet ? NULL : main_log};
+    SrvServer *srv;
+    if (srv_start(&srv, &so, err)) {
+        fprintf(stderr, "kogpt2d: %s\n", err);
+        return 1;
+    }
+    app.srv = srv;
+    fprintf(stderr, "kogpt2d: listening on http://%s:%d (web: %s)\n", a.host, srv_port(srv),
+            so.web_dir ? so.web_dir : "none");
+
+    Tokenizer *tok = NULL;
+    KgBackend *be = NULL;
+    Gpt2 model;
+    int model_open = 0, rc = 1;
+    Sched *sched = NULL;
+    if (tok_open(&tok, a.model, err)) goto fail;
+    if (!(be = kg_cpu_backend_new((int)a.threads, err))) goto fail;
+    if (gpt2_open(&model, a.model, be, (int)a.dtype, err)) goto fail;
+    model_open = 1;
+    if (tok_vocab_size(tok) > model.config.vocab_size) {
+        kg_err(err, KG_EFORMAT, "%s: the tokenizer has %zu ids, the model only %zu", a.model,
+               tok_vocab_size(tok), model.config.vocab_size);
+        goto fail;
+    }
+    size_t n_ctx = model.config.n_ctx;
+    if (a.ctx_size > 0 && (size_t)a.ctx_size < n_ctx) n_ctx = (size_t)a.ctx_size;
+    SchedOptions sopt = {.max_batch = (size_t)a.max_batch,
+                         .max_queue = (size_t)a.max_queue,
+                         .cache_mb = (size_t)a.cache_mb,
+                         .max_prompt = n_ctx,
+                         .prefill_chunk = 256,
+                         .speculate = a.speculate};
+    if (sched_start(&sched, &model, tok, &sopt, err)) goto fail;
+    int eos = model.config.eos_id >= 0 ? model.config.eos_id : 0;
+    if (main_warm_up(sched, eos, err)) goto fail;
+    app.sched = sched;
+    app.tok = tok;
+    app.n_ctx = n_ctx;
+    app.vocab_size = tok_vocab_size(tok);
+    atomic_store(&app.ready, 1);
+    fprintf(stderr, "kogpt2d: ready: %s (%zu layers, %zu wide, n_ctx %zu, vocab %zu) on %s\n",
+            app.model_name, model.config.n_layer, model.config.n_embd, n_ctx, app.vocab_size,
+            be->ops->name);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "kogpt2d: %s: draining (up to %lds)\n", strsignal(sig), a.timeout_s);
+    srv_drain(srv); // /readyz 503, no new connections
+    double deadline = srv_now() + (double)a.timeout_s;
+    main_wait_idle(srv, deadline);
+    double left = deadline - srv_now();
+    sched_stop(sched, left > 0 ? (int)(left * 1e3) : 0); // cancels what is still running
+    sched = NULL;
+    main_wait_idle(srv, srv_now() + 2); // cancelled requests answer their 503s
+    rc = 0;
+    goto out;
+fail:
+    fprintf(stderr, "kogpt2d: %s\n", err);
+    srv_drain(srv);
+out:
+    if (sched) sched_stop(sched, 0);
+    srv_stop(srv);
+    if (model_open) gpt2_close(&model);
+    if (be) kg_backend_free(be);
+    tok_free(tok);
+    if (!rc) fprintf(stderr, "kogpt2d: stopped\n");
+    return rc;
+}

@@ -1,0 +1,34 @@
+// metrics.h — kogpt2d's Prometheus figures: requests by endpoint and status, latency
+// histograms per endpoint, token counters, and gauges filled in at scrape time.
+//
+// Threads: every function may be called from any thread (one mutex guards the table).
+#ifndef METRICS_H
+#define METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define METRICS_MAX_ENDPOINTS 24
+#define METRICS_MAX_CODES     16
+
+// Gauges sampled when /metrics is scraped (from the engine and the HTTP layer).
+typedef struct {
+    size_t queue_depth, running, batch_rows, in_flight;
+    size_t cache_bytes, cache_capacity, cache_entries;
+    int ready;
+} MetricsGauges;
+
+// Resets the table and names the endpoints that get their own label ("other" and
+// "static" are always present). names must outlive the metrics (string literals).
+void metrics_init(const char *const *endpoints, size_t n);
+
+// One finished request: endpoint label (unknown names count as "other"), status, seconds.
+void metrics_request(const char *endpoint, int status, double seconds);
+// Tokens of one finished engine job.
+void metrics_tokens(size_t prompt, size_t cached, size_t generated);
+
+// Renders the text exposition format (version 0.0.4) into a malloc'd string (free());
+// NULL on OOM.
+char *metrics_render(const MetricsGauges *g, size_t *len);
+
+#endif

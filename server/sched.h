@@ -1,0 +1,115 @@
+// sched.h — the engine: one thread owns the model and runs every forward pass.
+//
+// HTTP handlers submit jobs and read their output; they never touch tensors. Each engine
+// step advances every active job together (continuous batching: one forward over the new
+// rows of all of them), reusing the KV cache of the longest cached prefix of a prompt
+// (pcache.h). When idle after a next-token answer, the engine precomputes the top
+// candidates' continuations, so the Explorer's likely next click is already answered.
+//
+// Threads: sched_* functions may be called from any thread. A job's notify callback runs
+// on the engine thread; it must only wake the job's owner (e.g. MHD_resume_connection).
+#ifndef SCHED_H
+#define SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/gpt2.h"
+#include "model/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+typedef struct Sched Sched;
+typedef struct SchedJob SchedJob;
+
+typedef struct {
+    size_t max_batch;     // jobs advanced together per step (--max-batch)
+    size_t max_queue;     // jobs waiting beyond those (--max-queue); more is KG_EBUSY (429)
+    size_t cache_mb;      // prefix cache memory (--cache-mb)
+    size_t max_prompt;    // tokens per prompt, <= n_ctx (--ctx-size)
+    size_t prefill_chunk; // prompt rows per step, so a long prefill cannot stall decoding
+    int speculate;        // precompute the top candidates' continuations when idle
+} SchedOptions;
+
+typedef enum { SCHED_NEXT_TOKEN, SCHED_GENERATE } SchedKind;
+
+typedef struct {
+    SchedKind kind;
+    const int *tokens; // the prompt (copied by sched_submit)
+    size_t n_tokens;
+    size_t n_top;      // next-token: candidates; generate: top logprobs per token (0..20)
+    float temperature; // next-token: divides the logits (1 = raw); generate: 0 = greedy
+    // generate only
+    size_t max_tokens;
+    size_t top_k; // 0 = off
+    float top_p;  // 1 = off
+    uint64_t seed;
+    const char *const *stop; // stop strings (copied); the text stops before the first match
+    size_t n_stop;
+    int ignore_eos; // keep going past the end-of-text token
+} SchedParams;
+
+typedef enum {
+    SCHED_RUNNING,
+    SCHED_DONE_LENGTH, // max_tokens reached (or the context is full)
+    SCHED_DONE_STOP,   // a stop string matched
+    SCHED_DONE_EOS,    // the model produced the end-of-text token
+    SCHED_DONE_ERROR,  // see the job's error code and message
+    SCHED_DONE_CANCELLED
+} SchedState;
+
+// One generated token. A next-token job yields one entry with id -1 and the candidates.
+// A generation may end with an entry of id -1 that only carries text: what was held back
+// because it could have been the start of a stop string or of a UTF-8 character.
+typedef struct {
+    int id;
+    float logprob;
+    const char *text; // the UTF-8 text this token completes (never half a character)
+    size_t text_len;
+    const KgCandidate *top; // n_top candidates, best first
+    size_t n_top;
+} SchedToken;
+
+// Timing and cache figures of a job, for the response's "timings" and the metrics.
+typedef struct {
+    size_t prompt_tokens, cached_tokens, generated_tokens;
+    double queue_ms, prefill_ms, decode_ms, total_ms;
+} SchedStats;
+
+// Starts the engine thread on a loaded model and tokenizer (both must outlive it).
+// KG_OK and *out, or an error (KG_ENOMEM, KG_EINVAL for bad options).
+int sched_start(Sched **out, const Gpt2 *m, const Tokenizer *tok, const SchedOptions *opt,
+                char *err);
+// Stops taking jobs, lets the running ones finish (up to timeout_ms, then cancels them),
+// joins the thread and frees everything. Jobs still held by callers stay valid until
+// released.
+void sched_stop(Sched *s, int timeout_ms);
+
+// Queues a job. KG_EBUSY when the queue is full (HTTP 429), KG_ERANGE when the prompt is
+// longer than max_prompt or a token id is outside the vocabulary (message says which),
+// KG_EINVAL for bad parameters, KG_ECANCEL when stopping. notify(ctx) runs on the engine
+// thread whenever the job has new output or finishes. On KG_OK the caller owns *job and
+// must call sched_job_release() once.
+int sched_submit(Sched *s, const SchedParams *p, void (*notify)(void *ctx), void *ctx,
+                 SchedJob **job, char *err);
+
+// Copies out the tokens produced since the last call (at most cap), and the job's state.
+// The SchedToken strings and candidates stay valid until the job is released.
+size_t sched_job_read(SchedJob *j, SchedToken *out, size_t cap, SchedState *state);
+// Error code and message of a job in SCHED_DONE_ERROR.
+int sched_job_error(SchedJob *j, char *err);
+void sched_job_stats(SchedJob *j, SchedStats *stats);
+// The client went away: stop working on the job (its slot is freed at the next step).
+void sched_job_cancel(SchedJob *j);
+// Drops the caller's reference; cancels the job if it is still running. Once it returns,
+// the job's notify callback is never called again (so ctx may be freed).
+void sched_job_release(SchedJob *j);
+
+// Gauges for /metrics: jobs waiting, jobs running, rows in the last batch, cache use.
+typedef struct {
+    size_t queued, running, last_batch_rows;
+    size_t cache_entries, cache_bytes, cache_capacity;
+    uint64_t steps, cached_tokens_total, prompt_tokens_total, generated_tokens_total;
+} SchedGauges;
+void sched_gauges(Sched *s, SchedGauges *g);
+
+#endif

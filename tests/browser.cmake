@@ -1,0 +1,28 @@
+# Browser test of the Explorer (web/), issue 4: tests/browser/explorer.test.mjs drives Debian's
+# Chromium (/usr/bin/chromium) with playwright-core. Setup: `apt-get install chromium` and
+# `npm ci --ignore-scripts` in tests/browser. Without node, Chromium or node_modules, or when
+# KG_SERVER_URL is set but unreachable, it exits 77 (skipped). Run: ctest -L browser
+#
+# The server it talks to: the built kogpt2d on a model directory when KG_BROWSER_MODEL_DIR is
+# set (and the target exists), else KG_SERVER_URL from the environment, else the mock
+# (tests/browser/mock_server.mjs, a fake daemon). Screenshots go to <build>/artifacts/.
+find_program(KG_NODE NAMES node nodejs)
+set(KG_BROWSER_MODEL_DIR "" CACHE PATH "model directory for kogpt2d in the browser test (empty: mock or KG_SERVER_URL)")
+set(_browser_env "KG_ARTIFACT_DIR=${CMAKE_BINARY_DIR}/artifacts")
+if(TARGET kogpt2d AND KG_BROWSER_MODEL_DIR)
+  list(APPEND _browser_env "KG_DAEMON=$<TARGET_FILE:kogpt2d>" "KG_MODEL_DIR=${KG_BROWSER_MODEL_DIR}")
+endif()
+if(KG_NODE)
+  add_test(NAME test_browser_explorer
+    COMMAND ${KG_NODE} ${CMAKE_CURRENT_SOURCE_DIR}/browser/explorer.test.mjs
+    WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/browser)
+else()
+  add_test(NAME test_browser_explorer
+    COMMAND ${CMAKE_COMMAND} -E echo "SKIP: node is not installed (test_browser_explorer)")
+  set(_browser_skip_regex "SKIP: node")
+endif()
+set_tests_properties(test_browser_explorer PROPERTIES LABELS "browser" SKIP_RETURN_CODE 77
+  TIMEOUT 300 ENVIRONMENT "${_browser_env}")
+if(_browser_skip_regex)
+  set_tests_properties(test_browser_explorer PROPERTIES SKIP_REGULAR_EXPRESSION "${_browser_skip_regex}")
+endif()

@@ -1,0 +1,18 @@
+# kogpt2d tests (issue 4). Included by tests/CMakeLists.txt, which defines kg_test().
+#
+# test_server_http: the HTTP layer alone (its own route table, no model): JSON getters,
+#   static-file paths, metrics text, replies, body limits, suspend/resume, SSE.
+# test_server_e2e: build/kogpt2d on 127.0.0.1 with a small random model and the shared v2
+#   tokenizer: every endpoint and every bad-input class; skips (77) without ../shared.
+if(NOT TARGET kghttp)
+  return()
+endif()
+
+kg_test(test_server_http SOURCES test_server_http.c LIBS kghttp LABELS server)
+set_tests_properties(test_server_http PROPERTIES TIMEOUT 60)
+
+if(TARGET kogpt2d AND PYTHON3)
+  add_test(NAME test_server_e2e COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_server_e2e.py)
+  set_tests_properties(test_server_e2e PROPERTIES SKIP_RETURN_CODE 77 LABELS "server;e2e"
+    TIMEOUT 600 ENVIRONMENT "KG_SHARED_DIR=${KG_SHARED_DIR};KG_BUILD_DIR=${CMAKE_BINARY_DIR}")
+endif()

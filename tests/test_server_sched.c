@@ -1,0 +1,368 @@
+// test_server_sched — the engine against the model core it schedules on: a next-token answer
+// equals a direct forward; a cached prompt, a prompt extending a cached one and a
+// speculated click give the same numbers as a cold run; concurrent generations (batched)
+// equal the same generations run one at a time; a seed repeats; stop strings cut the text;
+// a full queue says busy; a cancelled job stops.
+//
+// A small random model (2 layers, C 64, V 51200) with KoGPT2 v2's tokenizer.json from
+// ../shared (skipped without it). Tolerances: logprobs of batched/cached runs within 1e-4
+// of the direct forward (float32 sums in a different order); generated ids identical.
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "model/gpt2.h"
+#include "model/sampler.h"
+#include "server/sched.h"
+#include "testmodel.h"
+#include "tokenizer/tokenizer.h"
+
+#define TOL 1e-4f
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int signals;
+} Waiter;
+
+static void on_notify(void *ctx) {
+    Waiter *w = ctx;
+    pthread_mutex_lock(&w->mu);
+    w->signals++;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+// A finished job's output, copied out of the job: generated ids, the text, the
+// candidates of the first entry, the final state and figures.
+typedef struct {
+    int ids[512];
+    size_t n;
+    char text[8192];
+    KgCandidate top[10];
+    size_t n_top;
+    SchedState state;
+    SchedStats stats;
+} Result;
+
+static void wait_done(SchedJob *j, Waiter *w, Result *r) {
+    memset(r, 0, sizeof *r);
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        int seen = w->signals;
+        pthread_mutex_unlock(&w->mu);
+        SchedToken t[16];
+        size_t got = sched_job_read(j, t, 16, &r->state);
+        for (size_t i = 0; i < got; i++) {
+            if (t[i].id >= 0 && r->n < 512) r->ids[r->n++] = t[i].id;
+            strncat(r->text, t[i].text ? t[i].text : "", sizeof r->text - strlen(r->text) - 1);
+            if (t[i].n_top && !r->n_top) {
+                r->n_top = t[i].n_top < 10 ? t[i].n_top : 10;
+                memcpy(r->top, t[i].top, r->n_top * sizeof *r->top);
+            }
+        }
+        if (got) continue;
+        if (r->state != SCHED_RUNNING) break;
+        pthread_mutex_lock(&w->mu);
+        while (w->signals == seen)
+            pthread_cond_wait(&w->cv, &w->mu);
+        pthread_mutex_unlock(&w->mu);
+    }
+    sched_job_stats(j, &r->stats);
+}
+
+static Waiter g_w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+
+static SchedJob *submit(Sched *s, const SchedParams *p) {
+    SchedJob *j = NULL;
+    char err[KG_ERRLEN];
+    int rc = sched_submit(s, p, on_notify, &g_w, &j, err);
+    REQUIRE(rc == KG_OK, "sched_submit: %s", err);
+    return j;
+}
+
+static void run_job(Sched *s, const SchedParams *p, Result *r) {
+    SchedJob *j = submit(s, p);
+    wait_done(j, &g_w, r);
+    sched_job_release(j);
+}
+
+// The reference: a direct prefill of the prompt, top-k over its last logits.
+static void direct_topk(const Gpt2 *m, const int *ids, size_t n, KgCandidate *out, size_t k) {
+    char err[KG_ERRLEN];
+    Gpt2State st;
+    KvCache kv;
+    REQUIRE(!gpt2_state_init(&st, m, 64, 1, err) && !kv_init(&kv, m, n, err), "%s", err);
+    REQUIRE(!gpt2_prefill(m, &st, &kv, ids, n, 1, err), "%s", err);
+    sampler_topk(st.logits_host, m->config.vocab_size, 1.0f, k, out);
+    kv_free(&kv, m);
+    gpt2_state_free(&st, m);
+}
+
+static float max_cand_diff(const KgCandidate *a, const KgCandidate *b, size_t k, int *same_ids) {
+    float d = 0;
+    *same_ids = 1;
+    for (size_t i = 0; i < k; i++) {
+        *same_ids &= a[i].id == b[i].id;
+        float e = fabsf(a[i].logprob - b[i].logprob);
+        d = e > d ? e : d;
+    }
+    return d;
+}
+
+static SchedParams next_params(const int *ids, size_t n) {
+    return (SchedParams){
+        .kind = SCHED_NEXT_TOKEN, .tokens = ids, .n_tokens = n, .n_top = 10, .temperature = 1.0f};
+}
+
+static void test_next_token_and_cache(Sched *s, const Gpt2 *m, const int *ids, size_t n) {
+    KgCandidate ref[10], ref2[10];
+    direct_topk(m, ids, n, ref, 10);
+    Result r;
+    SchedParams p = next_params(ids, n);
+    int same;
+    run_job(s, &p, &r);
+    CHECK(r.n == 0 && r.n_top == 10 && r.state == SCHED_DONE_LENGTH);
+    float d = max_cand_diff(r.top, ref, 10, &same);
+    printf("next-token vs direct forward: max |d logprob| %.2e (tol %.0e), cached %zu/%zu\n", d,
+           TOL, r.stats.cached_tokens, r.stats.prompt_tokens);
+
+    CHECK(same && d <= TOL && r.stats.cached_tokens == 0);
+
+    run_job(s, &p, &r); // the same prompt again: whole from the cache
+    d = max_cand_diff(r.top, ref, 10, &same);
+    printf("cached prompt: max |d logprob| %.2e, cached %zu/%zu\n", d, r.stats.cached_tokens, n);
+    CHECK(same && d <= TOL && r.stats.cached_tokens == n);
+
+    // the click: the prompt plus its best candidate, speculated while the engine was idle
+    int *ext = malloc((n + 1) * sizeof *ext);
+    memcpy(ext, ids, n * sizeof *ext);
+    ext[n] = ref[0].id;
+    direct_topk(m, ext, n + 1, ref2, 10);
+    usleep(300 * 1000); // let the idle engine speculate
+    SchedParams p2 = next_params(ext, n + 1);
+    run_job(s, &p2, &r);
+    d = max_cand_diff(r.top, ref2, 10, &same);
+    printf("click on the best candidate: max |d logprob| %.2e, cached %zu/%zu, %.2f ms\n", d,
+           r.stats.cached_tokens, n + 1, r.stats.total_ms);
+    CHECK(same && d <= TOL && r.stats.cached_tokens == n + 1);
+
+    // a click on a candidate outside the speculated ten: the prefix is reused, one token runs
+    ext[n] = 7;
+    direct_topk(m, ext, n + 1, ref2, 10);
+    run_job(s, &p2, &r);
+    d = max_cand_diff(r.top, ref2, 10, &same);
+    printf("prompt extending a cached one: max |d logprob| %.2e, cached %zu/%zu\n", d,
+           r.stats.cached_tokens, n + 1);
+    CHECK(same && d <= TOL && r.stats.cached_tokens == n);
+    free(ext);
+}
+
+static SchedParams gen_params(const int *ids, size_t n, size_t max_tokens, float temp,
+                              uint64_t seed) {
+    return (SchedParams){.kind = SCHED_GENERATE,
+                         .tokens = ids,
+                         .n_tokens = n,
+                         .max_tokens = max_tokens,
+                         .temperature = temp,
+                         .top_p = 1.0f,
+                         .seed = seed,
+                         .ignore_eos = 1};
+}
+
+static void test_batched_equals_alone(Sched *s, const Tokenizer *tok) {
+    const char *texts[6] = {"오늘 날씨가", "한국어 모델은", "여러분 2019년 수고하셨습니다.",
+                            "서울",        "이 영화 정말",  "옛날 옛적에 호랑이가"};
+    int *ids[6];
+    size_t n[6];
+    char err[KG_ERRLEN];
+    for (int i = 0; i < 6; i++)
+        REQUIRE(!tok_encode(tok, texts[i], strlen(texts[i]), &ids[i], &n[i], err), "%s", err);
+    Result alone[6], together[6];
+    for (int i = 0; i < 6; i++) {
+        SchedParams p = gen_params(ids[i], n[i], 12, i % 2 ? 0.8f : 0.0f, 1234 + i);
+        run_job(s, &p, &alone[i]);
+    }
+    SchedJob *jobs[6];
+    for (int i = 0; i < 6; i++) {
+        SchedParams p = gen_params(ids[i], n[i], 12, i % 2 ? 0.8f : 0.0f, 1234 + i);
+        jobs[i] = submit(s, &p);
+    }
+    int same = 1;
+    for (int i = 0; i < 6; i++) {
+        wait_done(jobs[i], &g_w, &together[i]);
+        same &= together[i].n == alone[i].n;
+        for (size_t k = 0; same && k < alone[i].n; k++)
+            same &= together[i].ids[k] == alone[i].ids[k];
+        CHECK(together[i].state == SCHED_DONE_LENGTH && together[i].stats.generated_tokens == 12);
+        sched_job_release(jobs[i]);
+    }
+    printf("6 generations batched vs one at a time (greedy and seeded): ids %s\n",
+           same ? "identical" : "DIFFER");
+    CHECK(same);
+    for (int i = 0; i < 6; i++)
+        free(ids[i]);
+}
+
+static void test_text_and_stop(Sched *s, const Tokenizer *tok) {
+    int *ids;
+    size_t n;
+    char err[KG_ERRLEN];
+    REQUIRE(!tok_encode(tok, "옛날 옛적에", 16, &ids, &n, err), "%s", err);
+    Result r;
+    SchedParams p = gen_params(ids, n, 40, 0.9f, 7);
+    run_job(s, &p, &r);
+    // the streamed pieces concatenate to the decode of the generated ids
+    const char *text = r.text;
+    const int *gen = r.ids;
+    size_t ng = r.n;
+    int *all = malloc((n + ng) * sizeof *all);
+    memcpy(all, ids, n * sizeof *all);
+    memcpy(all + n, gen, ng * sizeof *all);
+    char *full, *prompt;
+    REQUIRE(!tok_decode(tok, all, n + ng, &full, NULL, err), "%s", err);
+    REQUIRE(!tok_decode(tok, ids, n, &prompt, NULL, err), "%s", err);
+    CHECK_MSG(!strcmp(full + strlen(prompt), text), "stream '%s' vs decode '%s'", text,
+              full + strlen(prompt));
+    // the same seed again: the same text
+    Result r2;
+    run_job(s, &p, &r2);
+    int same = r2.n == r.n;
+    for (size_t i = 0; same && i < r.n; i++)
+        same &= r2.ids[i] == r.ids[i];
+    CHECK(same);
+    // stop at a string that occurs in the text: it ends right before it
+    // a 3-byte stop string whose first occurrence is past the start, at a character boundary
+    char stop[8] = "";
+    for (size_t off = strlen(text) / 2; off > 0 && !stop[0]; off--) {
+        if ((text[off] & 0xC0) == 0x80 || strlen(text + off) < 3) continue;
+        memcpy(stop, text + off, 3);
+        stop[3] = '\0';
+        if (strstr(text, stop) == text) stop[0] = '\0';
+    }
+    CHECK_MSG(stop[0], "no usable stop string in '%s'", text);
+    if (stop[0]) {
+        const char *stops[1] = {stop};
+        p.stop = stops;
+        p.n_stop = 1;
+        Result r3;
+        run_job(s, &p, &r3);
+        const char *cut = r3.text;
+        const char *first = strstr(text, stop);
+        CHECK_MSG(r3.state == SCHED_DONE_STOP && strlen(cut) == (size_t)(first - text) &&
+                      !strncmp(cut, text, strlen(cut)),
+                  "stop '%s': got '%s'", stop, cut);
+        printf("stop string at byte %zu: %s\n", (size_t)(first - text),
+               r3.state == SCHED_DONE_STOP ? "stopped there" : "MISSED");
+    }
+    free(all);
+    free(full);
+    free(prompt);
+    free(ids);
+}
+
+static void test_limits(Sched *s, size_t n_ctx) {
+    char err[KG_ERRLEN];
+    SchedJob *j = NULL;
+    int big[600];
+    for (int i = 0; i < 600; i++)
+        big[i] = i + 10;
+    SchedParams p = next_params(big, n_ctx + 1 <= 600 ? n_ctx + 1 : 600);
+    CHECK(sched_submit(s, &p, on_notify, &g_w, &j, err) == KG_ERANGE && !j);
+    CHECK(strstr(err, "n_ctx") != NULL);
+    int bad[2] = {5, 51200};
+    p = next_params(bad, 2);
+    CHECK(sched_submit(s, &p, on_notify, &g_w, &j, err) == KG_ERANGE);
+    p = next_params(bad, 0);
+    CHECK(sched_submit(s, &p, on_notify, &g_w, &j, err) == KG_EINVAL);
+    // a long generation, cancelled: it ends as cancelled, well before max_tokens
+    p = gen_params(big, 8, 400, 1.0f, 1);
+    j = submit(s, &p);
+    usleep(20 * 1000);
+    sched_job_cancel(j);
+    Result r;
+    wait_done(j, &g_w, &r);
+    CHECK(r.state == SCHED_DONE_CANCELLED && r.n < 400);
+    sched_job_release(j);
+    printf("cancelled after %zu tokens\n", r.n);
+}
+
+static void test_queue_full(const Gpt2 *m, const Tokenizer *tok) {
+    SchedOptions o = {
+        .max_batch = 1, .max_queue = 2, .cache_mb = 0, .max_prompt = 64, .prefill_chunk = 64};
+    Sched *s;
+    char err[KG_ERRLEN];
+    REQUIRE(!sched_start(&s, m, tok, &o, err), "%s", err);
+    int ids[4] = {10, 11, 12, 13};
+    SchedParams p = gen_params(ids, 4, 200, 0.0f, 1);
+    SchedJob *jobs[8];
+    int busy = 0, ok = 0;
+    for (int i = 0; i < 8; i++) {
+        int rc = sched_submit(s, &p, on_notify, &g_w, &jobs[ok], err);
+        if (rc == KG_EBUSY)
+            busy++;
+        else if (rc == KG_OK)
+            ok++;
+    }
+    printf("queue of 2 behind 1 running: %d accepted, %d busy\n", ok, busy);
+    CHECK(busy >= 5 && ok >= 2 && ok <= 3);
+    for (int i = 0; i < ok; i++)
+        sched_job_release(jobs[i]); // released: cancelled
+    sched_stop(s, 1000);
+}
+
+int main(void) {
+    const char *shared = getenv("KG_SHARED_DIR");
+    char tokpath[1024];
+    snprintf(tokpath, sizeof tokpath, "%s/data/kogpt2/v2/tokenizer.no_endoftext.json",
+             shared ? shared : "../shared");
+    if (access(tokpath, R_OK))
+        SKIP("%s not found: the engine test needs KoGPT2's tokenizer", tokpath);
+    char err[KG_ERRLEN], dir[] = "/tmp/kg-sched-XXXXXX";
+    REQUIRE(mkdtemp(dir), "mkdtemp");
+    TestModelSpec spec = {.L = 2,
+                          .C = 64,
+                          .NH = 4,
+                          .T = 256,
+                          .V = 51200,
+                          .dtype = KG_F32,
+                          .wte_std = 0.5f,
+                          .seed = 11};
+    REQUIRE(!testmodel_write(dir, &spec, err), "%s", err);
+    Tokenizer *tok;
+    REQUIRE(!tok_open(&tok, tokpath, err), "%s", err);
+    KgBackend *be = kg_cpu_backend_new(2, err);
+    REQUIRE(be, "%s", err);
+    Gpt2 m;
+    REQUIRE(!gpt2_open(&m, dir, be, GPT2_DTYPE_AUTO, err), "%s", err);
+    SchedOptions o = {.max_batch = 8,
+                      .max_queue = 16,
+                      .cache_mb = 64,
+                      .max_prompt = 256,
+                      .prefill_chunk = 32,
+                      .speculate = 1};
+    Sched *s;
+    REQUIRE(!sched_start(&s, &m, tok, &o, err), "%s", err);
+
+    int *ids;
+    size_t n;
+    const char *prompt = "여러분 2019년 수고하셨습니다. 올해에는";
+    REQUIRE(!tok_encode(tok, prompt, strlen(prompt), &ids, &n, err), "%s", err);
+    test_next_token_and_cache(s, &m, ids, n);
+    test_batched_equals_alone(s, tok);
+    test_text_and_stop(s, tok);
+    test_limits(s, m.config.n_ctx);
+    sched_stop(s, 1000);
+    test_queue_full(&m, tok);
+
+    free(ids);
+    gpt2_close(&m);
+    kg_backend_free(be);
+    tok_free(tok);
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);
+    return check_report();
+}

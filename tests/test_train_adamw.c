@@ -1,0 +1,72 @@
+// test_train_adamw.c — AdamW, the LR schedule and clipping against hand-computed values.
+// Tolerance: 1e-6 relative (float arithmetic on values near 1).
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "model/kgmath.h"
+#include "train/adamw.h"
+#include "train/dist.h"
+
+static int near(double a, double b) { return fabs(a - b) <= 1e-6 * fmax(1.0, fabs(b)); }
+
+int main(void) {
+    // one element, two steps, by hand (beta1 0.9, beta2 0.95, eps 1e-8, wd 0.1, lr 0.1):
+    // t=1, g=0.5:   m=0.05 v=0.0125  mhat=0.5 vhat=0.25  p = 1 - 0.1 (0.5/0.5 + 0.1) = 0.89
+    // t=2, g=-0.25: m=0.02 v=0.015   mhat=0.02/0.19 vhat=0.015/0.0975
+    //               p = 0.89 - 0.1 (0.105263/0.392232 + 0.089) = 0.8542629
+    float p = 1, m = 0, v = 0;
+    kg_adamw_update(&p, &m, &v, 0.5f, 0.1f, 0.9f, 0.95f, 1e-8f, 0.1f, 1 - 0.9f, 1 - 0.95f);
+    CHECK_MSG(near(p, 0.89) && near(m, 0.05) && near(v, 0.0125), "p %.9f m %g v %g", p, m, v);
+    kg_adamw_update(&p, &m, &v, -0.25f, 0.1f, 0.9f, 0.95f, 1e-8f, 0.1f, 1 - 0.81f, 1 - 0.9025f);
+    double want = 0.89 - 0.1 * ((0.02 / 0.19) / (sqrt(0.015 / 0.0975) + 1e-8) + 0.1 * 0.89);
+    CHECK_MSG(near(p, want) && near(want, 0.8542629), "p %.9f want %.9f", p, want);
+
+    // adamw_step: the decay flag per tensor, grad_scale, t counting
+    Gpt2ParamTensor t[2] = {{.name = "w", .offset = 0, .count = 2, .decay = 1},
+                            {.name = "b", .offset = 2, .count = 1, .decay = 0}};
+    AdamW o;
+    REQUIRE(!adamw_init(&o, 3, NULL), "init");
+    float params[3] = {1, 1, 1}, grads[3] = {1.0f, 1.0f, 1.0f};
+    AdamWHyper h = {0.9f, 0.95f, 1e-8f, 0.1f};
+    adamw_step(&o, params, grads, t, 2, 0.1f, 0.5f, &h); // g = 0.5 for all
+    CHECK(o.t == 1);
+    CHECK_MSG(near(params[0], 0.89) && near(params[1], 0.89), "decayed %.9f", params[0]);
+    CHECK_MSG(near(params[2], 0.9), "not decayed %.9f (1 - 0.1 * 1)", params[2]);
+    CHECK(near(o.m[2], 0.05) && near(o.v[2], 0.0125));
+    adamw_free(&o);
+
+    // schedule: lr 1, floor 0.1, warmup 10, 111 steps (cosine over steps 10..110)
+    CHECK(near(adamw_lr(0, 111, 10, 1.0f, 0.1f), 0.1));
+    CHECK(near(adamw_lr(4, 111, 10, 1.0f, 0.1f), 0.5));
+    CHECK(near(adamw_lr(9, 111, 10, 1.0f, 0.1f), 1.0));
+    CHECK(near(adamw_lr(10, 111, 10, 1.0f, 0.1f), 1.0));
+    CHECK(near(adamw_lr(35, 111, 10, 1.0f, 0.1f), 0.1 + 0.9 * 0.5 * (1 + cos(M_PI / 4))));
+    CHECK(near(adamw_lr(60, 111, 10, 1.0f, 0.1f), 0.55));
+    CHECK(near(adamw_lr(110, 111, 10, 1.0f, 0.1f), 0.1));
+    CHECK(near(adamw_lr(0, 1, 0, 0.5f, 0.0f), 0.5)); // a single step runs at the peak
+    CHECK(near(adamw_lr(3, 5, 0, 1.0f, 0.0f), 0.5 * (1 + cos(M_PI * 0.75))));
+
+    // norm and clipping
+    float g[2] = {3, 4};
+    CHECK(near(adamw_grad_norm(g, 2), 5));
+    CHECK(near(adamw_clip_scale(5, 1), 0.2));
+    CHECK(near(adamw_clip_scale(5, 10), 1));
+    CHECK(near(adamw_clip_scale(5, 0), 1));
+    CHECK(adamw_clip_scale(NAN, 1) == 1.0f);
+
+    // a world of one: collectives are no-ops (no launcher variables in a ctest run)
+    Dist d;
+    int argc = 0;
+    char **argv = NULL;
+    REQUIRE(!dist_init(&d, &argc, &argv, NULL), "dist_init");
+    CHECK(dist_rank(&d) == 0 && dist_size(&d) == 1);
+    float buf[3] = {1, 2, 3};
+    double s = 2.5;
+    CHECK(!dist_allreduce_mean(&d, buf, 3, NULL) && buf[1] == 2);
+    CHECK(!dist_allreduce_sum_f64(&d, &s, 1, NULL) && s == 2.5);
+    CHECK(!dist_broadcast(&d, buf, 3, NULL) && !dist_barrier(&d, NULL));
+    dist_finalize(&d);
+    return check_report();
+}

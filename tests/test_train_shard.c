@@ -1,0 +1,275 @@
+// test_train_shard.c — prepare + shard reader round trip.
+//   test_train_shard TOKENIZER
+// Writes a small corpus (.txt, .tsv with a header and ids, .csv with a quoted field that
+// spans lines and "" escapes, a .gz text file, a .json file that a directory walk skips),
+// prepares it, and checks: the train and val shards hold exactly tok_encode(document) + EOS
+// for each document in order (every 3rd document held out), header counts and text bytes;
+// the loader visits every window once per epoch, is deterministic in its seed, resumes from
+// a saved position exactly, and picks up a shard dropped into the directory at the next
+// epoch boundary; uint32 shards read back; a corrupt shard is rejected.
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "check.h"
+#include "train/shard.h"
+
+static char dir[256];
+
+static void write_file(const char *name, const char *text) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/in/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    REQUIRE(f, "open %s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+// Reads all shards with prefix in name order into one id array.
+static int *read_all(const char *data, const char *prefix, size_t *n, ShardHeader *sum) {
+    char(*names)[SHARD_NAME_MAX];
+    size_t k;
+    REQUIRE(!shard_list(data, prefix, &names, &k, NULL), "list");
+    int *ids = NULL;
+    *n = 0;
+    memset(sum, 0, sizeof *sum);
+    for (size_t i = 0; i < k; i++) {
+        Shard s;
+        char err[KG_ERRLEN];
+        REQUIRE(!shard_open(&s, data, names[i], err), "%s", err);
+        ids = realloc(ids, (*n + s.h.n_tokens) * sizeof *ids);
+        for (uint64_t j = 0; j < s.h.n_tokens; j++)
+            ids[(*n)++] = shard_id(&s, j);
+        sum->n_docs += s.h.n_docs;
+        sum->n_tokens += s.h.n_tokens;
+        sum->text_bytes += s.h.text_bytes;
+        CHECK(s.h.dtype_size == 2);
+        shard_close(&s);
+    }
+    free(names);
+    return ids;
+}
+
+static void append_doc(int **ids, size_t *n, const Tokenizer *tok, const char *text, int eos,
+                       uint64_t *bytes) {
+    int *d;
+    size_t k;
+    REQUIRE(!tok_encode(tok, text, strlen(text), &d, &k, NULL), "encode %s", text);
+    *ids = realloc(*ids, (*n + k + 1) * sizeof **ids);
+    memcpy(*ids + *n, d, k * sizeof *d);
+    (*ids)[*n + k] = eos;
+    *n += k + 1;
+    *bytes += strlen(text) + 1;
+    free(d);
+}
+
+// The next window and the shard it came from.
+static void next_window(ShardLoader *l, int *in, int *tg, char *from) {
+    char err[KG_ERRLEN];
+    REQUIRE(!shard_loader_next(l, in, tg, 1, err), "%s", err);
+    snprintf(from, SHARD_NAME_MAX, "%s", l->cur.name);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) SKIP("usage: test_train_shard TOKENIZER");
+    char err[KG_ERRLEN];
+    Tokenizer *tok;
+    if (access(argv[1], R_OK)) SKIP("no tokenizer at %s (fixture missing)", argv[1]);
+    REQUIRE(!tok_open(&tok, argv[1], err), "%s", err);
+    const int eos = tok_special(tok).eos;
+
+    snprintf(dir, sizeof dir, "/tmp/test_train_shard.%d", (int)getpid());
+    char in[512], data[512];
+    snprintf(in, sizeof in, "%s/in", dir);
+    snprintf(data, sizeof data, "%s/data", dir);
+    mkdir(dir, 0755);
+    mkdir(in, 0755);
+    // documents in walk order: a.csv, b.tsv, c.txt.gz, d.txt (e.json skipped)
+    write_file("a.csv", "\xEF\xBB\xBFQ,A,label\n"
+                        "나는 학교에 갔다,\"그래, \"\"좋아\"\"\n두 줄\",0\n"
+                        "오늘 바다에,\"산에, 갔다\",1\n");
+    write_file("b.tsv", "id\tdocument\tlabel\n"
+                        "1\t고양이가 책을 읽었다.\t0\n"
+                        "2\tno korean here\t1\n"
+                        "3\t친구가 노래를\t할머니가 그림을\r\n");
+    char gz[600];
+    snprintf(gz, sizeof gz, "%s/c.txt.gz", in);
+    gzFile g = gzopen(gz, "wb");
+    REQUIRE(g, "gzopen");
+    gzputs(g, "선생님이 매일 바다에 갔습니다.\n\n아이들이 아침에 밥을 먹었다.\n");
+    gzclose(g);
+    write_file("d.txt", "우리는 주말에 영화를 보았다.\nplain ascii line\n마지막 줄");
+    write_file("e.json", "[\"건너뛰는 파일\"]\n");
+    const char *docs[] = {"나는 학교에 갔다\n그래, \"좋아\"\n두 줄",
+                          "오늘 바다에\n산에, 갔다",
+                          "고양이가 책을 읽었다.",
+                          "친구가 노래를\n할머니가 그림을",
+                          "선생님이 매일 바다에 갔습니다.",
+                          "아이들이 아침에 밥을 먹었다.",
+                          "우리는 주말에 영화를 보았다.",
+                          "plain ascii line",
+                          "마지막 줄"};
+    const size_t n_docs = sizeof docs / sizeof docs[0];
+
+    const char *inputs[] = {in};
+    ShardPrepareArgs pa = {
+        .inputs = inputs, .n_inputs = 1, .out_dir = data, .shard_tokens = 20, .val_every = 3};
+    ShardPrepareStats st;
+    REQUIRE(!shard_prepare(tok, &pa, &st, err), "%s", err);
+    CHECK(st.files == 4);
+    CHECK_MSG(st.docs == n_docs, "%llu documents", (unsigned long long)st.docs);
+    CHECK(st.val_docs == 3);
+    CHECK_MSG(st.train_shards >= 2, "%d train shards (20 ids each)", st.train_shards);
+
+    int *want_tr = NULL, *want_va = NULL;
+    size_t n_tr = 0, n_va = 0;
+    uint64_t bytes_tr = 0, bytes_va = 0;
+    for (size_t k = 0; k < n_docs; k++) {
+        if (k % 3 == 2)
+            append_doc(&want_va, &n_va, tok, docs[k], eos, &bytes_va);
+        else
+            append_doc(&want_tr, &n_tr, tok, docs[k], eos, &bytes_tr);
+    }
+    size_t got_n;
+    ShardHeader sum;
+    int *got = read_all(data, "train_", &got_n, &sum);
+    CHECK_MSG(got_n == n_tr && !memcmp(got, want_tr, n_tr * sizeof *got),
+              "train ids differ: %zu vs %zu", got_n, n_tr);
+    CHECK(sum.n_docs == 6 && sum.text_bytes == bytes_tr && sum.n_tokens == st.train_tokens);
+    free(got);
+    got = read_all(data, "val_", &got_n, &sum);
+    CHECK_MSG(got_n == n_va && !memcmp(got, want_va, n_va * sizeof *got),
+              "val ids differ: %zu vs %zu", got_n, n_va);
+    CHECK(sum.n_docs == 3 && sum.text_bytes == bytes_va);
+    free(got);
+
+    // --- the loader: one epoch visits every window of every shard exactly once ---
+    const size_t T = 4;
+    ShardLoader l, l2;
+    REQUIRE(!shard_loader_open(&l, data, T, 42, 400, NULL, NULL, 0, err), "%s", err);
+    uint64_t total = 0;
+    char(*names)[SHARD_NAME_MAX];
+    size_t n_names;
+    REQUIRE(!shard_list(data, "train_", &names, &n_names, err), "%s", err);
+    uint8_t seen[64][64] = {{0}};
+    for (size_t i = 0; i < n_names; i++) {
+        Shard s;
+        REQUIRE(!shard_open(&s, data, names[i], err), "%s", err);
+        total += (s.h.n_tokens - 1) / T;
+        shard_close(&s);
+    }
+    int inp[T], tgt[T];
+    char from[SHARD_NAME_MAX];
+    for (uint64_t w = 0; w < total; w++) {
+        next_window(&l, inp, tgt, from);
+        CHECK(l.pos.epoch == 0);
+        size_t si = 0;
+        while (si < n_names && strcmp(names[si], from))
+            si++;
+        uint64_t widx = l.perm[l.pos.window - 1];
+        Shard s;
+        REQUIRE(!shard_open(&s, data, from, err), "%s", err);
+        for (size_t t = 0; t < T; t++)
+            CHECK(inp[t] == shard_id(&s, widx * T + t) && tgt[t] == shard_id(&s, widx * T + t + 1));
+        shard_close(&s);
+        CHECK(si < 64 && widx < 64 && !seen[si][widx]);
+        if (si < 64 && widx < 64) seen[si][widx] = 1;
+    }
+    // a loader reopened at a saved position continues the same stream
+    ShardPos pos = l.pos;
+    REQUIRE(!shard_loader_open(&l2, data, T, 42, 400, &pos, l.names, l.n_names, err), "%s", err);
+    int a[T], b[T], ta[T], tb[T];
+    int same = 1;
+    for (int i = 0; i < 25; i++) {
+        next_window(&l, a, ta, from);
+        next_window(&l2, b, tb, from);
+        same &= !memcmp(a, b, sizeof a) && !memcmp(ta, tb, sizeof ta);
+    }
+    CHECK_MSG(same, "resumed loader diverged");
+    shard_loader_close(&l2);
+    shard_loader_close(&l);
+
+    // another seed gives another order; the same seed the same one
+    ShardLoader l3;
+    int d1[8 * T], d2[8 * T], d3[8 * T], tt[8 * T];
+    REQUIRE(!shard_loader_open(&l, data, T, 42, 400, NULL, NULL, 0, err), "%s", err);
+    REQUIRE(!shard_loader_open(&l2, data, T, 42, 400, NULL, NULL, 0, err), "%s", err);
+    REQUIRE(!shard_loader_open(&l3, data, T, 43, 400, NULL, NULL, 0, err), "%s", err);
+    REQUIRE(!shard_loader_next(&l, d1, tt, 8, err) && !shard_loader_next(&l2, d2, tt, 8, err) &&
+                !shard_loader_next(&l3, d3, tt, 8, err),
+            "%s", err);
+    CHECK(!memcmp(d1, d2, sizeof d1));
+    CHECK(memcmp(d1, d3, sizeof d1));
+    shard_loader_close(&l2);
+    shard_loader_close(&l3);
+
+    // a shard dropped in during epoch 0 joins at epoch 1, not before
+    const char *more_in[] = {gz};
+    ShardPrepareArgs more = {.inputs = more_in, .n_inputs = 1, .out_dir = data};
+    REQUIRE(!shard_prepare(tok, &more, &st, err), "%s", err);
+    char new_name[SHARD_NAME_MAX];
+    snprintf(new_name, sizeof new_name, "train_%06zu.bin", n_names);
+    Shard ns;
+    REQUIRE(!shard_open(&ns, data, new_name, err), "%s", err);
+    uint64_t new_windows = (ns.h.n_tokens - 1) / T;
+    shard_close(&ns);
+    int new_in_0 = 0, new_in_1 = 0;
+    for (uint64_t w = 8; w < total; w++) { // rest of epoch 0
+        next_window(&l, inp, tgt, from);
+        new_in_0 += !strcmp(from, new_name);
+    }
+    for (uint64_t w = 0; w < total + new_windows; w++) { // all of epoch 1
+        next_window(&l, inp, tgt, from);
+        CHECK(l.pos.epoch == 1);
+        new_in_1 += !strcmp(from, new_name);
+    }
+    CHECK_MSG(new_in_0 == 0 && (uint64_t)new_in_1 == new_windows && new_windows > 0,
+              "new shard windows: %d in epoch 0, %d in epoch 1 of %llu", new_in_0, new_in_1,
+              (unsigned long long)new_windows);
+    // skipping moves over the same windows next() would hand out
+    ShardPos before = l.pos;
+    REQUIRE(!shard_loader_skip(&l, 5, err), "%s", err);
+    CHECK(l.pos.epoch > before.epoch || l.pos.shard > before.shard ||
+          l.pos.window == before.window + 5);
+    shard_loader_close(&l);
+    free(names);
+
+    // uint32 ids read back; a corrupt shard is rejected
+    char path[600];
+    snprintf(path, sizeof path, "%s/u32.bin", data);
+    FILE *f = fopen(path, "wb");
+    unsigned char hdr[SHARD_HEADER_SIZE] = "KGSHARD";
+    hdr[8] = 1;
+    hdr[12] = 4;
+    hdr[16 + 2] = 2; // vocab 131072
+    hdr[24] = 3;     // 3 tokens
+    uint32_t ids32[3] = {70000, 5, 131071};
+    fwrite(hdr, 1, sizeof hdr, f);
+    fwrite(ids32, 4, 3, f);
+    fclose(f);
+    Shard s32;
+    REQUIRE(!shard_open(&s32, data, "u32.bin", err), "%s", err);
+    CHECK(s32.h.vocab_size == 131072 && shard_id(&s32, 0) == 70000 && shard_id(&s32, 2) == 131071);
+    shard_close(&s32);
+    f = fopen(path, "r+b");
+    fputc('X', f);
+    fclose(f);
+    CHECK(shard_open(&s32, data, "u32.bin", err) == KG_EFORMAT);
+    printf("corrupt shard: %s\n", err);
+    f = fopen(path, "ab");
+    fputc(0, f); // size no longer matches too
+    fclose(f);
+    CHECK(shard_open(&s32, data, "u32.bin", err) == KG_EFORMAT);
+
+    free(want_tr);
+    free(want_va);
+    tok_free(tok);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);
+    return check_report();
+}

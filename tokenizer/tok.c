@@ -1,0 +1,339 @@
+// tok.c — the one tokenizer interface (tokenizer.h): picks the implementation for a file or
+// model directory, checks UTF-8 and ids at the boundary, and decodes incrementally.
+#include "tokenizer.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tok_bpe.h"
+#include "tok_buf.h"
+#include "tok_spm.h"
+
+struct Tokenizer {
+    TokKind kind;
+    TokSpm *spm; // kind TOK_SPM
+    TokBpe *bpe; // kind TOK_BPE
+};
+
+struct TokStream {
+    const Tokenizer *t;
+    size_t count;   // ids pushed so far
+    size_t emitted; // bytes handed out so far
+    TokBuf pending; // decoded bytes held back: an incomplete UTF-8 character at the end
+    TokBuf out;     // what the last push/flush returned
+};
+
+#define SPM_SPACE "\xE2\x96\x81"   // U+2581 '▁'
+#define SPM_UNK   " \xE2\x81\x87 " // " ⁇ ", SentencePiece's surface of <unk>
+#define UTF8_FFFD "\xEF\xBF\xBD"
+
+static int has_suffix(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+// A tokenizer.json is JSON: its first non-blank byte is '{'. A SentencePiece model is a
+// protobuf, which never starts with '{' (0x7B would be field 15, wire type 3: unused).
+static int looks_like_json(const char *path) {
+    FILE *f = fopen(path, "rb");
+    int c = EOF;
+    if (!f) return 0;
+    while ((c = fgetc(f)) == ' ' || c == '\n' || c == '\r' || c == '\t') {
+    }
+    fclose(f);
+    return c == '{';
+}
+
+// In a model directory: tokenizer.json, else the one *.model / *.spiece (tokenizer.model or
+// the alphabetically first one when there are several). KG_OK with the path in out.
+static int find_in_dir(const char *dir, char *out, size_t cap, char *err) {
+    snprintf(out, cap, "%s/tokenizer.json", dir);
+    if (!access(out, R_OK)) return KG_OK;
+    DIR *d = opendir(dir);
+    if (!d) return kg_err(err, KG_EIO, "open %s: %s", dir, strerror(errno));
+    char best[1024] = "";
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *name = e->d_name;
+        if (!has_suffix(name, ".model") && !has_suffix(name, ".spiece")) continue;
+        if (!strcmp(name, "tokenizer.model") ||
+            (strcmp(best, "tokenizer.model") && (!best[0] || strcmp(name, best) < 0)))
+            snprintf(best, sizeof(best), "%s", name);
+    }
+    closedir(d);
+    if (!best[0])
+        return kg_err(err, KG_EIO, "%s: no tokenizer.json, *.model or *.spiece in it", dir);
+    snprintf(out, cap, "%s/%s", dir, best);
+    return KG_OK;
+}
+
+int tok_open(Tokenizer **out, const char *path, char *err) {
+    *out = NULL;
+    struct stat st;
+    char file[4096];
+    if (stat(path, &st)) return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode)) {
+        int rc = find_in_dir(path, file, sizeof(file), err);
+        if (rc) return rc;
+    } else {
+        snprintf(file, sizeof(file), "%s", path);
+    }
+    Tokenizer *t = calloc(1, sizeof(*t));
+    if (!t) return kg_err(err, KG_ENOMEM, "open %s: out of memory", file);
+    int rc;
+    if (has_suffix(file, ".json") || looks_like_json(file)) {
+        t->kind = TOK_BPE;
+        rc = tok_bpe_open(&t->bpe, file, err);
+    } else {
+        t->kind = TOK_SPM;
+        rc = tok_spm_open(&t->spm, file, err);
+    }
+    if (rc) {
+        free(t);
+        return rc;
+    }
+    *out = t;
+    return KG_OK;
+}
+
+void tok_free(Tokenizer *t) {
+    if (!t) return;
+    tok_spm_free(t->spm);
+    tok_bpe_free(t->bpe);
+    free(t);
+}
+
+TokKind tok_kind(const Tokenizer *t) { return t->kind; }
+
+size_t tok_vocab_size(const Tokenizer *t) {
+    return t->kind == TOK_SPM ? tok_spm_size(t->spm) : tok_bpe_size(t->bpe);
+}
+
+TokSpecial tok_special(const Tokenizer *t) {
+    if (t->kind == TOK_BPE) return tok_bpe_special(t->bpe);
+    TokSpecial s;
+    tok_spm_special(t->spm, &s.bos, &s.eos, &s.unk, &s.pad);
+    return s;
+}
+
+const char *tok_notes(const Tokenizer *t) {
+    return t->kind == TOK_BPE ? tok_bpe_notes(t->bpe) : "";
+}
+
+const char *tok_piece(const Tokenizer *t, int id) {
+    return t->kind == TOK_SPM ? tok_spm_piece(t->spm, id) : tok_bpe_piece(t->bpe, id);
+}
+
+char *tok_piece_text(const Tokenizer *t, int id) {
+    const char *piece = tok_piece(t, id);
+    char *out = piece ? malloc(strlen(piece) + 1) : NULL, *o = out;
+    if (!out) return NULL;
+    for (const char *p = piece; *p;) {
+        if (!strncmp(p, SPM_SPACE, 3)) {
+            *o++ = ' ';
+            p += 3;
+        } else {
+            *o++ = *p++;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+int tok_piece_id(const Tokenizer *t, const char *piece) {
+    return t->kind == TOK_SPM ? tok_spm_piece_id(t->spm, piece) : tok_bpe_piece_id(t->bpe, piece);
+}
+
+// Length of the UTF-8 sequence a lead byte starts, 0 for a byte that cannot start one.
+static size_t utf8_seq_len(uint8_t c) {
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) return 2;
+    if (c >= 0xE0 && c <= 0xEF) return 3;
+    if (c >= 0xF0 && c <= 0xF4) return 4;
+    return 0;
+}
+
+// The character at s (n bytes left): 1 and *len if it is well-formed UTF-8 (RFC 3629: no
+// overlongs, no surrogates, nothing above U+10FFFF), 0 if it is a valid start cut short by
+// the end of s, -1 if it is malformed.
+static int utf8_char_at(const uint8_t *s, size_t n, size_t *len) {
+    size_t k = utf8_seq_len(s[0]);
+    if (!k) return -1;
+    if (k > 1) {
+        uint8_t lo = 0x80, hi = 0xBF; // the second byte's range depends on the lead
+        if (s[0] == 0xE0) lo = 0xA0;
+        if (s[0] == 0xED) hi = 0x9F;
+        if (s[0] == 0xF0) lo = 0x90;
+        if (s[0] == 0xF4) hi = 0x8F;
+        for (size_t i = 1; i < k; i++) {
+            if (i == n) return 0;
+            if (s[i] < (i == 1 ? lo : 0x80) || s[i] > (i == 1 ? hi : 0xBF)) return -1;
+        }
+    }
+    *len = k;
+    return 1;
+}
+
+// Offset of the first byte that is not well-formed UTF-8, or len if all is well.
+static size_t utf8_invalid_at(const uint8_t *s, size_t len) {
+    size_t i = 0, k;
+    while (i < len) {
+        if (s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        if (utf8_char_at(s + i, len - i, &k) != 1) return i;
+        i += k;
+    }
+    return len;
+}
+
+int tok_encode(const Tokenizer *t, const char *text, size_t len, int **ids, size_t *n, char *err) {
+    *ids = NULL;
+    *n = 0;
+    size_t bad = utf8_invalid_at((const uint8_t *)text, len);
+    if (bad < len)
+        return kg_err(err, KG_EINVAL, "encode: invalid UTF-8 at byte %zu (0x%02X)", bad,
+                      (uint8_t)text[bad]);
+    if (!len) return KG_OK;
+    return t->kind == TOK_SPM ? tok_spm_encode(t->spm, text, len, ids, n, err)
+                              : tok_bpe_encode(t->bpe, text, len, ids, n, err);
+}
+
+static int check_id(const Tokenizer *t, int id, char *err) {
+    if (id < 0 || (size_t)id >= tok_vocab_size(t) || !tok_piece(t, id))
+        return kg_err(err, KG_ERANGE, "token id %d is outside the vocabulary (0..%zu)", id,
+                      tok_vocab_size(t) - 1);
+    return KG_OK;
+}
+
+int tok_decode(const Tokenizer *t, const int *ids, size_t n, char **text, size_t *len, char *err) {
+    *text = NULL;
+    if (len) *len = 0;
+    for (size_t i = 0; i < n; i++) {
+        int rc = check_id(t, ids[i], err);
+        if (rc) return rc;
+    }
+    size_t dummy;
+    if (t->kind == TOK_SPM) return tok_spm_decode(t->spm, ids, n, text, len ? len : &dummy, err);
+    TokBuf out = {0};
+    if (tok_buf_reserve(&out, 0)) return kg_err(err, KG_ENOMEM, "decode: out of memory");
+    out.p[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        if (tok_bpe_surface(t->bpe, ids[i], i == 0, &out)) {
+            free(out.p);
+            return kg_err(err, KG_ENOMEM, "decode: out of memory");
+        }
+    }
+    *text = out.p;
+    if (len) *len = out.n;
+    return KG_OK;
+}
+
+// ---- incremental decoding ----
+
+TokStream *tok_stream_new(const Tokenizer *t) {
+    TokStream *s = calloc(1, sizeof(*s));
+    if (s) s->t = t;
+    return s;
+}
+
+void tok_stream_free(TokStream *s) {
+    if (!s) return;
+    free(s->pending.p);
+    free(s->out.p);
+    free(s);
+}
+
+// SentencePiece's Decode, one piece at a time: control pieces vanish, <unk> reads " ⁇ ",
+// byte pieces are their byte (a run of them cut short by another piece: U+FFFD per byte), others
+// turn '▁' into ' ' and lose a leading '▁' while nothing has been decoded yet (its is_bos_ws rule;
+// checked against DecodeIds by the tests).
+static int spm_surface(TokStream *s, int id) {
+    const TokSpm *spm = s->t->spm;
+    const char *p = tok_spm_piece(spm, id);
+    TokBuf *b = &s->pending;
+    TokSpmType type = tok_spm_type(spm, id);
+    if (type != TOK_SPM_BYTE && b->n) { // a run of byte pieces ends cut short: one U+FFFD a byte
+        size_t n = b->n;
+        b->n = 0;
+        for (size_t i = 0; i < n; i++)
+            if (tok_buf_append(b, UTF8_FFFD, 3)) return -1;
+    }
+    switch (type) {
+    case TOK_SPM_CONTROL:
+        return 0;
+    case TOK_SPM_UNKNOWN:
+        return tok_buf_append(b, SPM_UNK, strlen(SPM_UNK));
+    case TOK_SPM_BYTE: {
+        unsigned v = 0;
+        if (sscanf(p, "<0x%2X>", &v) != 1) return tok_buf_append(b, p, strlen(p));
+        uint8_t byte = (uint8_t)v;
+        return tok_buf_append(b, &byte, 1);
+    }
+    default:
+        break;
+    }
+    if (s->emitted == 0 && b->n == 0 && !strncmp(p, SPM_SPACE, 3)) p += 3;
+    for (const char *hit; (hit = strstr(p, SPM_SPACE)); p = hit + 3)
+        if (tok_buf_append(b, p, (size_t)(hit - p)) || tok_buf_append(b, " ", 1)) return -1;
+    return tok_buf_append(b, p, strlen(p));
+}
+
+// Moves the complete characters of pending into out. A malformed byte becomes U+FFFD (one
+// per byte, as SentencePiece decodes byte pieces); a character cut short at the end stays
+// pending, or with flush becomes U+FFFD too. out has room for 3 bytes per pending byte.
+static void stream_emit(TokStream *s, int flush, const char **text, size_t *len) {
+    TokBuf *p = &s->pending, *o = &s->out;
+    const uint8_t *u = (const uint8_t *)p->p;
+    size_t i = 0, k;
+    o->n = 0;
+    while (i < p->n) {
+        int r = 1;
+        k = 1;
+        if (u[i] >= 0x80) r = utf8_char_at(u + i, p->n - i, &k);
+        if (r == 0 && !flush) break;
+        if (r == 1) {
+            memcpy(o->p + o->n, u + i, k);
+            o->n += k;
+            i += k;
+        } else {
+            memcpy(o->p + o->n, UTF8_FFFD, 3);
+            o->n += 3;
+            i++;
+        }
+    }
+    o->p[o->n] = '\0';
+    if (i) memmove(p->p, p->p + i, p->n - i);
+    p->n -= i;
+    s->emitted += o->n;
+    *text = o->p;
+    *len = o->n;
+}
+
+int tok_stream_push(TokStream *s, int id, const char **text, size_t *len, char *err) {
+    *text = "";
+    *len = 0;
+    int rc = check_id(s->t, id, err);
+    if (rc) return rc;
+    int oom = s->t->kind == TOK_SPM ? spm_surface(s, id)
+                                    : tok_bpe_surface(s->t->bpe, id, s->count == 0, &s->pending);
+    if (oom || tok_buf_reserve(&s->out, 3 * s->pending.n))
+        return kg_err(err, KG_ENOMEM, "decode: out of memory");
+    s->count++;
+    stream_emit(s, 0, text, len);
+    return KG_OK;
+}
+
+int tok_stream_flush(TokStream *s, const char **text, size_t *len, char *err) {
+    if (tok_buf_reserve(&s->out, 3 * s->pending.n))
+        return kg_err(err, KG_ENOMEM, "decode: out of memory");
+    stream_emit(s, 1, text, len);
+    return KG_OK;
+}

@@ -1,0 +1,301 @@
+// ckpt.c — checkpoint directories and the train_state.bin sidecar (ckpt.h).
+#include "ckpt.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "model/kg.h"
+
+#define CKPT_MAGIC "KGTRAIN"
+
+// dir + "/" + name into out (cap bytes); -1 when it does not fit.
+static int path_join(char *out, size_t cap, const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    if (a + 1 + b >= cap) {
+        out[0] = 0;
+        return -1;
+    }
+    memcpy(out, dir, a);
+    out[a] = '/';
+    memcpy(out + a + 1, name, b + 1);
+    return 0;
+}
+
+static int is_dir(const char *path) {
+    struct stat sb;
+    return !stat(path, &sb) && S_ISDIR(sb.st_mode);
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+int ckpt_remove_dir(const char *dir, char *err) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno == ENOENT ? KG_OK
+                               : kg_err(err, KG_EIO, "opendir %s: %s", dir, strerror(errno));
+    char path[4096];
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        path_join(path, sizeof path, dir, e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+    if (rmdir(dir)) return kg_err(err, KG_EIO, "rmdir %s: %s", dir, strerror(errno));
+    return KG_OK;
+}
+
+int ckpt_copy_file(const char *src, const char *dst, char *err) {
+    FILE *in = fopen(src, "rb");
+    if (!in) return kg_err(err, KG_EIO, "open %s: %s", src, strerror(errno));
+    FILE *out = fopen(dst, "wb");
+    if (!out) {
+        fclose(in);
+        return kg_err(err, KG_EIO, "open %s: %s", dst, strerror(errno));
+    }
+    char buf[1 << 16];
+    size_t n;
+    int bad = 0;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, out) != n) bad = 1;
+    bad |= ferror(in);
+    bad |= fflush(out) || fsync(fileno(out));
+    bad |= fclose(out) != 0;
+    fclose(in);
+    if (bad) return kg_err(err, KG_EIO, "copy %s to %s: %s", src, dst, strerror(errno));
+    return KG_OK;
+}
+
+int ckpt_tokenizer_file(const char *path, char *out, size_t cap, char *err) {
+    if (!is_dir(path)) {
+        if (access(path, R_OK))
+            return kg_err(err, KG_EIO, "tokenizer %s: %s", path, strerror(errno));
+        snprintf(out, cap, "%s", path);
+        return KG_OK;
+    }
+    snprintf(out, cap, "%s/tokenizer.json", path);
+    if (!access(out, R_OK)) return KG_OK;
+    DIR *d = opendir(path);
+    if (!d) return kg_err(err, KG_EIO, "opendir %s: %s", path, strerror(errno));
+    char best[256] = "";
+    for (struct dirent *e; (e = readdir(d));)
+        if ((ends_with(e->d_name, ".model") || ends_with(e->d_name, ".spiece")) &&
+            (!best[0] || strcmp(e->d_name, best) < 0))
+            snprintf(best, sizeof best, "%s", e->d_name);
+    closedir(d);
+    if (!best[0]) return kg_err(err, KG_EIO, "%s: no tokenizer.json, *.model or *.spiece", path);
+    snprintf(out, cap, "%s/%s", path, best);
+    return KG_OK;
+}
+
+// --- the sidecar ---
+
+static void put_u64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint64_t get_u64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+#define CKPT_N_U64    13
+#define CKPT_HDR_SIZE (16 + 8 * CKPT_N_U64)
+
+static int state_write(const char *path, const CkptState *st, const AdamW *o, char *err) {
+    unsigned char hdr[CKPT_HDR_SIZE] = {0};
+    memcpy(hdr, CKPT_MAGIC, 8);
+    hdr[8] = CKPT_VERSION;
+    uint64_t f[CKPT_N_U64] = {st->step,      st->total_steps, st->seed,       o->t, st->B,
+                              st->T,         st->ranks,       st->grad_accum, o->n, st->pos.epoch,
+                              st->pos.shard, st->pos.window,  st->n_names};
+    for (int i = 0; i < CKPT_N_U64; i++)
+        put_u64(hdr + 16 + 8 * i, f[i]);
+    FILE *fp = fopen(path, "wb");
+    if (!fp) return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
+    int bad = fwrite(hdr, 1, sizeof hdr, fp) != sizeof hdr;
+    if (st->n_names) bad |= fwrite(st->names, SHARD_NAME_MAX, st->n_names, fp) != st->n_names;
+    bad |= fwrite(o->m, sizeof(float), o->n, fp) != o->n; // host byte order: little-endian
+    bad |= fwrite(o->v, sizeof(float), o->n, fp) != o->n;
+    bad |= fflush(fp) || fsync(fileno(fp));
+    bad |= fclose(fp) != 0;
+    if (bad) return kg_err(err, KG_EIO, "write %s: %s", path, strerror(errno));
+    return KG_OK;
+}
+
+int ckpt_state_read(const char *dir, CkptState *st, AdamW *o, char *err) {
+    memset(st, 0, sizeof *st);
+    char path[4096];
+    path_join(path, sizeof path, dir, CKPT_STATE_FILE);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
+    unsigned char hdr[CKPT_HDR_SIZE];
+    int rc = KG_OK;
+    if (fread(hdr, 1, sizeof hdr, fp) != sizeof hdr || memcmp(hdr, CKPT_MAGIC, 8)) {
+        rc = kg_err(err, KG_EFORMAT, "%s: not a training state file", path);
+        goto end;
+    }
+    if (hdr[8] != CKPT_VERSION) {
+        rc = kg_err(err, KG_EFORMAT, "%s: version %d, expected %d", path, hdr[8], CKPT_VERSION);
+        goto end;
+    }
+    uint64_t f[CKPT_N_U64];
+    for (int i = 0; i < CKPT_N_U64; i++)
+        f[i] = get_u64(hdr + 16 + 8 * i);
+    *st = (CkptState){.step = f[0],
+                      .total_steps = f[1],
+                      .seed = f[2],
+                      .adam_t = f[3],
+                      .B = f[4],
+                      .T = f[5],
+                      .ranks = f[6],
+                      .grad_accum = f[7],
+                      .n_params = f[8],
+                      .pos = {f[9], f[10], f[11]}};
+    uint64_t n_names = f[12];
+    if (n_names > (1u << 24)) {
+        rc = kg_err(err, KG_EFORMAT, "%s: %llu shard names", path, (unsigned long long)n_names);
+        goto end;
+    }
+    if (n_names) {
+        st->names = malloc(n_names * SHARD_NAME_MAX);
+        if (!st->names) {
+            rc = kg_err(err, KG_ENOMEM, "%s: out of memory", path);
+            goto end;
+        }
+        if (fread(st->names, SHARD_NAME_MAX, n_names, fp) != n_names) {
+            rc = kg_err(err, KG_EFORMAT, "%s: truncated", path);
+            goto end;
+        }
+        for (uint64_t i = 0; i < n_names; i++)
+            st->names[i][SHARD_NAME_MAX - 1] = 0;
+        st->n_names = n_names;
+    }
+    if (o) {
+        if (o->n != st->n_params) {
+            rc = kg_err(err, KG_EFORMAT, "%s: %llu parameters, the model has %zu", path,
+                        (unsigned long long)st->n_params, o->n);
+            goto end;
+        }
+        if (fread(o->m, sizeof(float), o->n, fp) != o->n ||
+            fread(o->v, sizeof(float), o->n, fp) != o->n) {
+            rc = kg_err(err, KG_EFORMAT, "%s: truncated", path);
+            goto end;
+        }
+        o->t = st->adam_t;
+    }
+end:
+    fclose(fp);
+    if (rc) ckpt_state_free(st);
+    return rc;
+}
+
+void ckpt_state_free(CkptState *st) {
+    free(st->names);
+    st->names = NULL;
+    st->n_names = 0;
+}
+
+// --- the directory ---
+
+int ckpt_exists(const char *dir) {
+    char path[4096];
+    path_join(path, sizeof path, dir, CKPT_STATE_FILE);
+    return !access(path, R_OK);
+}
+
+// Makes the renames inside dir's parent durable.
+static void sync_parent(const char *dir) {
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%s", dir);
+    char *slash = strrchr(parent, '/');
+    if (slash == parent)
+        slash[1] = 0;
+    else if (slash)
+        *slash = 0;
+    else
+        snprintf(parent, sizeof parent, ".");
+    int fd = open(parent, O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+// fsyncs every file in dir, so a checkpoint survives a power cut as well as a kill.
+static void sync_files(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    char path[4096];
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        path_join(path, sizeof path, dir, e->d_name);
+        int fd = open(path, O_RDONLY);
+        if (fd >= 0) {
+            fsync(fd);
+            close(fd);
+        }
+    }
+    closedir(d);
+}
+
+int ckpt_recover(const char *dir, char *err) {
+    char tmp[4096], old[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", dir);
+    snprintf(old, sizeof old, "%s.old", dir);
+    int rc = KG_OK;
+    if (is_dir(tmp)) rc = ckpt_remove_dir(tmp, err);
+    if (rc) return rc;
+    if (is_dir(old)) {
+        if (is_dir(dir)) return ckpt_remove_dir(old, err); // the swap finished
+        if (rename(old, dir)) return kg_err(err, KG_EIO, "rename %s: %s", old, strerror(errno));
+        sync_parent(dir);
+    }
+    return KG_OK;
+}
+
+int ckpt_save(const char *dir, const Gpt2 *m, KgDtype dtype, const char *tok_file,
+              const CkptState *st, const AdamW *o, char *err) {
+    char tmp[4096], old[4096], path[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", dir);
+    snprintf(old, sizeof old, "%s.old", dir);
+    int rc = ckpt_recover(dir, err);
+    if (rc) return rc;
+    if (mkdir(tmp, 0755)) return kg_err(err, KG_EIO, "mkdir %s: %s", tmp, strerror(errno));
+    if ((rc = gpt2_save(m, tmp, dtype, err))) goto fail;
+    if (tok_file) {
+        const char *base = strrchr(tok_file, '/');
+        path_join(path, sizeof path, tmp, base ? base + 1 : tok_file);
+        if ((rc = ckpt_copy_file(tok_file, path, err))) goto fail;
+    }
+    if (st) {
+        path_join(path, sizeof path, tmp, CKPT_STATE_FILE);
+        if ((rc = state_write(path, st, o, err))) goto fail;
+    }
+    sync_files(tmp);
+    sync_parent(tmp);
+    if (is_dir(dir) && rename(dir, old)) {
+        rc = kg_err(err, KG_EIO, "rename %s: %s", dir, strerror(errno));
+        goto fail;
+    }
+    if (rename(tmp, dir)) {
+        rc = kg_err(err, KG_EIO, "rename %s: %s", tmp, strerror(errno));
+        rename(old, dir);
+        goto fail;
+    }
+    sync_parent(dir);
+    return is_dir(old) ? ckpt_remove_dir(old, err) : KG_OK;
+fail:
+    ckpt_remove_dir(tmp, NULL);
+    return rc;
+}

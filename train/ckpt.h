@@ -1,0 +1,67 @@
+// ckpt.h — checkpoints: a servable model directory (config.json + model.safetensors + the
+// tokenizer file, what kogpt2d and `kogpt2 next` open as they are) plus the sidecar
+// train_state.bin that makes --resume continue exactly.
+//
+// train_state.bin (little-endian): magic "KGTRAIN\0", u32 version, u32 0, then u64s: step
+// (optimizer steps done), total steps, seed, AdamW t, B, T, ranks, grad-accum, n_params,
+// the data position (epoch, shard, window), n_names; then n_names shard names of
+// SHARD_NAME_MAX bytes (the epoch's visiting order); then AdamW's m and v (n_params floats
+// each). The weights themselves are model.safetensors in f32, so a resumed run starts from
+// bit-identical parameters and moments.
+//
+// Writing is crash-safe: everything goes to DIR.tmp, then DIR is renamed to DIR.old, DIR.tmp
+// to DIR, and DIR.old is removed. A kill at any point leaves either DIR or DIR.old complete;
+// ckpt_recover() puts DIR.old back when DIR is missing.
+#ifndef TRAIN_CKPT_H
+#define TRAIN_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "adamw.h"
+#include "model/gpt2.h"
+#include "shard.h"
+
+#define CKPT_STATE_FILE "train_state.bin"
+#define CKPT_VERSION    1
+
+typedef struct {
+    uint64_t step, total_steps, seed, adam_t;
+    uint64_t B, T, ranks, grad_accum;
+    uint64_t n_params;
+    ShardPos pos;
+    char (*names)[SHARD_NAME_MAX]; // owned (ckpt_state_free)
+    size_t n_names;
+} CkptState;
+
+// Writes a checkpoint of m into dir (crash-safe, above): model.safetensors in dtype (KG_F32
+// for a resumable checkpoint), config.json, a copy of the tokenizer file tok_file (may be
+// NULL), and when st is not NULL train_state.bin with st and o's moments.
+// KG_EIO etc. with err filled; dir is then untouched (the last good checkpoint stays).
+int ckpt_save(const char *dir, const Gpt2 *m, KgDtype dtype, const char *tok_file,
+              const CkptState *st, const AdamW *o, char *err);
+
+// Repairs what a kill during ckpt_save can leave: DIR missing but DIR.old there -> rename
+// back; a stale DIR.tmp -> removed. KG_OK when there is nothing to do.
+int ckpt_recover(const char *dir, char *err);
+
+// Whether dir holds a resumable checkpoint (train_state.bin present).
+int ckpt_exists(const char *dir);
+
+// Reads dir/train_state.bin into st (names malloc'd: ckpt_state_free) and, when o is not
+// NULL, the moments into o (which must hold st->n_params floats: adamw_init first; o->t is
+// set). KG_EIO / KG_EFORMAT (bad magic, version, sizes) with err filled.
+int ckpt_state_read(const char *dir, CkptState *st, AdamW *o, char *err);
+void ckpt_state_free(CkptState *st);
+
+// The tokenizer file to copy from path: path itself if a file, else in that directory
+// tokenizer.json, then the first *.model / *.spiece. KG_EIO when none. out has cap bytes.
+int ckpt_tokenizer_file(const char *path, char *out, size_t cap, char *err);
+
+// Copies src to dst (dst overwritten). KG_EIO with err filled.
+int ckpt_copy_file(const char *src, const char *dst, char *err);
+
+// Removes dir and the plain files in it (checkpoint directories are flat).
+int ckpt_remove_dir(const char *dir, char *err);
+
+#endif

@@ -1,0 +1,370 @@
+// kogpt2-train — prepare token shards, train or fine-tune a GPT-2, export a model.
+//
+//   kogpt2-train prepare --tokenizer PATH --input PATH [--input PATH ...] --out DATA_DIR
+//   kogpt2-train train --data DATA_DIR --out CKPT_DIR (--init MODEL_DIR | --n-layer L
+//       --n-embd C --n-head H --n-ctx T --tokenizer PATH) --steps N --batch B --seq T
+//       [--lr X] [--grad-accum K] [--seed S] [--resume] ...
+//   kogpt2-train export --from CKPT_DIR --out MODEL_DIR [--dtype f16|f32]
+//   mpirun -np N kogpt2-train train ...   (data parallel; --batch is per rank)
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist.h"
+#include "model/kg.h"
+#include "model/safetensors.h"
+#include "shard.h"
+#include "tokenizer/tokenizer.h"
+#include "train.h"
+
+static void usage(FILE *f) {
+    fprintf(
+        f,
+        "usage: kogpt2-train prepare --tokenizer PATH --input PATH [--input PATH ...] --out DIR\n"
+        "                            [--val-every-doc N] [--shard-tokens N]\n"
+        "       kogpt2-train train --data DIR --out CKPT_DIR\n"
+        "                          (--init MODEL_DIR | --n-layer L --n-embd C --n-head H\n"
+        "                           --n-ctx T --tokenizer PATH)\n"
+        "                          --steps N --batch B --seq T [options]\n"
+        "       kogpt2-train export --from CKPT_DIR --out MODEL_DIR [--dtype f16|f32]\n"
+        "train options:\n"
+        "  --lr X            peak learning rate (6e-4)       --min-lr X   floor (lr/10)\n"
+        "  --warmup N        linear warmup steps (0)         --weight-decay X (0.1)\n"
+        "  --grad-accum K    micro-steps per step (1)        --clip X     grad norm (1.0)\n"
+        "  --seed S          init and data order (1337)      --threads N  (0: all cores)\n"
+        "  --recompute       recompute activations in backward (less memory)\n"
+        "  --val-every N     validate every N steps (250)    --val-tokens N (65536)\n"
+        "  --save-every N    checkpoint every N steps (500)  --log-every N (1)\n"
+        "  --resume          continue from CKPT_DIR if it holds a checkpoint\n"
+        "  --stop-at N       stop after step N as an interruption would (tests)\n"
+        "Under mpirun --batch is per rank; only rank 0 prints and writes checkpoints.\n");
+}
+
+// Parses a non-negative integer flag value; -1 on junk.
+static long long parse_count(const char *s) {
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    return (end == s || *end || v < 0) ? -1 : v;
+}
+
+static int cmd_prepare(int argc, char **argv) {
+    static const struct option opts[] = {{"tokenizer", required_argument, 0, 't'},
+                                         {"input", required_argument, 0, 'i'},
+                                         {"out", required_argument, 0, 'o'},
+                                         {"val-every-doc", required_argument, 0, 'v'},
+                                         {"shard-tokens", required_argument, 0, 's'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *tok_path = NULL;
+    const char **inputs = calloc((size_t)argc, sizeof *inputs);
+    if (!inputs) return 1;
+    ShardPrepareArgs pa = {.inputs = inputs, .val_every = 100};
+    long long v;
+    for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
+        switch (c) {
+        case 't':
+            tok_path = optarg;
+            break;
+        case 'i':
+            inputs[pa.n_inputs++] = optarg;
+            break;
+        case 'o':
+            pa.out_dir = optarg;
+            break;
+        case 'v':
+        case 's':
+            if ((v = parse_count(optarg)) < 0) {
+                fprintf(stderr, "kogpt2-train prepare: not a count: %s\n", optarg);
+                free(inputs);
+                return 2;
+            }
+            if (c == 'v')
+                pa.val_every = (uint64_t)v;
+            else
+                pa.shard_tokens = (uint64_t)v;
+            break;
+        case 'h':
+            usage(stdout);
+            free(inputs);
+            return 0;
+        default:
+            usage(stderr);
+            free(inputs);
+            return 2;
+        }
+    }
+    if (!tok_path || !pa.n_inputs || !pa.out_dir || optind != argc) {
+        usage(stderr);
+        free(inputs);
+        return 2;
+    }
+    char err[KG_ERRLEN];
+    Tokenizer *tok = NULL;
+    ShardPrepareStats st;
+    int rc = tok_open(&tok, tok_path, err);
+    if (!rc) rc = shard_prepare(tok, &pa, &st, err);
+    tok_free(tok);
+    free(inputs);
+    if (rc) {
+        fprintf(stderr, "kogpt2-train prepare: %s\n", err);
+        return 1;
+    }
+    printf("prepared %llu files, %llu documents (%.1f MB): train %llu tokens in %d shards, "
+           "val %llu tokens (%llu documents) in %d shards -> %s\n",
+           (unsigned long long)st.files, (unsigned long long)st.docs, st.bytes_in / 1e6,
+           (unsigned long long)st.train_tokens, st.train_shards, (unsigned long long)st.val_tokens,
+           (unsigned long long)st.val_docs, st.val_shards, pa.out_dir);
+    return 0;
+}
+
+enum {
+    OPT_DATA = 256,
+    OPT_OUT,
+    OPT_INIT,
+    OPT_TOKENIZER,
+    OPT_N_LAYER,
+    OPT_N_EMBD,
+    OPT_N_HEAD,
+    OPT_N_CTX,
+    OPT_STEPS,
+    OPT_BATCH,
+    OPT_SEQ,
+    OPT_LR,
+    OPT_MIN_LR,
+    OPT_WARMUP,
+    OPT_WD,
+    OPT_ACCUM,
+    OPT_CLIP,
+    OPT_SEED,
+    OPT_THREADS,
+    OPT_RECOMPUTE,
+    OPT_VAL_EVERY,
+    OPT_VAL_TOKENS,
+    OPT_SAVE_EVERY,
+    OPT_LOG_EVERY,
+    OPT_RESUME,
+    OPT_STOP_AT,
+    OPT_HELP
+};
+
+// Fills a from argv; 0, or 2 with a message for a usage error.
+static int parse_train(int argc, char **argv, TrainArgs *a) {
+    static const struct option opts[] = {{"data", required_argument, 0, OPT_DATA},
+                                         {"out", required_argument, 0, OPT_OUT},
+                                         {"init", required_argument, 0, OPT_INIT},
+                                         {"tokenizer", required_argument, 0, OPT_TOKENIZER},
+                                         {"n-layer", required_argument, 0, OPT_N_LAYER},
+                                         {"n-embd", required_argument, 0, OPT_N_EMBD},
+                                         {"n-head", required_argument, 0, OPT_N_HEAD},
+                                         {"n-ctx", required_argument, 0, OPT_N_CTX},
+                                         {"steps", required_argument, 0, OPT_STEPS},
+                                         {"batch", required_argument, 0, OPT_BATCH},
+                                         {"seq", required_argument, 0, OPT_SEQ},
+                                         {"lr", required_argument, 0, OPT_LR},
+                                         {"min-lr", required_argument, 0, OPT_MIN_LR},
+                                         {"warmup", required_argument, 0, OPT_WARMUP},
+                                         {"weight-decay", required_argument, 0, OPT_WD},
+                                         {"grad-accum", required_argument, 0, OPT_ACCUM},
+                                         {"clip", required_argument, 0, OPT_CLIP},
+                                         {"seed", required_argument, 0, OPT_SEED},
+                                         {"threads", required_argument, 0, OPT_THREADS},
+                                         {"recompute", no_argument, 0, OPT_RECOMPUTE},
+                                         {"val-every", required_argument, 0, OPT_VAL_EVERY},
+                                         {"val-tokens", required_argument, 0, OPT_VAL_TOKENS},
+                                         {"save-every", required_argument, 0, OPT_SAVE_EVERY},
+                                         {"log-every", required_argument, 0, OPT_LOG_EVERY},
+                                         {"resume", no_argument, 0, OPT_RESUME},
+                                         {"stop-at", required_argument, 0, OPT_STOP_AT},
+                                         {"help", no_argument, 0, OPT_HELP},
+                                         {0, 0, 0, 0}};
+    int have_shape = 0;
+    for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
+        long long v = 0;
+        double x = 0;
+        char *end = NULL;
+        if (c == OPT_LR || c == OPT_MIN_LR || c == OPT_WD || c == OPT_CLIP) {
+            x = strtod(optarg, &end);
+            if (end == optarg || *end || !(x >= 0)) {
+                fprintf(stderr, "kogpt2-train train: not a non-negative number: %s\n", optarg);
+                return 2;
+            }
+        } else if (optarg && c != OPT_DATA && c != OPT_OUT && c != OPT_INIT && c != OPT_TOKENIZER &&
+                   (v = parse_count(optarg)) < 0) {
+            fprintf(stderr, "kogpt2-train train: not a count: %s\n", optarg);
+            return 2;
+        }
+        switch (c) {
+        case OPT_DATA:
+            a->data_dir = optarg;
+            break;
+        case OPT_OUT:
+            a->out_dir = optarg;
+            break;
+        case OPT_INIT:
+            a->init = optarg;
+            break;
+        case OPT_TOKENIZER:
+            a->tokenizer = optarg;
+            break;
+        case OPT_N_LAYER:
+            a->n_layer = (size_t)v;
+            have_shape = 1;
+            break;
+        case OPT_N_EMBD:
+            a->n_embd = (size_t)v;
+            have_shape = 1;
+            break;
+        case OPT_N_HEAD:
+            a->n_head = (size_t)v;
+            have_shape = 1;
+            break;
+        case OPT_N_CTX:
+            a->n_ctx = (size_t)v;
+            have_shape = 1;
+            break;
+        case OPT_STEPS:
+            a->steps = (uint64_t)v;
+            break;
+        case OPT_BATCH:
+            a->B = (size_t)v;
+            break;
+        case OPT_SEQ:
+            a->T = (size_t)v;
+            break;
+        case OPT_LR:
+            a->lr = (float)x;
+            break;
+        case OPT_MIN_LR:
+            a->min_lr = (float)x;
+            break;
+        case OPT_WARMUP:
+            a->warmup = (uint64_t)v;
+            break;
+        case OPT_WD:
+            a->weight_decay = (float)x;
+            break;
+        case OPT_ACCUM:
+            a->grad_accum = (size_t)v;
+            break;
+        case OPT_CLIP:
+            a->clip = (float)x;
+            break;
+        case OPT_SEED:
+            a->seed = (uint64_t)v;
+            break;
+        case OPT_THREADS:
+            a->threads = (int)v;
+            break;
+        case OPT_RECOMPUTE:
+            a->recompute = 1;
+            break;
+        case OPT_VAL_EVERY:
+            a->val_every = (uint64_t)v;
+            break;
+        case OPT_VAL_TOKENS:
+            a->val_tokens = (uint64_t)v;
+            break;
+        case OPT_SAVE_EVERY:
+            a->save_every = (uint64_t)v;
+            break;
+        case OPT_LOG_EVERY:
+            a->log_every = (uint64_t)v;
+            break;
+        case OPT_RESUME:
+            a->resume = 1;
+            break;
+        case OPT_STOP_AT:
+            a->stop_at = (uint64_t)v;
+            break;
+        case OPT_HELP:
+            usage(stdout);
+            return 1;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    const char *why = NULL;
+    if (optind != argc)
+        why = "unexpected argument";
+    else if (!a->data_dir || !a->out_dir)
+        why = "--data and --out are required";
+    else if (a->init && have_shape)
+        why = "--init takes the shape from the model: drop --n-*";
+    else if (!a->init && !a->tokenizer)
+        why = "a new model needs --tokenizer (or use --init)";
+    else if (!a->steps || !a->B || !a->T || !a->grad_accum)
+        why = "--steps, --batch, --seq and --grad-accum must be at least 1";
+    if (why) {
+        fprintf(stderr, "kogpt2-train train: %s\n", why);
+        usage(stderr);
+        return 2;
+    }
+    return 0;
+}
+
+static int cmd_train(int argc, char **argv) {
+    char err[KG_ERRLEN];
+    Dist d;
+    if (dist_init(&d, &argc, &argv, err)) {
+        fprintf(stderr, "kogpt2-train train: %s\n", err);
+        return 1;
+    }
+    TrainArgs a = train_defaults();
+    int rc = parse_train(argc, argv, &a);
+    if (rc) {
+        dist_finalize(&d);
+        return rc == 1 ? 0 : rc;
+    }
+    rc = train_run(&a, &d, d.rank == 0 ? stdout : NULL, err);
+    if (rc) fprintf(stderr, "kogpt2-train train (rank %d): %s\n", d.rank, err);
+    dist_finalize(&d);
+    return rc ? 1 : 0;
+}
+
+static int cmd_export(int argc, char **argv) {
+    static const struct option opts[] = {{"from", required_argument, 0, 'f'},
+                                         {"out", required_argument, 0, 'o'},
+                                         {"dtype", required_argument, 0, 'd'},
+                                         {0, 0, 0, 0}};
+    const char *from = NULL, *out = NULL;
+    int dtype = KG_F16;
+    for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
+        if (c == 'f')
+            from = optarg;
+        else if (c == 'o')
+            out = optarg;
+        else if (c == 'd' && (!strcmp(optarg, "f16") || !strcmp(optarg, "f32")))
+            dtype = !strcmp(optarg, "f16") ? KG_F16 : KG_F32;
+        else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!from || !out || optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    char err[KG_ERRLEN];
+    if (train_export(from, out, dtype, err)) {
+        fprintf(stderr, "kogpt2-train export: %s\n", err);
+        return 1;
+    }
+    printf("exported %s -> %s (%s)\n", from, out, kg_dtype_name((KgDtype)dtype));
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    // getopt_long sees the subcommand as argv[0]
+    if (!strcmp(argv[1], "prepare")) return cmd_prepare(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "train")) return cmd_train(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "export")) return cmd_export(argc - 1, argv + 1);
+    fprintf(stderr, "kogpt2-train: unknown command %s\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

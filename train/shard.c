@@ -1,0 +1,642 @@
+// shard.c — prepare (text -> token shards) and the shard reader. Format: shard.h.
+#include "shard.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "model/kg.h"
+
+// ---------------------------------------------------------------------------------------
+// Small helpers
+
+// dir + "/" + name into out (cap bytes); -1 when it does not fit.
+static int path_join(char *out, size_t cap, const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    if (a + 1 + b >= cap) {
+        out[0] = 0;
+        return -1;
+    }
+    memcpy(out, dir, a);
+    out[a] = '/';
+    memcpy(out + a + 1, name, b + 1);
+    return 0;
+}
+
+static void put_u32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+static void put_u64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get_u32(const unsigned char *p) {
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+static uint64_t get_u64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+// splitmix64: a stateless mix, so every order below is a pure function of its inputs.
+static uint64_t mix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static uint64_t hash_name(const char *s) {
+    uint64_t h = 1469598103934665603ull; // FNV-1a
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+// ---------------------------------------------------------------------------------------
+// Writing shards
+
+typedef struct {
+    const char *dir;
+    const char *prefix; // "train_" or "val_"
+    int next_index;     // number of the next shard file
+    int written;        // shards completed
+    uint32_t dtype_size;
+    uint64_t vocab_size;
+    FILE *f;
+    char tmp_path[4096];
+    ShardHeader h;
+} ShardWriter;
+
+static void header_encode(unsigned char *buf, const ShardHeader *h) {
+    memset(buf, 0, SHARD_HEADER_SIZE);
+    memcpy(buf, SHARD_MAGIC, 8);
+    put_u32(buf + 8, h->version);
+    put_u32(buf + 12, h->dtype_size);
+    put_u64(buf + 16, h->vocab_size);
+    put_u64(buf + 24, h->n_tokens);
+    put_u64(buf + 32, h->n_docs);
+    put_u64(buf + 40, h->text_bytes);
+}
+
+// Next free number after dir's existing prefix*.bin shards.
+static int next_shard_index(const char *dir, const char *prefix, char *err) {
+    char(*names)[SHARD_NAME_MAX] = NULL;
+    size_t n = 0;
+    int rc = shard_list(dir, prefix, &names, &n, err);
+    if (rc) return rc;
+    int next = 0;
+    for (size_t i = 0; i < n; i++) {
+        int k = atoi(names[i] + strlen(prefix));
+        if (k + 1 > next) next = k + 1;
+    }
+    free(names);
+    return next;
+}
+
+static int writer_begin(ShardWriter *w, char *err) {
+    snprintf(w->tmp_path, sizeof w->tmp_path, "%s/%s%06d.bin.tmp", w->dir, w->prefix,
+             w->next_index);
+    w->f = fopen(w->tmp_path, "wb");
+    if (!w->f) return kg_err(err, KG_EIO, "open %s: %s", w->tmp_path, strerror(errno));
+    w->h = (ShardHeader){
+        .version = SHARD_VERSION, .dtype_size = w->dtype_size, .vocab_size = w->vocab_size};
+    unsigned char hdr[SHARD_HEADER_SIZE];
+    header_encode(hdr, &w->h);
+    if (fwrite(hdr, 1, sizeof hdr, w->f) != sizeof hdr)
+        return kg_err(err, KG_EIO, "write %s: %s", w->tmp_path, strerror(errno));
+    return KG_OK;
+}
+
+// Patches the header, closes and renames NAME.tmp to NAME. A shard with no tokens is dropped.
+static int writer_end(ShardWriter *w, char *err) {
+    if (!w->f) return KG_OK;
+    unsigned char hdr[SHARD_HEADER_SIZE];
+    header_encode(hdr, &w->h);
+    int bad = fseek(w->f, 0, SEEK_SET) || fwrite(hdr, 1, sizeof hdr, w->f) != sizeof hdr;
+    bad |= fflush(w->f) || fsync(fileno(w->f));
+    bad |= fclose(w->f) != 0;
+    w->f = NULL;
+    if (bad) return kg_err(err, KG_EIO, "write %s: %s", w->tmp_path, strerror(errno));
+    if (w->h.n_tokens == 0) {
+        unlink(w->tmp_path);
+        return KG_OK;
+    }
+    char final_path[4096];
+    snprintf(final_path, sizeof final_path, "%.*s", (int)(strlen(w->tmp_path) - 4), w->tmp_path);
+    if (rename(w->tmp_path, final_path))
+        return kg_err(err, KG_EIO, "rename %s: %s", w->tmp_path, strerror(errno));
+    w->next_index++;
+    w->written++;
+    return KG_OK;
+}
+
+// Appends one document's ids and its EOS.
+static int writer_doc(ShardWriter *w, const int *ids, size_t n, int eos, size_t bytes, char *err) {
+    if (!w->f) {
+        int rc = writer_begin(w, err);
+        if (rc) return rc;
+    }
+    unsigned char buf[4096];
+    size_t fill = 0;
+    for (size_t i = 0; i <= n; i++) {
+        uint32_t id = (uint32_t)(i < n ? ids[i] : eos);
+        if (w->dtype_size == 2) {
+            buf[fill++] = (unsigned char)id;
+            buf[fill++] = (unsigned char)(id >> 8);
+        } else {
+            put_u32(buf + fill, id);
+            fill += 4;
+        }
+        if (fill == sizeof buf || i == n) {
+            if (fwrite(buf, 1, fill, w->f) != fill)
+                return kg_err(err, KG_EIO, "write %s: %s", w->tmp_path, strerror(errno));
+            fill = 0;
+        }
+    }
+    w->h.n_tokens += n + 1;
+    w->h.n_docs++;
+    w->h.text_bytes += bytes + 1;
+    return KG_OK;
+}
+
+// ---------------------------------------------------------------------------------------
+// Reading text: lines, CSV records, document text
+
+typedef struct {
+    gzFile gz;
+    char *buf; // the current line or record, NUL-terminated
+    size_t len, cap;
+    int first; // no line read yet (a UTF-8 BOM is dropped)
+} LineReader;
+
+// Appends the next physical line (without its newline) to r->buf. 0 at end of file.
+static int read_line_append(LineReader *r) {
+    size_t start = r->len;
+    for (;;) {
+        if (r->cap - r->len < 4096) {
+            size_t cap = r->cap ? r->cap * 2 : 65536;
+            char *p = realloc(r->buf, cap);
+            if (!p) return -1;
+            r->buf = p;
+            r->cap = cap;
+        }
+        if (!gzgets(r->gz, r->buf + r->len, (int)(r->cap - r->len))) {
+            r->buf[r->len] = 0;
+            return r->len > start;
+        }
+        r->len += strlen(r->buf + r->len);
+        if (r->len > start && r->buf[r->len - 1] == '\n') break;
+    }
+    r->buf[--r->len] = 0;
+    if (r->len > start && r->buf[r->len - 1] == '\r') r->buf[--r->len] = 0;
+    if (r->first && r->len - start >= 3 && !memcmp(r->buf + start, "\xEF\xBB\xBF", 3)) {
+        memmove(r->buf + start, r->buf + start + 3, r->len - start - 3 + 1);
+        r->len -= 3;
+    }
+    r->first = 0;
+    return 1;
+}
+
+// Whether the CSV text buf[0..len) ends inside a quoted field.
+static int csv_open_quote(const char *buf, size_t len) {
+    int in = 0;
+    for (size_t i = 0; i < len; i++)
+        if (buf[i] == '"') in = !in; // "" inside a field toggles twice
+    return in;
+}
+
+static int has_non_ascii(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] >= 0x80) return 1;
+    return 0;
+}
+
+// Reduces a TSV/CSV record in place to its non-ASCII fields joined by '\n' (CSV quotes
+// removed, "" unescaped). Returns the new length.
+static size_t record_text(char *rec, size_t len, int csv) {
+    size_t out = 0, i = 0;
+    char sep = csv ? ',' : '\t';
+    while (i <= len) {
+        size_t fstart = out; // fields are copied down in place: out <= i always
+        if (csv && i < len && rec[i] == '"') {
+            i++;
+            while (i < len) {
+                if (rec[i] == '"' && i + 1 < len && rec[i + 1] == '"') {
+                    rec[out++] = '"';
+                    i += 2;
+                } else if (rec[i] == '"') {
+                    i++;
+                    break;
+                } else {
+                    rec[out++] = rec[i++];
+                }
+            }
+        }
+        while (i < len && rec[i] != sep)
+            rec[out++] = rec[i++];
+        i++; // the separator (or the end)
+        if (!has_non_ascii(rec + fstart, out - fstart)) {
+            out = fstart; // an id, a label, a date: not text
+        } else {
+            rec[out++] = '\n';
+        }
+    }
+    while (out > 0 && rec[out - 1] == '\n')
+        out--;
+    rec[out] = 0;
+    return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// prepare
+
+typedef struct {
+    const Tokenizer *tok;
+    int eos;
+    uint64_t val_every, shard_tokens;
+    ShardWriter train, val;
+    ShardPrepareStats st;
+} Prep;
+
+static int prep_doc(Prep *p, const char *text, size_t len, char *err) {
+    if (len == 0) return KG_OK;
+    int *ids = NULL;
+    size_t n = 0;
+    if (tok_encode(p->tok, text, len, &ids, &n, NULL)) return KG_OK; // invalid UTF-8: skip
+    uint64_t k = p->st.docs++;
+    int to_val = p->val_every && k % p->val_every == p->val_every - 1;
+    ShardWriter *w = to_val ? &p->val : &p->train;
+    int rc = writer_doc(w, ids, n, p->eos, len, err);
+    free(ids);
+    if (rc) return rc;
+    if (to_val) {
+        p->st.val_docs++;
+        p->st.val_tokens += n + 1;
+    } else {
+        p->st.train_tokens += n + 1;
+        if (w->h.n_tokens >= p->shard_tokens) return writer_end(w, err);
+    }
+    return KG_OK;
+}
+
+static int prep_file(Prep *p, const char *path, char *err) {
+    char base[4096];
+    snprintf(base, sizeof base, "%s", path);
+    if (ends_with(base, ".gz")) base[strlen(base) - 3] = 0;
+    int csv = ends_with(base, ".csv"), tsv = ends_with(base, ".tsv");
+    LineReader r = {.gz = gzopen(path, "rb"), .first = 1};
+    if (!r.gz) return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
+    gzbuffer(r.gz, 1 << 17);
+    int rc = KG_OK, got;
+    p->st.files++;
+    for (;;) {
+        r.len = 0;
+        got = read_line_append(&r);
+        if (got <= 0) break;
+        while (csv && csv_open_quote(r.buf, r.len)) { // a quoted field spans lines
+            r.buf[r.len++] = '\n';
+            if ((got = read_line_append(&r)) <= 0) break;
+        }
+        if (got < 0) break;
+        p->st.bytes_in += r.len + 1;
+        size_t len = (csv || tsv) ? record_text(r.buf, r.len, csv) : r.len;
+        if ((rc = prep_doc(p, r.buf, len, err))) break;
+    }
+    int zerr = 0;
+    const char *zmsg = gzerror(r.gz, &zerr);
+    if (!rc && got < 0) rc = kg_err(err, KG_ENOMEM, "read %s: out of memory", path);
+    if (!rc && zerr != Z_OK && zerr != Z_STREAM_END)
+        rc = kg_err(err, KG_EIO, "read %s: %s", path, zmsg);
+    gzclose(r.gz);
+    free(r.buf);
+    return rc;
+}
+
+static int name_cmp(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int text_ext(const char *name) {
+    char base[1024];
+    snprintf(base, sizeof base, "%s", name);
+    if (ends_with(base, ".gz")) base[strlen(base) - 3] = 0;
+    return ends_with(base, ".txt") || ends_with(base, ".tsv") || ends_with(base, ".csv");
+}
+
+// A file is read; a directory is walked in name order (only text extensions).
+static int prep_path(Prep *p, const char *path, int named, char *err) {
+    struct stat sb;
+    if (stat(path, &sb)) return kg_err(err, KG_EIO, "stat %s: %s", path, strerror(errno));
+    if (!S_ISDIR(sb.st_mode)) return (named || text_ext(path)) ? prep_file(p, path, err) : KG_OK;
+    DIR *d = opendir(path);
+    if (!d) return kg_err(err, KG_EIO, "opendir %s: %s", path, strerror(errno));
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    int rc = KG_OK;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            char **q = realloc(names, cap * sizeof *q);
+            if (!q) {
+                rc = kg_err(err, KG_ENOMEM, "opendir %s: out of memory", path);
+                break;
+            }
+            names = q;
+        }
+        size_t len = strlen(path) + strlen(e->d_name) + 2;
+        if (!(names[n] = malloc(len))) {
+            rc = kg_err(err, KG_ENOMEM, "opendir %s: out of memory", path);
+            break;
+        }
+        snprintf(names[n++], len, "%s/%s", path, e->d_name);
+    }
+    closedir(d);
+    if (!rc) qsort(names, n, sizeof *names, name_cmp);
+    for (size_t i = 0; i < n && !rc; i++)
+        rc = prep_path(p, names[i], 0, err);
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    return rc;
+}
+
+int shard_prepare(const Tokenizer *tok, const ShardPrepareArgs *args, ShardPrepareStats *stats,
+                  char *err) {
+    int eos = tok_special(tok).eos;
+    if (eos < 0) return kg_err(err, KG_EINVAL, "prepare: the tokenizer has no EOS token");
+    if (mkdir(args->out_dir, 0755) && errno != EEXIST)
+        return kg_err(err, KG_EIO, "mkdir %s: %s", args->out_dir, strerror(errno));
+    uint64_t V = tok_vocab_size(tok);
+    Prep p = {.tok = tok,
+              .eos = eos,
+              .val_every = args->val_every,
+              .shard_tokens = args->shard_tokens ? args->shard_tokens : (1ull << 26)};
+    ShardWriter w = {.dir = args->out_dir, .dtype_size = V <= 65536 ? 2 : 4, .vocab_size = V};
+    p.train = p.val = w;
+    p.train.prefix = "train_";
+    p.val.prefix = "val_";
+    int rc = next_shard_index(args->out_dir, "train_", err);
+    if (rc < 0) return rc;
+    p.train.next_index = rc;
+    rc = next_shard_index(args->out_dir, "val_", err);
+    if (rc < 0) return rc;
+    p.val.next_index = rc;
+    rc = KG_OK;
+    for (size_t i = 0; i < args->n_inputs && !rc; i++)
+        rc = prep_path(&p, args->inputs[i], 1, err);
+    int rc2 = writer_end(&p.train, rc ? NULL : err);
+    int rc3 = writer_end(&p.val, rc || rc2 ? NULL : err);
+    if (p.train.f) fclose(p.train.f);
+    if (p.val.f) fclose(p.val.f);
+    rc = rc ? rc : rc2 ? rc2 : rc3;
+    p.st.train_shards = p.train.written;
+    p.st.val_shards = p.val.written;
+    if (!rc && stats) *stats = p.st;
+    return rc;
+}
+
+// ---------------------------------------------------------------------------------------
+// Reading shards
+
+int shard_open(Shard *s, const char *dir, const char *name, char *err) {
+    memset(s, 0, sizeof *s);
+    size_t name_len = strlen(name);
+    if (name_len >= sizeof s->name) return kg_err(err, KG_EINVAL, "shard name too long: %s", name);
+    memcpy(s->name, name, name_len + 1);
+    char path[4096];
+    path_join(path, sizeof path, dir, name);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb)) {
+        close(fd);
+        return kg_err(err, KG_EIO, "stat %s: %s", path, strerror(errno));
+    }
+    if ((size_t)sb.st_size < SHARD_HEADER_SIZE) {
+        close(fd);
+        return kg_err(err, KG_EFORMAT, "%s: shorter than a shard header", path);
+    }
+    void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) return kg_err(err, KG_EIO, "mmap %s: %s", path, strerror(errno));
+    s->map = map;
+    s->map_size = (size_t)sb.st_size;
+    const unsigned char *b = map;
+    ShardHeader *h = &s->h;
+    h->version = get_u32(b + 8);
+    h->dtype_size = get_u32(b + 12);
+    h->vocab_size = get_u64(b + 16);
+    h->n_tokens = get_u64(b + 24);
+    h->n_docs = get_u64(b + 32);
+    h->text_bytes = get_u64(b + 40);
+    int rc = KG_OK;
+    if (memcmp(b, SHARD_MAGIC, 8))
+        rc = kg_err(err, KG_EFORMAT, "%s: not a token shard (bad magic)", path);
+    else if (h->version != SHARD_VERSION)
+        rc = kg_err(err, KG_EFORMAT, "%s: shard version %u, expected %d", path, h->version,
+                    SHARD_VERSION);
+    else if (h->dtype_size != 2 && h->dtype_size != 4)
+        rc = kg_err(err, KG_EFORMAT, "%s: id size %u, expected 2 or 4", path, h->dtype_size);
+    else if (h->n_tokens > (s->map_size - SHARD_HEADER_SIZE) / h->dtype_size ||
+             SHARD_HEADER_SIZE + h->n_tokens * h->dtype_size != s->map_size)
+        rc = kg_err(err, KG_EFORMAT, "%s: %llu ids do not match the file size %zu", path,
+                    (unsigned long long)h->n_tokens, s->map_size);
+    if (rc) {
+        shard_close(s);
+        return rc;
+    }
+    s->ids = b + SHARD_HEADER_SIZE;
+    return KG_OK;
+}
+
+void shard_close(Shard *s) {
+    if (s->map) munmap(s->map, s->map_size);
+    s->map = NULL;
+    s->ids = NULL;
+}
+
+static int shard_name_cmp(const void *a, const void *b) { return strcmp(a, b); }
+
+int shard_list(const char *dir, const char *prefix, char (**names)[SHARD_NAME_MAX], size_t *n,
+               char *err) {
+    *names = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) return kg_err(err, KG_EIO, "opendir %s: %s", dir, strerror(errno));
+    size_t cap = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)) || !ends_with(e->d_name, ".bin")) continue;
+        if (strlen(e->d_name) >= SHARD_NAME_MAX) continue;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            char(*q)[SHARD_NAME_MAX] = realloc(*names, cap * sizeof *q);
+            if (!q) {
+                closedir(d);
+                free(*names);
+                *names = NULL;
+                *n = 0;
+                return kg_err(err, KG_ENOMEM, "opendir %s: out of memory", dir);
+            }
+            *names = q;
+        }
+        memcpy((*names)[(*n)++], e->d_name, strlen(e->d_name) + 1); // < SHARD_NAME_MAX: checked
+    }
+    closedir(d);
+    if (*n) qsort(*names, *n, SHARD_NAME_MAX, shard_name_cmp);
+    return KG_OK;
+}
+
+// Windows of T+1 ids a shard of n ids holds.
+static uint64_t shard_windows(uint64_t n, size_t T) { return n > T ? (n - 1) / T : 0; }
+
+// Rebuilds the epoch's shard list from the directory and shuffles it by (seed, epoch).
+static int loader_scan(ShardLoader *l, char *err) {
+    free(l->names);
+    l->names = NULL;
+    int rc = shard_list(l->dir, "train_", &l->names, &l->n_names, err);
+    if (rc) return rc;
+    uint64_t r = mix64(l->seed ^ mix64(l->pos.epoch + 1));
+    for (size_t i = l->n_names; i > 1; i--) { // Fisher-Yates
+        r = mix64(r);
+        size_t j = (size_t)(r % i);
+        char tmp[SHARD_NAME_MAX];
+        memcpy(tmp, l->names[i - 1], SHARD_NAME_MAX);
+        memcpy(l->names[i - 1], l->names[j], SHARD_NAME_MAX);
+        memcpy(l->names[j], tmp, SHARD_NAME_MAX);
+    }
+    return KG_OK;
+}
+
+// Opens shard index l->pos.shard of this epoch and shuffles its window order.
+static int loader_open_shard(ShardLoader *l, char *err) {
+    shard_close(&l->cur);
+    int rc = shard_open(&l->cur, l->dir, l->names[l->pos.shard], err);
+    if (rc) return rc;
+    if (l->cur.h.vocab_size > l->vocab_size)
+        return kg_err(err, KG_EFORMAT, "%s/%s: tokenizer vocabulary %llu exceeds the model's %u",
+                      l->dir, l->cur.name, (unsigned long long)l->cur.h.vocab_size, l->vocab_size);
+    l->n_windows = shard_windows(l->cur.h.n_tokens, l->T);
+    if (l->n_windows > UINT32_MAX)
+        return kg_err(err, KG_EFORMAT, "%s/%s: too many windows", l->dir, l->cur.name);
+    free(l->perm);
+    l->perm = malloc((l->n_windows ? l->n_windows : 1) * sizeof *l->perm);
+    if (!l->perm) return kg_err(err, KG_ENOMEM, "shard %s: out of memory", l->cur.name);
+    for (uint64_t i = 0; i < l->n_windows; i++)
+        l->perm[i] = (uint32_t)i;
+    uint64_t r = mix64(l->seed ^ mix64(l->pos.epoch + 1) ^ hash_name(l->cur.name));
+    for (uint64_t i = l->n_windows; i > 1; i--) {
+        r = mix64(r);
+        uint64_t j = r % i;
+        uint32_t t = l->perm[i - 1];
+        l->perm[i - 1] = l->perm[j];
+        l->perm[j] = t;
+    }
+    return KG_OK;
+}
+
+// Moves to a shard with a window left, starting a new epoch (and rescanning) as needed.
+static int loader_settle(ShardLoader *l, char *err) {
+    for (int epochs = 0;;) {
+        if (l->cur.map && l->pos.window < l->n_windows) return KG_OK;
+        if (l->cur.map) { // finished this shard
+            shard_close(&l->cur);
+            l->pos.shard++;
+            l->pos.window = 0;
+        }
+        if (l->pos.shard >= l->n_names) {
+            if (++epochs > 2)
+                return kg_err(err, KG_EINVAL, "%s: no train shard holds %zu+1 tokens", l->dir,
+                              l->T);
+            l->pos.epoch++;
+            l->pos.shard = 0;
+            l->pos.window = 0;
+            int rc = loader_scan(l, err);
+            if (rc) return rc;
+            continue;
+        }
+        int rc = loader_open_shard(l, err);
+        if (rc) return rc;
+    }
+}
+
+int shard_loader_open(ShardLoader *l, const char *dir, size_t T, uint64_t seed, uint32_t vocab_size,
+                      const ShardPos *pos, char (*names)[SHARD_NAME_MAX], size_t n_names,
+                      char *err) {
+    memset(l, 0, sizeof *l);
+    l->dir = strdup(dir);
+    if (!l->dir) return kg_err(err, KG_ENOMEM, "loader: out of memory");
+    l->T = T;
+    l->seed = seed;
+    l->vocab_size = vocab_size;
+    if (pos) l->pos = *pos;
+    int rc;
+    if (names && n_names) {
+        l->names = malloc(n_names * SHARD_NAME_MAX);
+        if (!l->names) return kg_err(err, KG_ENOMEM, "loader: out of memory");
+        memcpy(l->names, names, n_names * SHARD_NAME_MAX);
+        l->n_names = n_names;
+    } else if ((rc = loader_scan(l, err))) {
+        shard_loader_close(l);
+        return rc;
+    }
+    if (l->pos.shard < l->n_names && (rc = loader_open_shard(l, err))) {
+        shard_loader_close(l);
+        return rc;
+    }
+    if ((rc = loader_settle(l, err))) shard_loader_close(l);
+    return rc;
+}
+
+void shard_loader_close(ShardLoader *l) {
+    shard_close(&l->cur);
+    free(l->perm);
+    free(l->names);
+    free(l->dir);
+    memset(l, 0, sizeof *l);
+}
+
+int shard_loader_next(ShardLoader *l, int *inputs, int *targets, size_t B, char *err) {
+    const size_t T = l->T;
+    for (size_t b = 0; b < B; b++) {
+        int rc = loader_settle(l, err);
+        if (rc) return rc;
+        uint64_t start = (uint64_t)l->perm[l->pos.window++] * T;
+        for (size_t t = 0; t < T; t++) {
+            inputs[b * T + t] = shard_id(&l->cur, start + t);
+            targets[b * T + t] = shard_id(&l->cur, start + t + 1);
+        }
+    }
+    return KG_OK; // lazily: the next call moves on, so a shard dropped in meanwhile joins
+}
+
+int shard_loader_skip(ShardLoader *l, uint64_t n, char *err) {
+    while (n > 0) {
+        int rc = loader_settle(l, err);
+        if (rc) return rc;
+        uint64_t k = l->n_windows - l->pos.window;
+        k = k < n ? k : n;
+        l->pos.window += k;
+        n -= k;
+    }
+    return KG_OK;
+}

@@ -1,0 +1,383 @@
+// train.c — the training loop (train.h). Shapes: B sequences of T tokens per micro-step
+// and rank, V vocabulary, n = parameters (one flat f32 buffer, gpt2_param_tensors order).
+#include "train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "adamw.h"
+#include "ckpt.h"
+#include "model/backend.h"
+#include "model/gpt2.h"
+#include "model/kg.h"
+#include "shard.h"
+#include "tokenizer/tokenizer.h"
+
+TrainArgs train_defaults(void) {
+    return (TrainArgs){.n_layer = 4,
+                       .n_embd = 256,
+                       .n_head = 4,
+                       .n_ctx = 256,
+                       .steps = 1000,
+                       .B = 8,
+                       .T = 128,
+                       .grad_accum = 1,
+                       .lr = 6e-4f,
+                       .min_lr = -1,
+                       .weight_decay = 0.1f,
+                       .clip = 1.0f,
+                       .warmup = 0,
+                       .seed = 1337,
+                       .val_every = 250,
+                       .save_every = 500,
+                       .val_tokens = 65536,
+                       .log_every = 1};
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// "1h02m", "3m05s", "12s"
+static void fmt_duration(char *buf, size_t cap, double s) {
+    long t = (long)(s + 0.5);
+    if (t >= 3600)
+        snprintf(buf, cap, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else if (t >= 60)
+        snprintf(buf, cap, "%ldm%02lds", t / 60, t % 60);
+    else
+        snprintf(buf, cap, "%lds", t);
+}
+
+// --- validation: windows of T+1 over the val shards in order, split over ranks ---
+
+typedef struct {
+    Shard *shards;
+    size_t n;
+    uint64_t tokens, bytes; // over all val shards: tokens per byte for bits-per-byte
+} ValSet;
+
+static void val_close(ValSet *v) {
+    for (size_t i = 0; i < v->n; i++)
+        shard_close(&v->shards[i]);
+    free(v->shards);
+    memset(v, 0, sizeof *v);
+}
+
+static int val_open(ValSet *v, const char *dir, size_t V, char *err) {
+    memset(v, 0, sizeof *v);
+    char(*names)[SHARD_NAME_MAX] = NULL;
+    size_t n = 0;
+    int rc = shard_list(dir, "val_", &names, &n, err);
+    if (rc || !n) {
+        free(names);
+        return rc;
+    }
+    v->shards = calloc(n, sizeof *v->shards);
+    if (!v->shards) rc = kg_err(err, KG_ENOMEM, "val: out of memory");
+    for (size_t i = 0; i < n && !rc; i++) {
+        if ((rc = shard_open(&v->shards[i], dir, names[i], err))) break;
+        v->n++;
+        if (v->shards[i].h.vocab_size > V)
+            rc = kg_err(err, KG_EFORMAT, "%s/%s: vocabulary %llu exceeds the model's %zu", dir,
+                        names[i], (unsigned long long)v->shards[i].h.vocab_size, V);
+        v->tokens += v->shards[i].h.n_tokens;
+        v->bytes += v->shards[i].h.text_bytes;
+    }
+    free(names);
+    if (rc) val_close(v);
+    return rc;
+}
+
+// Forward over the b windows gathered in inputs/targets (rows b..B-1 padded with ignored
+// targets); adds nats and target counts into acc.
+static int val_flush(const Gpt2 *m, Gpt2Train *t, size_t b, size_t B, size_t T, int *inputs,
+                     int *targets, double acc[2], char *err) {
+    for (size_t r = b; r < B; r++)
+        for (size_t i = 0; i < T; i++) {
+            inputs[r * T + i] = 0;
+            targets[r * T + i] = -1;
+        }
+    float loss;
+    int rc = gpt2_train_forward(m, t, inputs, targets, &loss, err);
+    if (rc) return rc;
+    acc[0] += (double)loss * (double)(b * T);
+    acc[1] += (double)(b * T);
+    return KG_OK;
+}
+
+// Mean loss (nats per token) over the first max_tokens of the val shards, windows dealt
+// round-robin to the ranks.
+static int validate(const Gpt2 *m, Gpt2Train *t, const ValSet *v, Dist *d, size_t B, size_t T,
+                    uint64_t max_tokens, int *inputs, int *targets, double *loss_out, char *err) {
+    double acc[2] = {0, 0}; // nats, targets (this rank)
+    uint64_t w_global = 0, budget = max_tokens / T;
+    size_t b = 0;
+    int rc = KG_OK;
+    for (size_t s = 0; s < v->n && w_global < budget && !rc; s++) {
+        const Shard *sh = &v->shards[s];
+        uint64_t nw = sh->h.n_tokens > T ? (sh->h.n_tokens - 1) / T : 0;
+        for (uint64_t w = 0; w < nw && w_global < budget && !rc; w++, w_global++) {
+            if (w_global % (uint64_t)d->size != (uint64_t)d->rank) continue;
+            for (size_t i = 0; i < T; i++) {
+                inputs[b * T + i] = shard_id(sh, w * T + i);
+                targets[b * T + i] = shard_id(sh, w * T + i + 1);
+            }
+            if (++b == B) {
+                rc = val_flush(m, t, b, B, T, inputs, targets, acc, err);
+                b = 0;
+            }
+        }
+    }
+    if (!rc && b > 0) rc = val_flush(m, t, b, B, T, inputs, targets, acc, err);
+    if (!rc) rc = dist_allreduce_sum_f64(d, acc, 2, err);
+    if (rc) return rc;
+    *loss_out = acc[1] > 0 ? acc[0] / acc[1] : NAN;
+    return KG_OK;
+}
+
+// --- setup ---
+
+typedef struct {
+    KgBackend *be;
+    Gpt2 m;
+    int have_model;
+    Gpt2ParamTensor *tensors;
+    size_t n_tensors, n_params;
+    Gpt2Train *t;
+    AdamW opt;
+    ShardLoader loader;
+    int have_loader;
+    ValSet val;
+    int *inputs, *targets; // (B, T) host
+    char tok_file[4096];
+    CkptState st; // resumed state (names owned)
+} Run;
+
+static void run_free(Run *r) {
+    free(r->inputs);
+    free(r->targets);
+    val_close(&r->val);
+    if (r->have_loader) shard_loader_close(&r->loader);
+    adamw_free(&r->opt);
+    if (r->t) gpt2_train_free(r->t);
+    free(r->tensors);
+    if (r->have_model) gpt2_close(&r->m);
+    if (r->be) kg_backend_free(r->be);
+    ckpt_state_free(&r->st);
+}
+
+// Builds or loads the model: from the checkpoint when resuming, else from --init, else new.
+static int run_model(Run *r, const TrainArgs *a, int resuming, char *err) {
+    Gpt2Config c = {0};
+    const char *from = resuming ? a->out_dir : a->init;
+    const char *tok_src = a->tokenizer ? a->tokenizer : from;
+    if (resuming) tok_src = a->out_dir;
+    if (!tok_src) return kg_err(err, KG_EINVAL, "train: --tokenizer is required for a new model");
+    int rc = ckpt_tokenizer_file(tok_src, r->tok_file, sizeof r->tok_file, err);
+    if (rc) return rc;
+    if (!from) {
+        Tokenizer *tok = NULL;
+        if ((rc = tok_open(&tok, r->tok_file, err))) return rc;
+        TokSpecial sp = tok_special(tok);
+        c = (Gpt2Config){.n_layer = a->n_layer,
+                         .n_head = a->n_head,
+                         .n_embd = a->n_embd,
+                         .n_ctx = a->n_ctx,
+                         .vocab_size = tok_vocab_size(tok),
+                         .n_inner = 4 * a->n_embd,
+                         .ln_eps = 1e-5f,
+                         .gelu = GPT2_GELU_TANH,
+                         .bos_id = sp.bos,
+                         .eos_id = sp.eos,
+                         .pad_id = sp.pad,
+                         .tie_embeddings = 1};
+        tok_free(tok);
+        if (!a->n_head || a->n_embd % a->n_head)
+            return kg_err(err, KG_EINVAL, "train: --n-embd %zu is not a multiple of --n-head %zu",
+                          a->n_embd, a->n_head);
+    }
+    if ((rc = gpt2_train_model_new(&r->m, &c, from, r->be, a->seed, err))) return rc;
+    r->have_model = 1;
+    if (a->T > r->m.config.n_ctx)
+        return kg_err(err, KG_EINVAL, "train: --seq %zu exceeds the model's n_ctx %zu", a->T,
+                      r->m.config.n_ctx);
+    r->n_params = gpt2_param_count(&r->m.config);
+    r->n_tensors = gpt2_param_tensors(&r->m.config, NULL);
+    r->tensors = malloc(r->n_tensors * sizeof *r->tensors);
+    if (!r->tensors) return kg_err(err, KG_ENOMEM, "train: out of memory");
+    gpt2_param_tensors(&r->m.config, r->tensors);
+    return KG_OK;
+}
+
+static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) {
+    int rc;
+    if (d->rank == 0 && (rc = ckpt_recover(a->out_dir, err))) return rc;
+    if ((rc = dist_barrier(d, err))) return rc;
+    int resuming = a->resume && ckpt_exists(a->out_dir);
+    if (a->resume && !resuming && log)
+        fprintf(log, "no checkpoint in %s: starting from step 0\n", a->out_dir);
+    r->be = kg_cpu_backend_new(a->threads, err);
+    if (!r->be) return KG_ENOMEM;
+    if ((rc = run_model(r, a, resuming, err))) return rc;
+    if ((rc = adamw_init(&r->opt, r->n_params, err))) return rc;
+    if (resuming) {
+        if ((rc = ckpt_state_read(a->out_dir, &r->st, &r->opt, err))) return rc;
+        if (r->st.T != a->T && log)
+            fprintf(log, "note: checkpoint used --seq %llu, now %zu: the data order differs\n",
+                    (unsigned long long)r->st.T, a->T);
+    }
+    // every rank starts from rank 0's weights (a checkpoint or a seeded init agree anyway)
+    if ((rc = dist_broadcast(d, r->m.params, r->n_params, err))) return rc;
+    rc = shard_loader_open(&r->loader, a->data_dir, a->T, a->seed, (uint32_t)r->m.config.vocab_size,
+                           resuming ? &r->st.pos : NULL, r->st.names, r->st.n_names, err);
+    if (rc) return rc;
+    r->have_loader = 1;
+    if ((rc = val_open(&r->val, a->data_dir, r->m.config.vocab_size, err))) return rc;
+    r->t = gpt2_train_new(&r->m, a->B, a->T, a->recompute, err);
+    if (!r->t) return KG_ENOMEM;
+    r->inputs = malloc(a->B * a->T * sizeof *r->inputs);
+    r->targets = malloc(a->B * a->T * sizeof *r->targets);
+    if (!r->inputs || !r->targets) return kg_err(err, KG_ENOMEM, "train: out of memory");
+    if (log) {
+        const Gpt2Config *c = &r->m.config;
+        fprintf(log,
+                "model: L=%zu C=%zu NH=%zu n_ctx=%zu V=%zu, %.2fM parameters; activations "
+                "%.1f MiB%s\n",
+                c->n_layer, c->n_embd, c->n_head, c->n_ctx, c->vocab_size, r->n_params / 1e6,
+                gpt2_train_bytes(r->t) / 1048576.0, a->recompute ? " (recompute)" : "");
+        fprintf(log, "batch: %zu x %zu tokens x %zu accum x %d ranks = %zu tokens/step\n", a->B,
+                a->T, a->grad_accum, d->size, a->B * a->T * a->grad_accum * (size_t)d->size);
+        if (resuming)
+            fprintf(log, "resumed %s at step %llu\n", a->out_dir, (unsigned long long)r->st.step);
+    }
+    return KG_OK;
+}
+
+static int run_save(Run *r, const TrainArgs *a, Dist *d, uint64_t step, char *err) {
+    int rc = KG_OK;
+    if (d->rank == 0) {
+        CkptState st = {.step = step,
+                        .total_steps = a->steps,
+                        .seed = a->seed,
+                        .B = a->B,
+                        .T = a->T,
+                        .ranks = (uint64_t)d->size,
+                        .grad_accum = a->grad_accum,
+                        .n_params = r->n_params,
+                        .pos = r->loader.pos,
+                        .names = r->loader.names,
+                        .n_names = r->loader.n_names};
+        rc = ckpt_save(a->out_dir, &r->m, KG_F32, r->tok_file, &st, &r->opt, err);
+    }
+    int rc2 = dist_barrier(d, rc ? NULL : err);
+    return rc ? rc : rc2;
+}
+
+static int run_validate(Run *r, const TrainArgs *a, Dist *d, FILE *log, uint64_t step, char *err) {
+    if (!r->val.n || !r->val.bytes) return KG_OK;
+    double loss;
+    int rc = validate(&r->m, r->t, &r->val, d, a->B, a->T, a->val_tokens, r->inputs, r->targets,
+                      &loss, err);
+    if (rc) return rc;
+    double bpb = loss / M_LN2 * (double)r->val.tokens / (double)r->val.bytes;
+    if (log && !isnan(loss))
+        fprintf(log, "val step %llu loss %.4f bpb %.4f\n", (unsigned long long)step, loss, bpb);
+    return KG_OK;
+}
+
+// One optimizer step: grad_accum micro-steps of B windows on each rank, then all-reduce
+// and AdamW. *loss = the mean over micro-steps and ranks.
+static int run_step(Run *r, const TrainArgs *a, Dist *d, uint64_t step, double *loss, double *norm,
+                    float *lr, char *err) {
+    const size_t B = a->B;
+    const uint64_t others = (uint64_t)(d->size - 1 - d->rank) * B;
+    double loss_sum = 0;
+    int rc;
+    gpt2_train_zero_grad(r->t);
+    for (size_t k = 0; k < a->grad_accum; k++) {
+        // global micro-batch k*size + rank: every rank reads the same stream, takes its slice
+        if ((rc = shard_loader_skip(&r->loader, (uint64_t)d->rank * B, err))) return rc;
+        if ((rc = shard_loader_next(&r->loader, r->inputs, r->targets, B, err))) return rc;
+        if ((rc = shard_loader_skip(&r->loader, others, err))) return rc;
+        float l;
+        if ((rc = gpt2_train_forward(&r->m, r->t, r->inputs, r->targets, &l, err))) return rc;
+        gpt2_train_backward(&r->m, r->t);
+        loss_sum += l;
+    }
+    float *grads = gpt2_train_grads(r->t);
+    if ((rc = dist_allreduce_mean(d, grads, r->n_params, err))) return rc;
+    double ls = loss_sum / (double)a->grad_accum;
+    if ((rc = dist_allreduce_sum_f64(d, &ls, 1, err))) return rc;
+    *loss = ls / d->size;
+    float scale = 1.0f / (float)a->grad_accum; // backward summed the micro-steps' means
+    *norm = adamw_grad_norm(grads, r->n_params) * scale;
+    scale *= adamw_clip_scale(*norm, a->clip);
+    *lr = adamw_lr(step, a->steps, a->warmup, a->lr, a->min_lr < 0 ? a->lr * 0.1f : a->min_lr);
+    AdamWHyper h = ADAMW_DEFAULTS;
+    h.weight_decay = a->weight_decay;
+    adamw_step(&r->opt, r->m.params, grads, r->tensors, r->n_tensors, *lr, scale, &h);
+    return KG_OK;
+}
+
+int train_run(const TrainArgs *a, Dist *d, FILE *log, char *err) {
+    Run r = {0};
+    int rc = run_setup(&r, a, d, log, err);
+    uint64_t step = r.st.step;
+    double t_start = now_s(), t_last = t_start;
+    uint64_t steps_timed = 0;
+    const double tokens_per_step = (double)(a->B * a->T * a->grad_accum) * d->size;
+    for (; !rc && step < a->steps && !(a->stop_at && step >= a->stop_at); step++) {
+        if (a->val_every && step % a->val_every == 0 && step > r.st.step &&
+            (rc = run_validate(&r, a, d, log, step, err)))
+            break;
+        double loss, norm;
+        float lr;
+        if ((rc = run_step(&r, a, d, step, &loss, &norm, &lr, err))) break;
+        double t_now = now_s(), dt = t_now - t_last;
+        t_last = t_now;
+        steps_timed++;
+        if (!isfinite(loss)) {
+            rc = kg_err(err, KG_EINTERNAL, "step %llu: loss is %f", (unsigned long long)step + 1,
+                        loss);
+            break;
+        }
+        if (log && (a->log_every <= 1 || (step + 1) % a->log_every == 0 || step == 0)) {
+            char eta[32];
+            fmt_duration(eta, sizeof eta, (t_now - t_start) / steps_timed * (a->steps - step - 1));
+            fprintf(log, "step %llu/%llu loss %.6f lr %.3e norm %.3f tok/s %.0f ms %.1f eta %s\n",
+                    (unsigned long long)step + 1, (unsigned long long)a->steps, loss, lr, norm,
+                    tokens_per_step / dt, dt * 1e3, eta);
+            fflush(log);
+        }
+        int last = step + 1 == a->steps || step + 1 == a->stop_at;
+        if ((a->save_every && (step + 1) % a->save_every == 0) || last) {
+            if ((rc = run_save(&r, a, d, step + 1, err))) break;
+            if (log) {
+                fprintf(log, "checkpoint step %llu -> %s\n", (unsigned long long)step + 1,
+                        a->out_dir);
+                fflush(log);
+            }
+        }
+    }
+    if (!rc && step == a->steps && step > r.st.step) rc = run_validate(&r, a, d, log, step, err);
+    run_free(&r);
+    return rc;
+}
+
+int train_export(const char *from, const char *out, int dtype, char *err) {
+    Run r = {0};
+    int rc = ckpt_tokenizer_file(from, r.tok_file, sizeof r.tok_file, err);
+    if (!rc && !(r.be = kg_cpu_backend_new(1, err))) rc = KG_ENOMEM;
+    Gpt2Config unused = {0}; // the config comes from `from`
+    if (!rc && !(rc = gpt2_train_model_new(&r.m, &unused, from, r.be, 0, err))) {
+        r.have_model = 1;
+        rc = ckpt_save(out, &r.m, (KgDtype)dtype, r.tok_file, NULL, NULL, err);
+    }
+    run_free(&r);
+    return rc;
+}
