@@ -70,6 +70,7 @@ static int run_config(const Shape *s, int threads, int recompute, size_t B, size
         goto end;
     }
     gpt2_param_tensors(&c, tensors);
+    opt.threads = threads;
     uint64_t rng = 42;
     for (size_t i = 0; i < B * T; i++) {
         in[i] = (int)(bench_rand(&rng) % s->V);

@@ -23,9 +23,10 @@ typedef struct {
 } NextArgs;
 
 static void next_usage(FILE *f) {
-    fprintf(f, "usage: kogpt2 next --model DIR (--text TEXT | --tokens ID,ID,...) [--top-k K]\n"
+    fprintf(f, "usage: kogpt2 next [--model DIR] (--text TEXT | --tokens ID,ID,...) [--top-k K]\n"
                "                   [--json] [--threads N] [--dtype auto|f32|f16|bf16]\n"
                "  --model DIR      Hugging Face layout: config.json + model.safetensors\n"
+               "                   (default: the project's models/default)\n"
                "  --text TEXT      the prompt as text (needs a tokenizer)\n"
                "  --tokens LIST    the prompt as token ids, comma-separated\n"
                "  --tokenizer P    tokenizer.json, *.model or a directory (default: --model)\n"
@@ -148,6 +149,9 @@ static int parse_next_args(int argc, char **argv, NextArgs *a) {
             return 2;
         }
     }
+    static char default_model[4096];
+    if (!a->model)
+        a->model = kg_find_data_dir("models/default", default_model, sizeof default_model);
     if (!a->model || !a->tokens == !a->text || a->top_k < 1 || a->threads < 0 || a->dtype == -2) {
         next_usage(stderr);
         return 2;

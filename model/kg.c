@@ -1,7 +1,16 @@
 #include "kg.h"
 
+#include <libgen.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef KG_SOURCE_DIR
+#define KG_SOURCE_DIR ""
+#endif
 
 int kg_err(char *err, int code, const char *fmt, ...) {
     if (err) {
@@ -36,4 +45,25 @@ const char *kg_strerror(int code) {
     default:
         return "internal";
     }
+}
+
+static int is_dir(const char *path) {
+    struct stat st;
+    return path[0] && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+char *kg_find_data_dir(const char *rel, char *buf, size_t cap) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        const char *dir = dirname(exe);
+        static const char *const UP[] = {"", "../", "../share/kogpt2/"};
+        for (size_t i = 0; i < sizeof UP / sizeof UP[0]; i++) {
+            snprintf(buf, cap, "%s/%s%s", dir, UP[i], rel);
+            if (is_dir(buf)) return buf;
+        }
+    }
+    snprintf(buf, cap, "%s/%s", KG_SOURCE_DIR, rel);
+    return KG_SOURCE_DIR[0] && is_dir(buf) ? buf : NULL;
 }

@@ -27,6 +27,12 @@ enum {
 // `return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));`.
 int kg_err(char *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+// Finds one of the project's data directories (rel: "web", "models/default") for a program:
+// beside its binary (build/kogpt2d -> build/web), one level up (-> web/), in an installed
+// share/kogpt2/ next to bin/, or in the source tree it was built from. Writes the path into
+// buf and returns buf, or NULL when there is none.
+char *kg_find_data_dir(const char *rel, char *buf, size_t cap);
+
 // A short stable name for a code ("invalid", "io", ...), for logs and JSON error types.
 const char *kg_strerror(int code);
 

@@ -124,7 +124,8 @@ static void sift_down_max(KgCandidate *h, size_t n, size_t i) {
 // of most probable tokens whose mass reaches top_p. Pops a heap only as far as needed, so a
 // peaked distribution costs O(n), not a sort. Returns k.
 static size_t nucleus(KgCandidate *c, size_t n, float top_p) {
-    for (size_t i = n / 2; i-- > 0;) sift_down_max(c, n, i);
+    for (size_t i = n / 2; i-- > 0;)
+        sift_down_max(c, n, i);
     double mass = 0;
     size_t k = 0, heap = n;
     while (heap && mass < top_p) { // move the best of the heap to the end of the heap region
@@ -146,7 +147,8 @@ static size_t nucleus(KgCandidate *c, size_t n, float top_p) {
 // Draws from the candidates c[0..n) (probabilities need not sum to 1) with u in [0, 1).
 static int draw(const KgCandidate *c, size_t n, float u) {
     double total = 0, acc = 0;
-    for (size_t i = 0; i < n; i++) total += c[i].prob;
+    for (size_t i = 0; i < n; i++)
+        total += c[i].prob;
     double r = u * total;
     for (size_t i = 0; i < n; i++) {
         acc += c[i].prob;

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs what kogpt2 needs to build and to run its tests on Debian 12 (run as root).
 # Build: compiler, CMake, libmicrohttpd, cJSON, SentencePiece, utf8proc, OpenBLAS.
-# Tests: PyTorch and NumPy (reference forward passes), python3-sentencepiece and the npm
-# package @huggingface/tokenizers (reference tokenizers), clang-format, valgrind.
+# Training: zlib (gzip corpora), OpenMPI (data parallelism).
+# Tests: PyTorch and NumPy (reference forward/backward passes), python3-sentencepiece and the
+# npm package @huggingface/tokenizers (reference tokenizers), Chromium + playwright-core (the
+# Explorer in a browser; Debian's Chromium, never a downloaded one), a Korean font for its
+# screenshots, clang-format, valgrind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
@@ -10,9 +13,11 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
     build-essential cmake ninja-build pkg-config git ca-certificates \
     libcjson-dev libmicrohttpd-dev libsentencepiece-dev sentencepiece libutf8proc-dev \
-    libopenblas-dev \
+    libopenblas-dev zlib1g-dev libopenmpi-dev openmpi-bin \
     python3 python3-torch python3-numpy python3-sentencepiece \
-    nodejs npm clang-format valgrind >/dev/null
-# reference tokenizer for the tokenizer.json parity tests (no install scripts: nothing downloads)
+    nodejs npm chromium fonts-nanum clang-format valgrind >/dev/null
+# npm packages for the tests, with no install scripts (nothing downloads a browser):
+# the reference tokenizer.json implementation, and playwright-core to drive Chromium
 (cd tests && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+(cd tests/browser && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 echo "deps: ok"

@@ -7,7 +7,6 @@
 // then tokenizer, weights, engine, one warm-up step, then /readyz turns 200.
 #include <errno.h>
 #include <getopt.h>
-#include <libgen.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -39,8 +38,9 @@ typedef struct {
 
 static void main_usage(FILE *f) {
     fprintf(f,
-            "usage: kogpt2d --model DIR [options]\n"
+            "usage: kogpt2d [--model DIR] [options]\n"
             "  --model DIR          model directory: config.json, model.safetensors, tokenizer\n"
+            "                       (default: the project's models/default)\n"
             "  --alias NAME         model name in replies (default: the directory's name)\n"
             "  --host ADDR          address to listen on (default 127.0.0.1; 0.0.0.0 for all)\n"
             "  --port N             TCP port (default 8080; 0 picks a free one)\n"
@@ -204,38 +204,24 @@ static void main_parse(MainArgs *a, int argc, char **argv) {
             exit(2);
         }
     }
-    if (optind < argc || !a->model) {
-        fprintf(stderr,
-                optind < argc ? "kogpt2d: unexpected argument '%s'\n"
-                              : "kogpt2d: --model DIR is required%s\n",
-                optind < argc ? argv[optind] : "");
+    if (optind < argc) {
+        fprintf(stderr, "kogpt2d: unexpected argument '%s'\n", argv[optind]);
         main_usage(stderr);
+        exit(2);
+    }
+    static char default_model[PATH_MAX];
+    if (!a->model &&
+        !(a->model = kg_find_data_dir("models/default", default_model, sizeof default_model))) {
+        fprintf(stderr, "kogpt2d: no --model DIR given and no default model (models/default)\n");
         exit(2);
     }
     if (a->api_key && !a->api_key[0]) a->api_key = NULL;
 }
 
-static int main_is_dir(const char *path) {
-    struct stat st;
-    return path && path[0] && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-// --web-dir, else web/ beside or above the binary (build/kogpt2d -> web/), else the
-// source tree's web/; NULL when none exists (then only the API is served).
+// --web-dir, else the project's web/ (kg_find_data_dir); NULL when there is none (then
+// only the API is served).
 static const char *main_web_dir(const char *flag, char *buf, size_t cap) {
-    if (flag) return flag;
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        const char *dir = dirname(exe);
-        static const char *const REL[] = {"web", "../web", "../share/kogpt2/web"};
-        for (size_t i = 0; i < sizeof REL / sizeof REL[0]; i++) {
-            snprintf(buf, cap, "%s/%s", dir, REL[i]);
-            if (main_is_dir(buf)) return buf;
-        }
-    }
-    return main_is_dir(KG_WEB_DIR) ? KG_WEB_DIR : NULL;
+    return flag ? flag : kg_find_data_dir("web", buf, cap);
 }
 
 static void main_log(const char *line) { fprintf(stderr, "%s\n", line); }

@@ -402,6 +402,17 @@ static int admit(Sched *s, SchedJob *j) {
     return 0;
 }
 
+// A finished job leaves the engine: its cache is freed, its figures counted, its owner woken.
+static void drop(Sched *s, SchedJob *j) {
+    kv_free(&j->kv, s->m);
+    pthread_mutex_lock(&s->mu);
+    s->gauges.cached_tokens_total += j->stats.cached_tokens;
+    s->gauges.generated_tokens_total += j->n_gen;
+    pthread_mutex_unlock(&s->mu);
+    job_notify(j);
+    job_unref(j);
+}
+
 // Moves queued jobs into free batch slots.
 static void admit_queued(Sched *s) {
     pthread_mutex_lock(&s->mu);
@@ -411,15 +422,11 @@ static void admit_queued(Sched *s) {
         if (!s->queue_head) s->queue_tail = NULL;
         s->n_queued--;
         pthread_mutex_unlock(&s->mu);
-        if (atomic_load(&j->cancelled))
-            job_finish(j, SCHED_DONE_CANCELLED, KG_ECANCEL, NULL);
-        else if (!admit(s, j)) {
+        if (atomic_load(&j->cancelled)) job_finish(j, SCHED_DONE_CANCELLED, KG_ECANCEL, NULL);
+        if (j->state == SCHED_RUNNING && !admit(s, j))
             s->active[s->n_active++] = j;
-            pthread_mutex_lock(&s->mu);
-            continue;
-        }
-        job_notify(j);
-        job_unref(j);
+        else
+            drop(s, j); // cancelled, or answered from the cache alone
         pthread_mutex_lock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);
@@ -434,17 +441,10 @@ static void retire(Sched *s) {
         pthread_mutex_lock(&j->mu);
         int running = j->state == SCHED_RUNNING;
         pthread_mutex_unlock(&j->mu);
-        if (running) {
+        if (running)
             s->active[kept++] = j;
-            continue;
-        }
-        kv_free(&j->kv, s->m);
-        pthread_mutex_lock(&s->mu);
-        s->gauges.cached_tokens_total += j->stats.cached_tokens;
-        s->gauges.generated_tokens_total += j->n_gen;
-        pthread_mutex_unlock(&s->mu);
-        job_notify(j);
-        job_unref(j);
+        else
+            drop(s, j);
     }
     s->n_active = kept;
 }

@@ -3,13 +3,23 @@
 # `npm ci --ignore-scripts` in tests/browser. Without node, Chromium or node_modules, or when
 # KG_SERVER_URL is set but unreachable, it exits 77 (skipped). Run: ctest -L browser
 #
-# The server it talks to: the built kogpt2d on a model directory when KG_BROWSER_MODEL_DIR is
-# set (and the target exists), else KG_SERVER_URL from the environment, else the mock
-# (tests/browser/mock_server.mjs, a fake daemon). Screenshots go to <build>/artifacts/.
+# The server it talks to: the built kogpt2d, on KG_BROWSER_MODEL_DIR or else on a small
+# random model the browser_model fixture makes; without kogpt2d, KG_SERVER_URL from the
+# environment, else the mock (tests/browser/mock_server.mjs, a fake daemon, for developing the
+# page alone). Screenshots go to <build>/artifacts/.
 find_program(KG_NODE NAMES node nodejs)
 set(KG_BROWSER_MODEL_DIR "" CACHE PATH "model directory for kogpt2d in the browser test (empty: mock or KG_SERVER_URL)")
 set(_browser_env "KG_ARTIFACT_DIR=${CMAKE_BINARY_DIR}/artifacts")
-if(TARGET kogpt2d AND KG_BROWSER_MODEL_DIR)
+# Without a model of one's own, the real daemon serves a small random model with KoGPT2 v2's
+# tokenizer, made by a fixture from ../shared (skipped there when the data is missing).
+if(TARGET kogpt2d AND NOT KG_BROWSER_MODEL_DIR AND PYTHON3)
+  set(_browser_model "${CMAKE_BINARY_DIR}/testdata/browser_model")
+  add_test(NAME browser_model
+    COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_server_lib.py make-model ${_browser_model})
+  set_tests_properties(browser_model PROPERTIES FIXTURES_SETUP browser_model LABELS "browser"
+    SKIP_RETURN_CODE 77 ENVIRONMENT "KG_SHARED_DIR=${KG_SHARED_DIR}")
+  list(APPEND _browser_env "KG_DAEMON=$<TARGET_FILE:kogpt2d>" "KG_MODEL_DIR=${_browser_model}")
+elseif(TARGET kogpt2d AND KG_BROWSER_MODEL_DIR)
   list(APPEND _browser_env "KG_DAEMON=$<TARGET_FILE:kogpt2d>" "KG_MODEL_DIR=${KG_BROWSER_MODEL_DIR}")
 endif()
 if(KG_NODE)
@@ -23,6 +33,9 @@ else()
 endif()
 set_tests_properties(test_browser_explorer PROPERTIES LABELS "browser" SKIP_RETURN_CODE 77
   TIMEOUT 300 ENVIRONMENT "${_browser_env}")
+if(_browser_model)
+  set_tests_properties(test_browser_explorer PROPERTIES FIXTURES_REQUIRED browser_model)
+endif()
 if(_browser_skip_regex)
   set_tests_properties(test_browser_explorer PROPERTIES SKIP_REGULAR_EXPRESSION "${_browser_skip_regex}")
 endif()

@@ -22,9 +22,12 @@ static int cmp_ids(const void *a, const void *b) { return cmp_desc(a, b, (void *
 // Reference softmax in double with temperature t.
 static void softmax_ref(const float *logits, size_t V, double t, double *p) {
     double mx = -INFINITY, sum = 0;
-    for (size_t i = 0; i < V; i++) mx = logits[i] > mx ? logits[i] : mx;
-    for (size_t i = 0; i < V; i++) sum += p[i] = exp((logits[i] - mx) / t);
-    for (size_t i = 0; i < V; i++) p[i] /= sum;
+    for (size_t i = 0; i < V; i++)
+        mx = logits[i] > mx ? logits[i] : mx;
+    for (size_t i = 0; i < V; i++)
+        sum += p[i] = exp((logits[i] - mx) / t);
+    for (size_t i = 0; i < V; i++)
+        p[i] /= sum;
 }
 
 static void test_topk(void) {
@@ -33,14 +36,17 @@ static void test_topk(void) {
     int *ids = malloc(V * sizeof *ids);
     double *p = malloc(V * sizeof *p);
     srand(1);
-    for (size_t i = 0; i < V; i++) logits[i] = (float)(rand() % 2000) / 100.0f - 10.0f; // ties
-    for (size_t i = 0; i < V; i++) ids[i] = (int)i;
+    for (size_t i = 0; i < V; i++)
+        logits[i] = (float)(rand() % 2000) / 100.0f - 10.0f; // ties
+    for (size_t i = 0; i < V; i++)
+        ids[i] = (int)i;
     g_logits = logits;
     qsort(ids, V, sizeof *ids, cmp_ids);
     KgCandidate c[50];
     size_t k = sampler_topk(logits, V, 1.0f, 50, c);
     int same = k == 50;
-    for (size_t i = 0; same && i < k; i++) same = c[i].id == ids[i];
+    for (size_t i = 0; same && i < k; i++)
+        same = c[i].id == ids[i];
     CHECK_MSG(same, "top-50 differs from a full sort");
     softmax_ref(logits, V, 1.0, p);
     double worst = 0;
@@ -55,7 +61,8 @@ static void test_topk(void) {
     // temperature divides the logits before the softmax
     softmax_ref(logits, V, 0.7, p);
     sampler_topk(logits, V, 0.7f, 5, c);
-    for (int i = 0; i < 5; i++) CHECK(fabs(c[i].logprob - log(p[c[i].id])) <= 1e-5);
+    for (int i = 0; i < 5; i++)
+        CHECK(fabs(c[i].logprob - log(p[c[i].id])) <= 1e-5);
     CHECK(sampler_topk(logits, 3, 1.0f, 10, c) == 3); // k > V
     free(logits);
     free(ids);
@@ -65,7 +72,8 @@ static void test_topk(void) {
 // Draws n samples and compares each token's frequency with the expected probability q.
 static int frequencies_match(Sampler *s, const float *logits, const double *q, size_t V, int n) {
     int *count = calloc(V, sizeof *count);
-    for (int i = 0; i < n; i++) count[sampler_sample(s, logits)]++;
+    for (int i = 0; i < n; i++)
+        count[sampler_sample(s, logits)]++;
     int ok = 1;
     for (size_t v = 0; v < V; v++) {
         double f = (double)count[v] / n, se = sqrt(q[v] * (1 - q[v]) / n) + 1e-9;
@@ -101,8 +109,10 @@ static void test_sampling(void) {
     int order[8] = {7, 0, 1, 2, 3, 4, 5, 6};
     double mass = 0;
     memset(q, 0, sizeof q);
-    for (int i = 0; i < 8 && mass < 0.8; i++) mass += q[order[i]] = p[order[i]];
-    for (int i = 0; i < 8; i++) q[i] /= mass;
+    for (int i = 0; i < 8 && mass < 0.8; i++)
+        mass += q[order[i]] = p[order[i]];
+    for (int i = 0; i < 8; i++)
+        q[i] /= mass;
     CHECK(frequencies_match(s, logits, q, V, n));
     sampler_free(s);
     // greedy, and a seed that repeats
@@ -111,7 +121,8 @@ static void test_sampling(void) {
     sampler_free(s);
     Sampler *a = sampler_new(V, 1.0f, 0, 0.9f, 99), *b = sampler_new(V, 1.0f, 0, 0.9f, 99);
     int same = 1;
-    for (int i = 0; i < 1000; i++) same &= sampler_sample(a, logits) == sampler_sample(b, logits);
+    for (int i = 0; i < 1000; i++)
+        same &= sampler_sample(a, logits) == sampler_sample(b, logits);
     CHECK(same);
     sampler_free(a);
     sampler_free(b);

@@ -195,3 +195,10 @@ def sse_events(data):
             if line.startswith("data: "):
                 out.append(line[6:])
     return out
+
+
+if __name__ == "__main__":
+    # python3 tests/test_server_lib.py make-model DIR: the model the browser test serves
+    if len(sys.argv) != 3 or sys.argv[1] != "make-model":
+        sys.exit("usage: test_server_lib.py make-model DIR")
+    make_model(sys.argv[2])

@@ -2,6 +2,7 @@
 // Tolerance: 1e-6 relative (float arithmetic on values near 1).
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -36,6 +37,31 @@ int main(void) {
     CHECK_MSG(near(params[2], 0.9), "not decayed %.9f (1 - 0.1 * 1)", params[2]);
     CHECK(near(o.m[2], 0.05) && near(o.v[2], 0.0125));
     adamw_free(&o);
+
+    // threads split the buffer; every element's result is the same as with one thread
+    size_t big = (size_t)1 << 19;
+    AdamW o1, o3;
+    REQUIRE(!adamw_init(&o1, big, NULL) && !adamw_init(&o3, big, NULL), "init");
+    o3.threads = 3;
+    float *p1 = malloc(big * sizeof *p1), *p3 = malloc(big * sizeof *p3);
+    float *gb = malloc(big * sizeof *gb);
+    for (size_t i = 0; i < big; i++) {
+        p1[i] = p3[i] = (float)(i % 97) * 0.01f;
+        gb[i] = (float)((int)(i % 13) - 6) * 0.1f;
+    }
+    Gpt2ParamTensor tb[3] = {{.offset = 0, .count = 1000, .decay = 0},
+                             {.offset = 1000, .count = big - 2000, .decay = 1},
+                             {.offset = big - 1000, .count = 1000, .decay = 0}};
+    for (int k = 0; k < 3; k++) {
+        adamw_step(&o1, p1, gb, tb, 3, 0.01f, 1.0f, &h);
+        adamw_step(&o3, p3, gb, tb, 3, 0.01f, 1.0f, &h);
+    }
+    CHECK(!memcmp(p1, p3, big * sizeof *p1) && !memcmp(o1.v, o3.v, big * sizeof *p1));
+    free(p1);
+    free(p3);
+    free(gb);
+    adamw_free(&o1);
+    adamw_free(&o3);
 
     // schedule: lr 1, floor 0.1, warmup 10, 111 steps (cosine over steps 10..110)
     CHECK(near(adamw_lr(0, 111, 10, 1.0f, 0.1f), 0.1));

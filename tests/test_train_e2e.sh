@@ -27,4 +27,19 @@ grep -q '^val step 60 loss .* bpb ' "$w/log"
   --lr 1e-4 --val-every 0 --threads 2 --out "$w/ft" > "$w/ft.log"
 grep -q '^model: L=2 C=64' "$w/ft.log" && grep -q '^step 3/3' "$w/ft.log"
 echo "fine-tune from f16 export: $(grep '^step 1/' "$w/ft.log" | cut -d' ' -f1-4)"
+# usage errors exit 2 before touching anything
+rc=0; "$B/kogpt2-train" train --data "$fx/data" --out "$w/x" --steps 1 2>/dev/null || rc=$?
+[ $rc = 2 ] || { echo "FAIL: a new model without --tokenizer gave $rc"; exit 1; }
+rc=0; "$B/kogpt2-train" train --data "$fx/data" --out "$w/x" --init "$w/ck" --n-layer 2 \
+  2>/dev/null || rc=$?
+[ $rc = 2 ] || { echo "FAIL: --init with --n-layer gave $rc"; exit 1; }
+rc=0; "$B/kogpt2-train" prepare --out "$w/x" 2>/dev/null || rc=$?
+[ $rc = 2 ] || { echo "FAIL: prepare without inputs gave $rc"; exit 1; }
+# a build without MPI refuses to run as one of several ranks
+if [ "${KG_MPI:-OFF}" != ON ]; then
+  rc=0; OMPI_COMM_WORLD_SIZE=2 "$B/kogpt2-train" train --data "$fx/data" --out "$w/x" \
+    --tokenizer "$fx/tok.model" --steps 1 2>"$w/mpi.err" || rc=$?
+  [ $rc = 1 ] && grep -q 'built without MPI' "$w/mpi.err" || { echo "FAIL: ran as 2 ranks"; exit 1; }
+fi
+[ ! -e "$w/x" ]
 echo PASS

@@ -104,6 +104,10 @@ int main(int argc, char **argv) {
     gzclose(g);
     write_file("d.txt", "우리는 주말에 영화를 보았다.\nplain ascii line\n마지막 줄");
     write_file("e.json", "[\"건너뛰는 파일\"]\n");
+    char never[600]; // never trained on: skipped in a walk, refused when named
+    snprintf(never, sizeof never, "%s/korean_hate_speech", in);
+    mkdir(never, 0755);
+    write_file("korean_hate_speech/x.txt", "읽으면 안 되는 줄\n");
     const char *docs[] = {"나는 학교에 갔다\n그래, \"좋아\"\n두 줄",
                           "오늘 바다에\n산에, 갔다",
                           "고양이가 책을 읽었다.",
@@ -121,6 +125,10 @@ int main(int argc, char **argv) {
     ShardPrepareStats st;
     REQUIRE(!shard_prepare(tok, &pa, &st, err), "%s", err);
     CHECK(st.files == 4);
+    snprintf(never, sizeof never, "%s/korean_hate_speech/x.txt", in);
+    const char *never_in[] = {never};
+    ShardPrepareArgs bad = {.inputs = never_in, .n_inputs = 1, .out_dir = data};
+    CHECK(shard_prepare(tok, &bad, NULL, err) == KG_EINVAL);
     CHECK_MSG(st.docs == n_docs, "%llu documents", (unsigned long long)st.docs);
     CHECK(st.val_docs == 3);
     CHECK_MSG(st.train_shards >= 2, "%d train shards (20 ids each)", st.train_shards);
@@ -146,6 +154,16 @@ int main(int argc, char **argv) {
               "val ids differ: %zu vs %zu", got_n, n_va);
     CHECK(sum.n_docs == 3 && sum.text_bytes == bytes_va);
     free(got);
+    // the val text beside the val shard: its documents, one per line, text_bytes bytes
+    char want_text[512], got_text[512], text_path[600];
+    snprintf(want_text, sizeof want_text, "%s\n%s\n%s\n", docs[2], docs[5], docs[8]);
+    snprintf(text_path, sizeof text_path, "%s/val_000000.txt", data);
+    FILE *tf = fopen(text_path, "rb");
+    REQUIRE(tf, "open %s", text_path);
+    size_t text_len = fread(got_text, 1, sizeof got_text - 1, tf);
+    fclose(tf);
+    got_text[text_len] = 0;
+    CHECK_MSG(!strcmp(got_text, want_text) && text_len == bytes_va, "val text: %s", got_text);
 
     // --- the loader: one epoch visits every window of every shard exactly once ---
     const size_t T = 4;

@@ -11,10 +11,6 @@ set(KG_TRAIN_ENV "KG_SHARED_DIR=${KG_SHARED_DIR};KG_SOURCE_DIR=${CMAKE_SOURCE_DI
 
 kg_test(test_train_adamw SOURCES test_train_adamw.c LIBS kgtrain LABELS train)
 
-if(NOT KG_HAVE_TRAIN_API) # model/gpt2_train.c not in yet (see train/CMakeLists.txt)
-  return()
-endif()
-
 add_test(NAME train_testdata
   COMMAND sh ${CMAKE_SOURCE_DIR}/tests/test_train_fixture.sh ${KG_TRAIN_TESTDATA})
 set_tests_properties(train_testdata PROPERTIES FIXTURES_SETUP train_testdata

@@ -20,10 +20,11 @@ typedef struct {
     ((AdamWHyper){.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f})
 
 typedef struct {
-    size_t n;   // floats in the parameter buffer
-    float *m;   // (n) first moment
-    float *v;   // (n) second moment
-    uint64_t t; // steps taken (bias correction uses t + 1 for the next one)
+    size_t n;    // floats in the parameter buffer
+    float *m;    // (n) first moment
+    float *v;    // (n) second moment
+    uint64_t t;  // steps taken (bias correction uses t + 1 for the next one)
+    int threads; // threads a step splits the buffer over (0 or 1: the caller's own)
 } AdamW;
 
 // Zeroed moments for n parameters. KG_ENOMEM with err filled. Free with adamw_free().
@@ -32,7 +33,8 @@ void adamw_free(AdamW *o);
 
 // One optimizer step: for each tensor, params -= AdamW(grads * grad_scale), decay only where
 // the tensor's flag says. grad_scale folds in 1/accumulation steps and the clipping factor.
-// params and grads are (o->n) floats; tensors cover them exactly. Increments o->t.
+// params and grads are (o->n) floats; tensors cover them exactly. Increments o->t. The
+// result does not depend on o->threads (each element is updated on its own).
 void adamw_step(AdamW *o, float *params, const float *grads, const Gpt2ParamTensor *tensors,
                 size_t n_tensors, float lr, float grad_scale, const AdamWHyper *h);
 

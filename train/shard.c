@@ -84,6 +84,8 @@ typedef struct {
     FILE *f;
     char tmp_path[4096];
     ShardHeader h;
+    int keep_text; // also write the documents' text, one per line, to NAME.txt (validation:
+    FILE *text;    // its size is text_bytes, the bits-per-byte denominator; xz -9 it to compare)
 } ShardWriter;
 
 static void header_encode(unsigned char *buf, const ShardHeader *h) {
@@ -117,6 +119,12 @@ static int writer_begin(ShardWriter *w, char *err) {
              w->next_index);
     w->f = fopen(w->tmp_path, "wb");
     if (!w->f) return kg_err(err, KG_EIO, "open %s: %s", w->tmp_path, strerror(errno));
+    if (w->keep_text) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s%06d.txt.tmp", w->dir, w->prefix, w->next_index);
+        if (!(w->text = fopen(path, "wb")))
+            return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
+    }
     w->h = (ShardHeader){
         .version = SHARD_VERSION, .dtype_size = w->dtype_size, .vocab_size = w->vocab_size};
     unsigned char hdr[SHARD_HEADER_SIZE];
@@ -135,13 +143,25 @@ static int writer_end(ShardWriter *w, char *err) {
     bad |= fflush(w->f) || fsync(fileno(w->f));
     bad |= fclose(w->f) != 0;
     w->f = NULL;
+    char text_tmp[4096], text_path[4096];
+    size_t stem = strlen(w->tmp_path) - 8; // without ".bin.tmp"
+    snprintf(text_tmp, sizeof text_tmp, "%.*s.txt.tmp", (int)stem, w->tmp_path);
+    snprintf(text_path, sizeof text_path, "%.*s.txt", (int)stem, w->tmp_path);
+    if (w->text) {
+        bad |= fflush(w->text) || fsync(fileno(w->text));
+        bad |= fclose(w->text) != 0;
+        w->text = NULL;
+    }
     if (bad) return kg_err(err, KG_EIO, "write %s: %s", w->tmp_path, strerror(errno));
     if (w->h.n_tokens == 0) {
         unlink(w->tmp_path);
+        if (w->keep_text) unlink(text_tmp);
         return KG_OK;
     }
     char final_path[4096];
     snprintf(final_path, sizeof final_path, "%.*s", (int)(strlen(w->tmp_path) - 4), w->tmp_path);
+    if (w->keep_text && rename(text_tmp, text_path))
+        return kg_err(err, KG_EIO, "rename %s: %s", text_tmp, strerror(errno));
     if (rename(w->tmp_path, final_path))
         return kg_err(err, KG_EIO, "rename %s: %s", w->tmp_path, strerror(errno));
     w->next_index++;
@@ -149,8 +169,9 @@ static int writer_end(ShardWriter *w, char *err) {
     return KG_OK;
 }
 
-// Appends one document's ids and its EOS.
-static int writer_doc(ShardWriter *w, const int *ids, size_t n, int eos, size_t bytes, char *err) {
+// Appends one document's ids and its EOS (and its text and a newline when keep_text).
+static int writer_doc(ShardWriter *w, const int *ids, size_t n, int eos, const char *text,
+                      size_t bytes, char *err) {
     if (!w->f) {
         int rc = writer_begin(w, err);
         if (rc) return rc;
@@ -172,6 +193,8 @@ static int writer_doc(ShardWriter *w, const int *ids, size_t n, int eos, size_t 
             fill = 0;
         }
     }
+    if (w->text && (fwrite(text, 1, bytes, w->text) != bytes || fputc('\n', w->text) == EOF))
+        return kg_err(err, KG_EIO, "write %s text: %s", w->tmp_path, strerror(errno));
     w->h.n_tokens += n + 1;
     w->h.n_docs++;
     w->h.text_bytes += bytes + 1;
@@ -285,7 +308,7 @@ static int prep_doc(Prep *p, const char *text, size_t len, char *err) {
     uint64_t k = p->st.docs++;
     int to_val = p->val_every && k % p->val_every == p->val_every - 1;
     ShardWriter *w = to_val ? &p->val : &p->train;
-    int rc = writer_doc(w, ids, n, p->eos, len, err);
+    int rc = writer_doc(w, ids, n, p->eos, text, len, err);
     free(ids);
     if (rc) return rc;
     if (to_val) {
@@ -344,6 +367,12 @@ static int text_ext(const char *name) {
 
 // A file is read; a directory is walked in name order (only text extensions).
 static int prep_path(Prep *p, const char *path, int named, char *err) {
+    if (strstr(path, SHARD_NEVER_TRAIN)) { // toxic comments: evaluation only, never training
+        if (named)
+            return kg_err(err, KG_EINVAL, "%s: %s is never used for training", path,
+                          SHARD_NEVER_TRAIN);
+        return KG_OK;
+    }
     struct stat sb;
     if (stat(path, &sb)) return kg_err(err, KG_EIO, "stat %s: %s", path, strerror(errno));
     if (!S_ISDIR(sb.st_mode)) return (named || text_ext(path)) ? prep_file(p, path, err) : KG_OK;
@@ -395,6 +424,7 @@ int shard_prepare(const Tokenizer *tok, const ShardPrepareArgs *args, ShardPrepa
     p.train = p.val = w;
     p.train.prefix = "train_";
     p.val.prefix = "val_";
+    p.val.keep_text = 1;
     int rc = next_shard_index(args->out_dir, "train_", err);
     if (rc < 0) return rc;
     p.train.next_index = rc;
@@ -408,6 +438,7 @@ int shard_prepare(const Tokenizer *tok, const ShardPrepareArgs *args, ShardPrepa
     int rc3 = writer_end(&p.val, rc || rc2 ? NULL : err);
     if (p.train.f) fclose(p.train.f);
     if (p.val.f) fclose(p.val.f);
+    if (p.val.text) fclose(p.val.text);
     rc = rc ? rc : rc2 ? rc2 : rc3;
     p.st.train_shards = p.train.written;
     p.st.val_shards = p.val.written;

@@ -13,7 +13,9 @@
 //                 separator (the EOS stands for the newline): for bits-per-byte
 //   bytes  48..63 zero
 //   then n_tokens ids.
-// Names: DATA_DIR/train_NNNNNN.bin and DATA_DIR/val_NNNNNN.bin. A shard is written to
+// Names: DATA_DIR/train_NNNNNN.bin and DATA_DIR/val_NNNNNN.bin; beside each val shard its
+// documents' text, one per line, as val_NNNNNN.txt (exactly text_bytes bytes: compare the
+// model's bits-per-byte with `xz -9` on it). A shard is written to
 // NAME.tmp and renamed, so a reader never sees half a shard; prepare numbers new shards
 // after the ones already in the directory, so a second prepare adds data.
 #ifndef TRAIN_SHARD_H
@@ -49,6 +51,10 @@ typedef struct {
     uint64_t files, docs, train_tokens, val_tokens, val_docs, bytes_in;
     int train_shards, val_shards;
 } ShardPrepareStats;
+
+// A corpus prepare never reads (../shared/data/corpora/korean_hate_speech: toxic comments,
+// kept for evaluation): a named input under it is KG_EINVAL, a directory walk skips it.
+#define SHARD_NEVER_TRAIN "korean_hate_speech"
 
 // Streams every input line by line (zlib reads .gz and plain files alike; memory stays
 // O(longest line + one shard buffer)) through tok, writing shards into args->out_dir.

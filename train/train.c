@@ -225,8 +225,12 @@ static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) 
     if (!r->be) return KG_ENOMEM;
     if ((rc = run_model(r, a, resuming, err))) return rc;
     if ((rc = adamw_init(&r->opt, r->n_params, err))) return rc;
+    r->opt.threads = r->be->threads;
     if (resuming) {
         if ((rc = ckpt_state_read(a->out_dir, &r->st, &r->opt, err))) return rc;
+        if (r->st.total_steps != a->steps && log)
+            fprintf(log, "note: checkpoint planned %llu steps, now %llu: the LR schedule differs\n",
+                    (unsigned long long)r->st.total_steps, (unsigned long long)a->steps);
         if (r->st.T != a->T && log)
             fprintf(log, "note: checkpoint used --seq %llu, now %zu: the data order differs\n",
                     (unsigned long long)r->st.T, a->T);

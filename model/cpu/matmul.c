@@ -13,9 +13,9 @@
 // Below this many rows our streaming kernel beats OpenBLAS sgemm, whose packing costs more
 // than it saves on a few rows. Measured on a 768 x 3072 matrix, 1 thread (Xeon, AVX-512):
 // f32 crosses over near 16 rows; f16 near 32, since sgemm first needs f32 panels.
-#define MATMUL_SGEMM_MIN_ROWS_F32 16
+#define MATMUL_SGEMM_MIN_ROWS_F32  16
 #define MATMUL_SGEMM_MIN_ROWS_HALF 32
-#define MATMUL_ROW_BLOCK      4 // rows sharing one pass over W in the streaming kernel
+#define MATMUL_ROW_BLOCK           4 // rows sharing one pass over W in the streaming kernel
 // Output columns per sgemm call. Fixed, not derived from the thread count, so that the
 // numbers do not change with --threads (each column's sum runs the same way).
 #define MATMUL_SGEMM_COLS 256
