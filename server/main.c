@@ -7,6 +7,7 @@
 // then tokenizer, weights, engine, one warm-up step, then /readyz turns 200.
 #include <errno.h>
 #include <getopt.h>
+#include <libgen.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
