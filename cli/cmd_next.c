@@ -150,9 +150,13 @@ static int parse_next_args(int argc, char **argv, NextArgs *a) {
         }
     }
     static char default_model[4096];
-    if (!a->model)
-        a->model = kg_find_data_dir("models/default", default_model, sizeof default_model);
-    if (!a->model || !a->tokens == !a->text || a->top_k < 1 || a->threads < 0 || a->dtype == -2) {
+    if (!a->model &&
+        !(a->model = kg_find_data_dir("models/default", default_model, sizeof default_model))) {
+        fprintf(stderr,
+                "kogpt2 next: no --model DIR given and no default model (models/default)\n");
+        return 2;
+    }
+    if (!a->tokens == !a->text || a->top_k < 1 || a->threads < 0 || a->dtype == -2) {
         next_usage(stderr);
         return 2;
     }
