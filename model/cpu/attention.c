@@ -6,8 +6,9 @@
 // and the same code for a 512-token prefill and a one-token decode step.
 // Part of ops.c (compiled once per instruction set).
 
-#define ATTN_KEY_BLOCK     128 // scores kept on the stack per step
-#define ATTN_ROWS_PER_TASK 16
+#define ATTN_KEY_BLOCK      128 // scores kept on the stack per step
+#define ATTN_ROWS_PER_TASK  32
+#define ATTN_SGEMM_MIN_ROWS 8 // from this many query rows a task multiplies with sgemm
 
 static inline __attribute__((always_inline)) float dot(const float *a, const float *b, size_t n) {
     vf acc = {0};
@@ -113,6 +114,7 @@ typedef struct {
     size_t ld_q;
     const KgAttnSeq *seqs;
     size_t n_seq, NH, hs;
+    float **scratch; // per thread (sgemm path: a block's scores)
 } AttnJob;
 
 // Task t -> (sequence, head, block of rows), enumerated sequence by sequence.
@@ -125,14 +127,54 @@ static const KgAttnSeq *task_seq(const AttnJob *j, size_t *t, size_t rows_per_ta
     }
 }
 
+#ifdef KG_HAVE_OPENBLAS
+// A block of query rows [r0, r1) of one head, as two matrix multiplies (prefill): the scores
+// S (rows, Tk) = q k^T / sqrt(hs) into scratch, a causal softmax per row, then
+// out = S v. Keys past a row's position get probability 0; the few wasted products of that
+// triangle cost less than the dot-product loop saves.
+static void attend_block_sgemm(const AttnJob *j, const KgAttnSeq *s, size_t h, size_t r0, size_t r1,
+                               float *S) {
+    const size_t hs = j->hs, C = j->NH * hs, rows = r1 - r0, Tk = s->pos0 + r1;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)Tk, (int)hs,
+                1.0f / sqrtf((float)hs), j->q + (s->row0 + r0) * j->ld_q + h * hs, (int)j->ld_q,
+                s->k + h * hs, (int)s->ld_kv, 0.0f, S, (int)Tk);
+    for (size_t r = 0; r < rows; r++) {
+        float *row = S + r * Tk, m = -INFINITY, l = 0.0f;
+        size_t valid = s->pos0 + r0 + r + 1; // keys 0 .. position
+        for (size_t t = 0; t < valid; t++)
+            m = row[t] > m ? row[t] : m;
+        for (size_t t = 0; t < valid; t++) {
+            row[t] = kg_expf(row[t] - m);
+            l += row[t];
+        }
+        float inv = 1.0f / l;
+        for (size_t t = 0; t < valid; t++)
+            row[t] *= inv;
+        for (size_t t = valid; t < Tk; t++)
+            row[t] = 0.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)hs, (int)Tk, 1.0f, S,
+                (int)Tk, s->v + h * hs, (int)s->ld_kv, 0.0f, j->out + (s->row0 + r0) * C + h * hs,
+                (int)C);
+}
+#endif
+
 static void attention_task(void *ctx, size_t t, int thread) {
-    (void)thread;
     const AttnJob *j = ctx;
     const KgAttnSeq *s = task_seq(j, &t, ATTN_ROWS_PER_TASK);
     size_t h = t % j->NH, r0 = t / j->NH * ATTN_ROWS_PER_TASK;
     size_t r1 = r0 + ATTN_ROWS_PER_TASK < s->n ? r0 + ATTN_ROWS_PER_TASK : s->n;
     const size_t hs = j->hs, C = j->NH * hs;
     const float scale = 1.0f / sqrtf((float)hs);
+#ifdef KG_HAVE_OPENBLAS
+    if (!s->att && r1 - r0 >= ATTN_SGEMM_MIN_ROWS &&
+        (r1 - r0) * (s->pos0 + r1) <= CPU_SCRATCH_FLOATS) {
+        attend_block_sgemm(j, s, h, r0, r1, j->scratch[thread]);
+        return;
+    }
+#else
+    (void)thread;
+#endif
     for (size_t r = r0; r < r1; r++) {
         size_t row = s->row0 + r;
         float *o = j->out + row * C + h * hs;
@@ -150,7 +192,7 @@ static void attention_task(void *ctx, size_t t, int thread) {
 
 static void cpu_attention_forward(KgBackend *be, float *out, const float *q, size_t ld_q,
                                   const KgAttnSeq *seqs, size_t n_seq, size_t NH, size_t hs) {
-    AttnJob j = {out, q, ld_q, seqs, n_seq, NH, hs};
+    AttnJob j = {out, q, ld_q, seqs, n_seq, NH, hs, cpu_of(be)->scratch};
     size_t n_tasks = 0;
     for (size_t i = 0; i < n_seq; i++)
         n_tasks += NH * ((seqs[i].n + ATTN_ROWS_PER_TASK - 1) / ATTN_ROWS_PER_TASK);

@@ -38,9 +38,11 @@ void cpu_memcpy(KgBackend *be, void *dst, const void *src, size_t bytes) {
 
 void cpu_destroy(KgBackend *be) {
     CpuBackend *cb = cpu_of(be);
-    for (int i = 0; cb->panel && cb->pool && i < cpu_pool_threads(cb->pool); i++)
-        free(cb->panel[i]);
-    free(cb->panel);
+    for (int i = 0; cb->scratch && cb->pool && i < cpu_pool_threads(cb->pool); i++)
+        free(cb->scratch[i]);
+    free(cb->scratch);
+    free(cb->partial);
+    pthread_mutex_destroy(&cb->partial_mutex);
     cpu_pool_free(cb->pool);
     free(cb);
     free(be);
@@ -75,7 +77,7 @@ KgBackend *kg_cpu_backend_new_isa(int threads, const char *isa, char *err) {
     KgBackend *be = calloc(1, sizeof *be);
     CpuBackend *cb = calloc(1, sizeof *cb);
     if (!be || !cb || !(cb->pool = cpu_pool_new(threads, err)) ||
-        !(cb->panel = calloc((size_t)threads, sizeof *cb->panel))) {
+        !(cb->scratch = calloc((size_t)threads, sizeof *cb->scratch))) {
         if (cb && cb->pool) cpu_pool_free(cb->pool);
         free(cb);
         free(be);
@@ -85,8 +87,9 @@ KgBackend *kg_cpu_backend_new_isa(int threads, const char *isa, char *err) {
     be->ops = ops;
     be->threads = threads;
     be->impl = cb;
+    pthread_mutex_init(&cb->partial_mutex, NULL);
     for (int i = 0; i < threads; i++)
-        if (!(cb->panel[i] = malloc(CPU_PANEL_FLOATS * sizeof(float)))) {
+        if (!(cb->scratch[i] = malloc(CPU_SCRATCH_FLOATS * sizeof(float)))) {
             cpu_destroy(be);
             kg_err(err, KG_ENOMEM, "cpu backend: out of memory");
             return NULL;

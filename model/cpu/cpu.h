@@ -6,13 +6,20 @@
 #include "../backend.h"
 #include "pool.h"
 
-// Per-thread scratch for widening f16/bf16 weight panels before an sgemm: 1 MiB each,
-// sized to sit in L2 next to the activations.
-#define CPU_PANEL_FLOATS (256u * 1024u)
+#include <pthread.h>
+
+// Per-thread scratch, 4 MiB each (a whole 256-column panel of a 3072-row matrix): f16/bf16
+// weight panels widened for an sgemm (matmul.c), a block of attention scores (attention.c).
+#define CPU_SCRATCH_FLOATS (1024u * 1024u)
 
 typedef struct {
     CpuPool *pool;
-    float **panel; // (threads) CPU_PANEL_FLOATS each
+    float **scratch; // (threads) CPU_SCRATCH_FLOATS each
+    // the streaming matmul's partial sums, grown on demand; the mutex keeps two threads
+    // sharing the backend from using it at once
+    float *partial;
+    size_t partial_cap; // floats
+    pthread_mutex_t partial_mutex;
 } CpuBackend;
 
 // Memory functions (backend.c): host memory, 64-byte aligned.

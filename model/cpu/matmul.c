@@ -15,7 +15,9 @@
 // f32 crosses over near 16 rows; f16 near 32, since sgemm first needs f32 panels.
 #define MATMUL_SGEMM_MIN_ROWS_F32  16
 #define MATMUL_SGEMM_MIN_ROWS_HALF 32
-#define MATMUL_ROW_BLOCK           4 // rows sharing one pass over W in the streaming kernel
+// Row chunks of W in the streaming kernel: each a contiguous stretch read by one task.
+#define MATMUL_K_CHUNKS  8
+#define MATMUL_ROW_BLOCK 4 // rows sharing one pass over W in the streaming kernel
 // Output columns per sgemm call. Fixed, not derived from the thread count, so that the
 // numbers do not change with --threads (each column's sum runs the same way).
 #define MATMUL_SGEMM_COLS 256
@@ -27,24 +29,24 @@ typedef struct {
     const float *bias;
     size_t N, C, OC;
     size_t cols_per_task; // multiple of VLEN
-    float **panel;        // per-thread scratch (sgemm path)
+    float **scratch;      // per-thread scratch (sgemm path: widened panels)
+    float *partial;       // (k_chunks, N, OC) the streaming kernel's partial sums
+    size_t rows_per_chunk, k_chunks;
 } MatmulJob;
 
-// Streaming kernel, W (C, OC): out[n, j0:j1] for rows n0..n0+nb of at most MATMUL_ROW_BLOCK.
-// Four rows of W are combined per pass over the output slice, which stays in L1.
-static inline __attribute__((always_inline)) void
-matmul_rows_block(const MatmulJob *j, size_t n0, size_t nb, size_t j0, size_t j1, KgDtype dt) {
+// Streaming kernel, W (C, OC): out (nb rows, OC apart) += x[n0:n0+nb, k0:k1] @ W[k0:k1, :],
+// nb <= MATMUL_ROW_BLOCK. Four rows of W at a time are combined into the output rows, which
+// stay in L1/L2 while W streams past once.
+static inline __attribute__((always_inline)) void matmul_rows_block(const MatmulJob *j, float *out,
+                                                                    size_t n0, size_t nb, size_t k0,
+                                                                    size_t k1, KgDtype dt) {
     const size_t C = j->C, OC = j->OC;
     const float *x = j->inp + n0 * C;
-    float *out = j->out + n0 * OC;
-    const size_t jv = j0 + (j1 - j0) / VLEN * VLEN; // vector part [j0, jv), scalar tail
-    for (size_t n = 0; n < nb; n++)
-        for (size_t c = j0; c < j1; c++)
-            out[n * OC + c] = j->bias ? j->bias[c] : 0.0f;
-    size_t k = 0;
-    for (; k + 4 <= C; k += 4) {
-        const void *w = j->w.data;
-        for (size_t c = j0; c < jv; c += VLEN) {
+    const size_t jv = OC / VLEN * VLEN; // vector part [0, jv), scalar tail
+    const void *w = j->w.data;
+    size_t k = k0;
+    for (; k + 4 <= k1; k += 4) {
+        for (size_t c = 0; c < jv; c += VLEN) {
             vf w0 = vf_load_as(w, dt, (k + 0) * OC + c), w1 = vf_load_as(w, dt, (k + 1) * OC + c);
             vf w2 = vf_load_as(w, dt, (k + 2) * OC + c), w3 = vf_load_as(w, dt, (k + 3) * OC + c);
             for (size_t n = 0; n < nb; n++) {
@@ -54,15 +56,15 @@ matmul_rows_block(const MatmulJob *j, size_t n0, size_t nb, size_t j0, size_t j1
                 vf_store(out + n * OC + c, o);
             }
         }
-        for (size_t c = jv; c < j1; c++)
+        for (size_t c = jv; c < OC; c++)
             for (size_t n = 0; n < nb; n++)
                 for (size_t kk = k; kk < k + 4; kk++)
                     out[n * OC + c] += x[n * C + kk] * load_as(w, dt, kk * OC + c);
     }
-    for (; k < C; k++)
+    for (; k < k1; k++)
         for (size_t n = 0; n < nb; n++)
-            for (size_t c = j0; c < j1; c++)
-                out[n * OC + c] += x[n * C + k] * load_as(j->w.data, dt, k * OC + c);
+            for (size_t c = 0; c < OC; c++)
+                out[n * OC + c] += x[n * C + k] * load_as(w, dt, k * OC + c);
 }
 
 // Streaming kernel, W transposed (OC, C): each output is a dot product of two contiguous
@@ -100,17 +102,43 @@ static inline __attribute__((always_inline)) void matmul_rows_t(const MatmulJob 
         }
 }
 
+// One task of the streaming path. W (C, OC) is split by rows: task t reads rows
+// [t * rows_per_chunk, ...) of W, a contiguous stretch of memory, into its own partial sums,
+// which matmul_reduce_task adds up. Transposed W is split by its rows too (= output columns),
+// each task writing its own outputs.
 static inline __attribute__((always_inline)) void matmul_stream(const MatmulJob *j, size_t t,
                                                                 KgDtype dt) {
-    size_t j0 = t * j->cols_per_task, j1 = j0 + j->cols_per_task;
-    if (j1 > j->OC) j1 = j->OC;
     if (j->w.transposed) {
-        matmul_rows_t(j, j0, j1, dt);
+        size_t j0 = t * j->cols_per_task, j1 = j0 + j->cols_per_task;
+        matmul_rows_t(j, j0, j1 < j->OC ? j1 : j->OC, dt);
         return;
     }
+    size_t k0 = t * j->rows_per_chunk,
+           k1 = k0 + j->rows_per_chunk < j->C ? k0 + j->rows_per_chunk : j->C;
+    float *part = j->partial + t * j->N * j->OC;
+    memset(part, 0, j->N * j->OC * sizeof *part);
     for (size_t n0 = 0; n0 < j->N; n0 += MATMUL_ROW_BLOCK) {
         size_t nb = j->N - n0 < MATMUL_ROW_BLOCK ? j->N - n0 : MATMUL_ROW_BLOCK;
-        matmul_rows_block(j, n0, nb, j0, j1, dt);
+        matmul_rows_block(j, part + n0 * j->OC, n0, nb, k0, k1, dt);
+    }
+}
+
+// out[:, cols of task t] = bias + the partial sums of every chunk, added in chunk order
+// (the same order whatever the thread count).
+static void matmul_reduce_task(void *ctx, size_t t, int thread) {
+    (void)thread;
+    const MatmulJob *j = ctx;
+    size_t c0 = t * j->cols_per_task,
+           c1 = c0 + j->cols_per_task < j->OC ? c0 + j->cols_per_task : j->OC;
+    for (size_t n = 0; n < j->N; n++) {
+        float *o = j->out + n * j->OC;
+        for (size_t c = c0; c < c1; c++)
+            o[c] = j->bias ? j->bias[c] : 0.0f;
+        for (size_t k = 0; k < j->k_chunks; k++) {
+            const float *p = j->partial + (k * j->N + n) * j->OC;
+            for (size_t c = c0; c < c1; c++)
+                o[c] += p[c];
+        }
     }
 }
 
@@ -189,12 +217,12 @@ static void matmul_sgemm_task(void *ctx, size_t t, int thread) {
         sgemm_slice(j, tr ? w + j0 * j->C : w + j0, tr ? j->C : j->OC, tr, j0, j1 - j0);
         return;
     }
-    size_t pw = CPU_PANEL_FLOATS / j->C / VLEN * VLEN; // panel width that fits the scratch
+    size_t pw = CPU_SCRATCH_FLOATS / j->C / VLEN * VLEN; // panel width that fits the scratch
     if (pw == 0) pw = VLEN;
     for (size_t c = j0; c < j1; c += pw) {
         size_t w = j1 - c < pw ? j1 - c : pw;
-        widen_panel(j->panel[thread], j, c, w);
-        sgemm_slice(j, j->panel[thread], tr ? j->C : w, tr, c, w);
+        widen_panel(j->scratch[thread], j, c, w);
+        sgemm_slice(j, j->scratch[thread], tr ? j->C : w, tr, c, w);
     }
 }
 #endif
@@ -202,23 +230,41 @@ static void matmul_sgemm_task(void *ctx, size_t t, int thread) {
 static void cpu_matmul_forward(KgBackend *be, float *out, const float *inp, KgMat w,
                                const float *bias, size_t N, size_t C, size_t OC) {
     CpuBackend *cb = cpu_of(be);
-    MatmulJob j = {out, inp, w, bias, N, C, OC, 0, cb->panel};
+    MatmulJob j = {out, inp, w, bias, N, C, OC, 0, cb->scratch, NULL, 0, 0};
     size_t threads = (size_t)cpu_pool_threads(cb->pool);
-    // streaming: one contiguous slice of columns per thread (each column's sum runs the same
-    // way whatever the slicing, so the thread count does not change the numbers)
-    CpuTaskFn fn = matmul_stream_task;
-    j.cols_per_task = (OC + threads - 1) / threads;
-    j.cols_per_task = (j.cols_per_task + VLEN - 1) / VLEN * VLEN;
 #ifdef KG_HAVE_OPENBLAS
-    // a panel must hold at least VLEN columns of C rows for the widened path
     size_t min_rows = w.dtype == KG_F32 ? MATMUL_SGEMM_MIN_ROWS_F32 : MATMUL_SGEMM_MIN_ROWS_HALF;
-    if (N >= min_rows && (w.dtype == KG_F32 || C * VLEN <= CPU_PANEL_FLOATS)) {
-        fn = matmul_sgemm_task;
+    // a panel must hold at least VLEN columns of C rows for the widened path
+    if (N >= min_rows && (w.dtype == KG_F32 || C * VLEN <= CPU_SCRATCH_FLOATS)) {
         j.cols_per_task = MATMUL_SGEMM_COLS;
+        cpu_pool_run(cb->pool, matmul_sgemm_task, &j,
+                     (OC + MATMUL_SGEMM_COLS - 1) / MATMUL_SGEMM_COLS);
+        return;
     }
 #endif
-    size_t n_tasks = (OC + j.cols_per_task - 1) / j.cols_per_task;
-    cpu_pool_run(cb->pool, fn, &j, n_tasks);
+    if (w.transposed) { // one contiguous run of W's rows (output columns) per thread
+        j.cols_per_task = ((OC + threads - 1) / threads + VLEN - 1) / VLEN * VLEN;
+        cpu_pool_run(cb->pool, matmul_stream_task, &j,
+                     (OC + j.cols_per_task - 1) / j.cols_per_task);
+        return;
+    }
+    // a fixed number of row chunks, so the sums do not depend on the thread count
+    j.k_chunks = C / 4 < MATMUL_K_CHUNKS ? (C + 3) / 4 : MATMUL_K_CHUNKS;
+    j.rows_per_chunk = ((C + j.k_chunks - 1) / j.k_chunks + 3) / 4 * 4;
+    j.k_chunks = (C + j.rows_per_chunk - 1) / j.rows_per_chunk;
+    pthread_mutex_lock(&cb->partial_mutex);
+    size_t need = j.k_chunks * N * OC;
+    if (need > cb->partial_cap) {
+        float *grown = realloc(cb->partial, need * sizeof *grown);
+        if (!grown) abort(); // a few MB at most (N < the sgemm threshold): not recoverable
+        cb->partial = grown;
+        cb->partial_cap = need;
+    }
+    j.partial = cb->partial;
+    cpu_pool_run(cb->pool, matmul_stream_task, &j, j.k_chunks);
+    j.cols_per_task = ((OC + threads - 1) / threads + VLEN - 1) / VLEN * VLEN;
+    cpu_pool_run(cb->pool, matmul_reduce_task, &j, (OC + j.cols_per_task - 1) / j.cols_per_task);
+    pthread_mutex_unlock(&cb->partial_mutex);
 }
 
 // ---------------------------------------------------------------------------------------
