@@ -15,7 +15,12 @@ apt-get install -y -qq --no-install-recommends \
     libcjson-dev libmicrohttpd-dev libsentencepiece-dev sentencepiece libutf8proc-dev \
     libopenblas-dev zlib1g-dev libopenmpi-dev openmpi-bin \
     python3 python3-torch python3-numpy python3-sentencepiece \
-    nodejs npm chromium fonts-nanum clang-format valgrind >/dev/null
+    chromium fonts-nanum clang-format valgrind >/dev/null
+# Node.js for the reference tokenizer and the browser test: Debian's, unless a Node.js with
+# npm is already installed (a distribution of Node.js that bundles npm conflicts with Debian's)
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
 # npm packages for the tests, with no install scripts (nothing downloads a browser):
 # the reference tokenizer.json implementation, and playwright-core to drive Chromium
 (cd tests && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
