@@ -67,3 +67,15 @@ char *kg_find_data_dir(const char *rel, char *buf, size_t cap) {
     snprintf(buf, cap, "%s/%s", KG_SOURCE_DIR, rel);
     return KG_SOURCE_DIR[0] && is_dir(buf) ? buf : NULL;
 }
+
+int kg_path_join(char *out, size_t cap, const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    if (a + 1 + b >= cap) {
+        if (cap) out[0] = '\0';
+        return -1;
+    }
+    memcpy(out, dir, a);
+    out[a] = '/';
+    memcpy(out + a + 1, name, b + 1);
+    return 0;
+}

@@ -33,6 +33,9 @@ int kg_err(char *err, int code, const char *fmt, ...) __attribute__((format(prin
 // buf and returns buf, or NULL when there is none.
 char *kg_find_data_dir(const char *rel, char *buf, size_t cap);
 
+// dir + "/" + name into out (cap bytes). 0, or -1 (and out empty) when it does not fit.
+int kg_path_join(char *out, size_t cap, const char *dir, const char *name);
+
 // A short stable name for a code ("invalid", "io", ...), for logs and JSON error types.
 const char *kg_strerror(int code);
 

@@ -30,5 +30,5 @@ foreach(t resume kill mpi e2e)
   list(APPEND KG_TRAIN_TESTS test_train_${t})
 endforeach()
 set_tests_properties(test_train_resume test_train_kill test_train_mpi test_train_e2e PROPERTIES
-  SKIP_RETURN_CODE 77 LABELS train ENVIRONMENT "${KG_TRAIN_ENV};KG_MPI=${KG_MPI}" TIMEOUT 120)
+  SKIP_RETURN_CODE 77 LABELS train ENVIRONMENT "${KG_TRAIN_ENV};KG_MPI=${KG_TRAIN_MPI}" TIMEOUT 120)
 set_tests_properties(${KG_TRAIN_TESTS} PROPERTIES FIXTURES_REQUIRED train_testdata)

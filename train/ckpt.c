@@ -14,19 +14,6 @@
 
 #define CKPT_MAGIC "KGTRAIN"
 
-// dir + "/" + name into out (cap bytes); -1 when it does not fit.
-static int path_join(char *out, size_t cap, const char *dir, const char *name) {
-    size_t a = strlen(dir), b = strlen(name);
-    if (a + 1 + b >= cap) {
-        out[0] = 0;
-        return -1;
-    }
-    memcpy(out, dir, a);
-    out[a] = '/';
-    memcpy(out + a + 1, name, b + 1);
-    return 0;
-}
-
 static int is_dir(const char *path) {
     struct stat sb;
     return !stat(path, &sb) && S_ISDIR(sb.st_mode);
@@ -45,7 +32,7 @@ int ckpt_remove_dir(const char *dir, char *err) {
     char path[4096];
     for (struct dirent *e; (e = readdir(d));) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        path_join(path, sizeof path, dir, e->d_name);
+        kg_path_join(path, sizeof path, dir, e->d_name);
         unlink(path);
     }
     closedir(d);
@@ -136,7 +123,7 @@ static int state_write(const char *path, const CkptState *st, const AdamW *o, ch
 int ckpt_state_read(const char *dir, CkptState *st, AdamW *o, char *err) {
     memset(st, 0, sizeof *st);
     char path[4096];
-    path_join(path, sizeof path, dir, CKPT_STATE_FILE);
+    kg_path_join(path, sizeof path, dir, CKPT_STATE_FILE);
     FILE *fp = fopen(path, "rb");
     if (!fp) return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
     unsigned char hdr[CKPT_HDR_SIZE];
@@ -210,7 +197,7 @@ void ckpt_state_free(CkptState *st) {
 
 int ckpt_exists(const char *dir) {
     char path[4096];
-    path_join(path, sizeof path, dir, CKPT_STATE_FILE);
+    kg_path_join(path, sizeof path, dir, CKPT_STATE_FILE);
     return !access(path, R_OK);
 }
 
@@ -239,7 +226,7 @@ static void sync_files(const char *dir) {
     char path[4096];
     for (struct dirent *e; (e = readdir(d));) {
         if (e->d_name[0] == '.') continue;
-        path_join(path, sizeof path, dir, e->d_name);
+        kg_path_join(path, sizeof path, dir, e->d_name);
         int fd = open(path, O_RDONLY);
         if (fd >= 0) {
             fsync(fd);
@@ -275,11 +262,11 @@ int ckpt_save(const char *dir, const Gpt2 *m, KgDtype dtype, const char *tok_fil
     if ((rc = gpt2_save(m, tmp, dtype, err))) goto fail;
     if (tok_file) {
         const char *base = strrchr(tok_file, '/');
-        path_join(path, sizeof path, tmp, base ? base + 1 : tok_file);
+        kg_path_join(path, sizeof path, tmp, base ? base + 1 : tok_file);
         if ((rc = ckpt_copy_file(tok_file, path, err))) goto fail;
     }
     if (st) {
-        path_join(path, sizeof path, tmp, CKPT_STATE_FILE);
+        kg_path_join(path, sizeof path, tmp, CKPT_STATE_FILE);
         if ((rc = state_write(path, st, o, err))) goto fail;
     }
     sync_files(tmp);

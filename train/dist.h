@@ -1,10 +1,11 @@
-// dist.h — data parallelism across processes, as a small interface that MPI implements
-// here (dist_mpi in dist.c) and NCCL can implement later for GPU buffers.
+// dist.h — data parallelism across processes, as a small interface: dist_mpi.c implements it
+// over MPI, dist_local.c as a world of one (builds without MPI), and NCCL can implement it
+// later for GPU buffers.
 //
-// When MPI is used: only in a build with -DKG_MPI=ON, and only when the process was started
-// by a launcher (mpirun/mpiexec/srun set OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK). A
-// plain `kogpt2-train train ...` is then a world of one without touching MPI, so the same
-// binary runs anywhere. A build without MPI started under a launcher with more than one
+// When MPI is used: only in a build with MPI (KG_MPI, on when OpenMPI is found), and only when the
+// process was started by a launcher (mpirun/mpiexec/srun set OMPI_COMM_WORLD_SIZE, PMI_SIZE or
+// PMIX_RANK). A plain `kogpt2-train train ...` is then a world of one without touching MPI, so the
+// same binary runs anywhere. A build without MPI started under a launcher with more than one
 // process refuses to run (dist_init fails) rather than train N copies that overwrite each
 // other's checkpoints.
 #ifndef TRAIN_DIST_H
@@ -16,6 +17,10 @@ typedef struct {
     int rank, size;
     int mpi; // MPI was initialized here (finalize it)
 } Dist;
+
+// The number of processes a launcher (mpirun, srun) started, from its environment; 0 when
+// the process was not started by one.
+int dist_launched_size(void);
 
 // Joins the world (see above). KG_EUNSUP when launched as several ranks without MPI support.
 int dist_init(Dist *d, int *argc, char ***argv, char *err);

@@ -17,19 +17,6 @@
 // ---------------------------------------------------------------------------------------
 // Small helpers
 
-// dir + "/" + name into out (cap bytes); -1 when it does not fit.
-static int path_join(char *out, size_t cap, const char *dir, const char *name) {
-    size_t a = strlen(dir), b = strlen(name);
-    if (a + 1 + b >= cap) {
-        out[0] = 0;
-        return -1;
-    }
-    memcpy(out, dir, a);
-    out[a] = '/';
-    memcpy(out + a + 1, name, b + 1);
-    return 0;
-}
-
 static void put_u32(unsigned char *p, uint32_t v) {
     for (int i = 0; i < 4; i++)
         p[i] = (unsigned char)(v >> (8 * i));
@@ -455,7 +442,7 @@ int shard_open(Shard *s, const char *dir, const char *name, char *err) {
     if (name_len >= sizeof s->name) return kg_err(err, KG_EINVAL, "shard name too long: %s", name);
     memcpy(s->name, name, name_len + 1);
     char path[4096];
-    path_join(path, sizeof path, dir, name);
+    kg_path_join(path, sizeof path, dir, name);
     int fd = open(path, O_RDONLY);
     if (fd < 0) return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
     struct stat sb;
