@@ -45,7 +45,7 @@ static int parse_dtype(const char *s) {
     return -2;
 }
 
-// Parses "1,2,3" into a malloc'd array; NULL with a message on bad input.
+// Parses "1,2,3" into a malloc'd array; NULL on bad input or OOM.
 static int *parse_ids(const char *s, size_t *n) {
     size_t cap = 1;
     for (const char *p = s; *p; p++)
@@ -58,7 +58,6 @@ static int *parse_ids(const char *s, size_t *n) {
         char *end;
         long v = strtol(p, &end, 10);
         if (end == p || v < 0 || v > 0x7FFFFFFF || (*end && *end != ',')) {
-            fprintf(stderr, "kogpt2 next: --tokens: not a list of token ids: %s\n", s);
             free(ids);
             return NULL;
         }
@@ -163,16 +162,13 @@ static int parse_next_args(int argc, char **argv, NextArgs *a) {
     return 0;
 }
 
-// The prompt's ids: parsed from --tokens or encoded from --text. NULL with a message.
-static int *prompt_ids(const NextArgs *a, const Tokenizer *tok, size_t *n, char *err) {
-    if (a->tokens) {
-        int *ids = parse_ids(a->tokens, n);
-        if (!ids) kg_err(err, KG_EINVAL, "--tokens: not a list of token ids: %s", a->tokens);
-        return ids;
-    }
-    int *ids = NULL;
-    if (tok_encode(tok, a->text, strlen(a->text), &ids, n, err)) return NULL;
-    return ids;
+// The prompt's ids, parsed from --tokens or encoded from --text: KG_OK and *ids (malloc'd,
+// NULL when empty), or an error with err filled.
+static int prompt_ids(const NextArgs *a, const Tokenizer *tok, int **ids, size_t *n, char *err) {
+    if (a->text) return tok_encode(tok, a->text, strlen(a->text), ids, n, err);
+    if (!(*ids = parse_ids(a->tokens, n)))
+        return kg_err(err, KG_EINVAL, "--tokens: not a list of token ids: %s", a->tokens);
+    return KG_OK;
 }
 
 int cmd_next(int argc, char **argv) {
@@ -191,7 +187,7 @@ int cmd_next(int argc, char **argv) {
     // a tokenizer: --tokenizer, else the model's own; needed for --text, optional otherwise
     if (tok_open(&tok, a.tokenizer ? a.tokenizer : a.model, err) && (a.text || a.tokenizer))
         goto fail;
-    if (!(ids = prompt_ids(&a, tok, &n, err))) goto fail;
+    if (prompt_ids(&a, tok, &ids, &n, err)) goto fail;
     if (n == 0) {
         kg_err(err, KG_EINVAL, "the prompt is empty");
         goto fail;

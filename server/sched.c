@@ -66,6 +66,9 @@ typedef struct {
 struct Sched {
     const Gpt2 *m;
     const Tokenizer *tok;
+    // ids the model and the tokenizer share: a model's rows past the tokenizer's vocabulary
+    // (padding) are never proposed, so every answer can be spelled
+    size_t V;
     SchedOptions opt;
     Gpt2State st;
     PCache *cache;
@@ -264,7 +267,7 @@ static KgCandidate *top_candidates(const Sched *s, const float *logits, size_t n
         *oom = 1;
         return NULL;
     }
-    sampler_topk(logits, s->m->config.vocab_size, t > 0 ? t : 1.0f, n_top, c);
+    sampler_topk(logits, s->V, t > 0 ? t : 1.0f, n_top, c);
     return c;
 }
 
@@ -293,7 +296,7 @@ static void answer_next_token(Sched *s, SchedJob *j, const float *logits) {
 
 // Samples the next token of a generation from logits and emits its text.
 static void generate_step(Sched *s, SchedJob *j, const float *logits) {
-    const size_t V = s->m->config.vocab_size;
+    const size_t V = s->V;
     if (j->t_first == 0) j->t_first = now_ms();
     int id = sampler_sample(j->sampler, logits);
     int eos = s->m->config.eos_id >= 0 ? s->m->config.eos_id : tok_special(s->tok).eos;
@@ -316,10 +319,12 @@ static void generate_step(Sched *s, SchedJob *j, const float *logits) {
     const char *piece;
     size_t piece_len;
     char err[KG_ERRLEN];
-    if (oom || tok_stream_push(j->stream, id, &piece, &piece_len, err) ||
-        text_append(j, piece, piece_len)) {
+    int rc = oom ? kg_err(err, KG_ENOMEM, "out of memory")
+                 : tok_stream_push(j->stream, id, &piece, &piece_len, err);
+    if (!rc && text_append(j, piece, piece_len)) rc = kg_err(err, KG_ENOMEM, "out of memory");
+    if (rc) {
         free(top);
-        job_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, "out of memory");
+        job_finish(j, SCHED_DONE_ERROR, rc, err);
         return;
     }
     j->n_gen++;
@@ -351,7 +356,9 @@ static void generate_step(Sched *s, SchedJob *j, const float *logits) {
 // The prompt's logits are known: answer, or sample the first generated token.
 static void prompt_done(Sched *s, SchedJob *j, const float *logits) {
     j->phase = PHASE_DECODE;
+    pthread_mutex_lock(&j->mu);
     j->stats.prefill_ms = now_ms() - j->t_start;
+    pthread_mutex_unlock(&j->mu);
     if (j->p.kind == SCHED_NEXT_TOKEN)
         answer_next_token(s, j, logits);
     else
@@ -362,12 +369,13 @@ static void prompt_done(Sched *s, SchedJob *j, const float *logits) {
 // Returns 1 when the job was answered from the cache alone.
 static int admit(Sched *s, SchedJob *j) {
     j->t_start = now_ms();
+    pthread_mutex_lock(&j->mu); // the caller may read the figures at any time
     j->stats.queue_ms = j->t_start - j->t_submit;
     j->stats.prompt_tokens = j->p.n_tokens;
+    pthread_mutex_unlock(&j->mu);
     char err[KG_ERRLEN];
     if (j->p.kind == SCHED_GENERATE) {
-        j->sampler = sampler_new(s->m->config.vocab_size, j->p.temperature, j->p.top_k, j->p.top_p,
-                                 j->p.seed);
+        j->sampler = sampler_new(s->V, j->p.temperature, j->p.top_k, j->p.top_p, j->p.seed);
         j->stream = tok_stream_new(s->tok);
         const char *t;
         size_t tl;
@@ -382,7 +390,9 @@ static int admit(Sched *s, SchedJob *j) {
     size_t match;
     const PCacheEntry *e = pcache_lookup(s->cache, j->p.tokens, j->p.n_tokens, &match);
     if (e && match == j->p.n_tokens && e->n == match) { // the whole prompt is cached
+        pthread_mutex_lock(&j->mu);
         j->stats.cached_tokens = match;
+        pthread_mutex_unlock(&j->mu);
         if (j->p.kind == SCHED_NEXT_TOKEN) {
             prompt_done(s, j, e->logits);
             return 1;
@@ -398,7 +408,9 @@ static int admit(Sched *s, SchedJob *j) {
     if (match > j->p.n_tokens - 1) match = j->p.n_tokens - 1; // the last token must run
     if (e && match && kv_copy(&j->kv, &e->kv, match, s->m, err)) match = 0;
     j->n_fed = match;
+    pthread_mutex_lock(&j->mu);
     j->stats.cached_tokens = match;
+    pthread_mutex_unlock(&j->mu);
     return 0;
 }
 
@@ -581,6 +593,7 @@ int sched_start(Sched **out, const Gpt2 *m, const Tokenizer *tok, const SchedOpt
     if (!s) return kg_err(err, KG_ENOMEM, "engine: out of memory");
     s->m = m;
     s->tok = tok;
+    s->V = m->config.vocab_size < tok_vocab_size(tok) ? m->config.vocab_size : tok_vocab_size(tok);
     s->opt = *opt;
     size_t max_seqs = opt->max_batch > SCHED_SPEC_K ? opt->max_batch : SCHED_SPEC_K;
     int rc = gpt2_state_init(&s->st, m, opt->prefill_chunk + max_seqs, max_seqs, err);
@@ -635,16 +648,15 @@ void sched_stop(Sched *s, int timeout_ms) {
 }
 
 static int check_params(const Sched *s, const SchedParams *p, char *err) {
-    const Gpt2Config *c = &s->m->config;
     if (p->n_tokens == 0) return kg_err(err, KG_EINVAL, "the prompt is empty");
     if (p->n_tokens > s->opt.max_prompt)
         return kg_err(err, KG_ERANGE, "n_prompt_tokens %zu exceeds n_ctx %zu", p->n_tokens,
                       s->opt.max_prompt);
     for (size_t i = 0; i < p->n_tokens; i++)
-        if (p->tokens[i] < 0 || (size_t)p->tokens[i] >= c->vocab_size)
+        if (p->tokens[i] < 0 || (size_t)p->tokens[i] >= s->V)
             return kg_err(err, KG_ERANGE, "token id %d is outside the vocabulary (0..%zu)",
-                          p->tokens[i], c->vocab_size - 1);
-    if (p->n_top > c->vocab_size) return kg_err(err, KG_EINVAL, "too many candidates");
+                          p->tokens[i], s->V - 1);
+    if (p->n_top > s->V) return kg_err(err, KG_EINVAL, "too many candidates");
     if (!(p->temperature >= 0) || (p->kind == SCHED_NEXT_TOKEN && !(p->temperature > 0)))
         return kg_err(err, KG_EINVAL, "temperature must be > 0");
     if (p->kind == SCHED_GENERATE && (p->max_tokens == 0 || !(p->top_p > 0 && p->top_p <= 1)))
@@ -666,7 +678,7 @@ int sched_submit(Sched *s, const SchedParams *p, void (*notify)(void *ctx), void
     pthread_mutex_lock(&s->mu);
     if (s->stopping)
         rc = kg_err(err, KG_ECANCEL, "the server is shutting down");
-    else if (s->n_queued >= s->opt.max_queue)
+    else if (s->n_queued >= s->opt.max_queue + (s->opt.max_batch - s->gauges.running))
         rc = kg_err(err, KG_EBUSY, "the queue is full (%zu waiting)", s->n_queued);
     if (rc) {
         pthread_mutex_unlock(&s->mu);

@@ -327,11 +327,15 @@ static int cmd_export(int argc, char **argv) {
     static const struct option opts[] = {{"from", required_argument, 0, 'f'},
                                          {"out", required_argument, 0, 'o'},
                                          {"dtype", required_argument, 0, 'd'},
+                                         {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *from = NULL, *out = NULL;
     int dtype = KG_F16;
-    for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
-        if (c == 'f')
+    for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+        if (c == 'h') {
+            usage(stdout);
+            return 0;
+        } else if (c == 'f')
             from = optarg;
         else if (c == 'o')
             out = optarg;

@@ -205,6 +205,7 @@ typedef struct {
     size_t ld_q;
     const KgAttnSeq *seqs;
     size_t n_seq, NH, hs;
+    float **scratch; // per thread: one row's softmax gradient
 } AttnBackJob;
 
 // out (n) += a * x (n)
@@ -219,7 +220,6 @@ static inline void add_scaled(float *out, float a, const float *x, size_t n) {
 // One (sequence, head): every row's dq, and dk/dv of the head's columns, which only this
 // task writes. Softmax backward: dpre = att * (datt - sum(att * datt)).
 static void attention_backward_task(void *ctx, size_t t, int thread) {
-    (void)thread;
     const AttnBackJob *j = ctx;
     const KgAttnSeq *s = j->seqs;
     const size_t NH = j->NH, hs = j->hs, C = NH * hs;
@@ -229,8 +229,7 @@ static void attention_backward_task(void *ctx, size_t t, int thread) {
     }
     size_t h = t, Tk = s->pos0 + s->n;
     const float scale = 1.0f / sqrtf((float)hs);
-    float *dpre = malloc(Tk * sizeof *dpre);
-    if (!dpre) abort(); // Tk floats: a few KB; out of memory here is not recoverable
+    float *dpre = j->scratch[thread]; // (Tk) <= n_ctx <= CPU_SCRATCH_FLOATS
     for (size_t r = 0; r < s->n; r++) {
         size_t row = s->row0 + r, p = s->pos0 + r;
         const float *att = s->att + (h * s->n + r) * Tk;
@@ -248,12 +247,11 @@ static void attention_backward_task(void *ctx, size_t t, int thread) {
             add_scaled(s->dv + u * s->ld_kv + h * hs, att[u], dout, hs);
         }
     }
-    free(dpre);
 }
 
 static void cpu_attention_backward(KgBackend *be, float *dq, const float *dout, const float *q,
                                    size_t ld_q, const KgAttnSeq *seqs, size_t n_seq, size_t NH,
                                    size_t hs) {
-    AttnBackJob j = {dq, dout, q, ld_q, seqs, n_seq, NH, hs};
+    AttnBackJob j = {dq, dout, q, ld_q, seqs, n_seq, NH, hs, cpu_of(be)->scratch};
     cpu_pool_run(cpu_of(be)->pool, attention_backward_task, &j, n_seq * NH);
 }

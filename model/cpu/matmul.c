@@ -254,13 +254,17 @@ static void cpu_matmul_forward(KgBackend *be, float *out, const float *inp, KgMa
     j.k_chunks = (C + j.rows_per_chunk - 1) / j.rows_per_chunk;
     pthread_mutex_lock(&cb->partial_mutex);
     size_t need = j.k_chunks * N * OC;
-    if (need > cb->partial_cap) {
-        float *grown = realloc(cb->partial, need * sizeof *grown);
-        if (!grown) abort(); // a few MB at most (N < the sgemm threshold): not recoverable
+    float *grown = need > cb->partial_cap ? realloc(cb->partial, need * sizeof *grown) : NULL;
+    if (grown) {
         cb->partial = grown;
         cb->partial_cap = need;
     }
     j.partial = cb->partial;
+    if (need > cb->partial_cap) { // no memory for partial sums: one chunk, summed in place
+        j.k_chunks = 1;
+        j.rows_per_chunk = C;
+        j.partial = out;
+    }
     cpu_pool_run(cb->pool, matmul_stream_task, &j, j.k_chunks);
     j.cols_per_task = ((OC + threads - 1) / threads + VLEN - 1) / VLEN * VLEN;
     cpu_pool_run(cb->pool, matmul_reduce_task, &j, (OC + j.cols_per_task - 1) / j.cols_per_task);
