@@ -84,6 +84,7 @@ struct Sched {
     pthread_cond_t wake;
     SchedJob *queue_head, *queue_tail;
     size_t n_queued;
+    size_t n_busy; // jobs taken off the queue and not yet dropped (at most max_batch)
     int stopping;
     double stop_deadline;
     SchedGauges gauges;
@@ -418,6 +419,7 @@ static int admit(Sched *s, SchedJob *j) {
 static void drop(Sched *s, SchedJob *j) {
     kv_free(&j->kv, s->m);
     pthread_mutex_lock(&s->mu);
+    s->n_busy--;
     s->gauges.cached_tokens_total += j->stats.cached_tokens;
     s->gauges.generated_tokens_total += j->n_gen;
     pthread_mutex_unlock(&s->mu);
@@ -433,6 +435,7 @@ static void admit_queued(Sched *s) {
         s->queue_head = j->next_queued;
         if (!s->queue_head) s->queue_tail = NULL;
         s->n_queued--;
+        s->n_busy++; // counted from here until drop(), so sched_submit never over-admits
         pthread_mutex_unlock(&s->mu);
         if (atomic_load(&j->cancelled)) job_finish(j, SCHED_DONE_CANCELLED, KG_ECANCEL, NULL);
         if (j->state == SCHED_RUNNING && !admit(s, j))
@@ -570,7 +573,7 @@ static void *engine_main(void *arg) {
         PCacheStats cs;
         pcache_stats(s->cache, &cs);
         pthread_mutex_lock(&s->mu);
-        s->gauges.running = s->n_active;
+        s->gauges.running = s->n_busy;
         s->gauges.cache_entries = cs.entries;
         s->gauges.cache_bytes = cs.bytes;
         s->gauges.cache_capacity = cs.capacity;
@@ -678,7 +681,7 @@ int sched_submit(Sched *s, const SchedParams *p, void (*notify)(void *ctx), void
     pthread_mutex_lock(&s->mu);
     if (s->stopping)
         rc = kg_err(err, KG_ECANCEL, "the server is shutting down");
-    else if (s->n_queued >= s->opt.max_queue + (s->opt.max_batch - s->gauges.running))
+    else if (s->n_queued >= s->opt.max_queue + (s->opt.max_batch - s->n_busy))
         rc = kg_err(err, KG_EBUSY, "the queue is full (%zu waiting)", s->n_queued);
     if (rc) {
         pthread_mutex_unlock(&s->mu);
