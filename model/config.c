@@ -147,6 +147,8 @@ int gpt2_config_save(const Gpt2Config *c, const char *path, char *err) {
     char *text = NULL;
     cJSON *j_root = cJSON_CreateObject();
     if (!j_root) goto end;
+    char eps[32];
+    snprintf(eps, sizeof eps, "%.6g", (double)c->ln_eps);
     cJSON *j_arch = cJSON_AddArrayToObject(j_root, "architectures");
     if (!j_arch || !cJSON_AddItemToArray(j_arch, cJSON_CreateString("GPT2LMHeadModel"))) goto end;
     if (!cJSON_AddStringToObject(j_root, "model_type", "gpt2") ||
@@ -157,7 +159,8 @@ int gpt2_config_save(const Gpt2Config *c, const char *path, char *err) {
         !cJSON_AddNumberToObject(j_root, "n_ctx", (double)c->n_ctx) ||
         !cJSON_AddNumberToObject(j_root, "vocab_size", (double)c->vocab_size) ||
         !cJSON_AddNumberToObject(j_root, "n_inner", (double)c->n_inner) ||
-        !cJSON_AddNumberToObject(j_root, "layer_norm_epsilon", c->ln_eps) ||
+        // the float's shortest decimal (1e-05, not 9.99999974737875e-06)
+        !cJSON_AddNumberToObject(j_root, "layer_norm_epsilon", strtod(eps, NULL)) ||
         !cJSON_AddStringToObject(j_root, "activation_function",
                                  c->gelu == GPT2_GELU_ERF ? "gelu" : "gelu_new") ||
         !cJSON_AddBoolToObject(j_root, "tie_word_embeddings", c->tie_embeddings))

@@ -35,7 +35,7 @@ typedef struct {
 } MatmulJob;
 
 // Streaming kernel, W (C, OC): out (nb rows, OC apart) += x[n0:n0+nb, k0:k1] @ W[k0:k1, :],
-// nb <= MATMUL_ROW_BLOCK. Four rows of W at a time are combined into the output rows, which
+// nb <= MATMUL_ROW_BLOCK. Eight rows of W at a time are combined into the output rows, which
 // stay in L1/L2 while W streams past once.
 static inline __attribute__((always_inline)) void matmul_rows_block(const MatmulJob *j, float *out,
                                                                     size_t n0, size_t nb, size_t k0,
@@ -45,20 +45,23 @@ static inline __attribute__((always_inline)) void matmul_rows_block(const Matmul
     const size_t jv = OC / VLEN * VLEN; // vector part [0, jv), scalar tail
     const void *w = j->w.data;
     size_t k = k0;
-    for (; k + 4 <= k1; k += 4) {
+    for (; k + 8 <= k1; k += 8) {
         for (size_t c = 0; c < jv; c += VLEN) {
             vf w0 = vf_load_as(w, dt, (k + 0) * OC + c), w1 = vf_load_as(w, dt, (k + 1) * OC + c);
             vf w2 = vf_load_as(w, dt, (k + 2) * OC + c), w3 = vf_load_as(w, dt, (k + 3) * OC + c);
+            vf w4 = vf_load_as(w, dt, (k + 4) * OC + c), w5 = vf_load_as(w, dt, (k + 5) * OC + c);
+            vf w6 = vf_load_as(w, dt, (k + 6) * OC + c), w7 = vf_load_as(w, dt, (k + 7) * OC + c);
             for (size_t n = 0; n < nb; n++) {
                 const float *xn = x + n * C + k;
                 vf o = vf_load(out + n * OC + c);
                 o += xn[0] * w0 + xn[1] * w1 + xn[2] * w2 + xn[3] * w3;
+                o += xn[4] * w4 + xn[5] * w5 + xn[6] * w6 + xn[7] * w7;
                 vf_store(out + n * OC + c, o);
             }
         }
         for (size_t c = jv; c < OC; c++)
             for (size_t n = 0; n < nb; n++)
-                for (size_t kk = k; kk < k + 4; kk++)
+                for (size_t kk = k; kk < k + 8; kk++)
                     out[n * OC + c] += x[n * C + kk] * load_as(w, dt, kk * OC + c);
     }
     for (; k < k1; k++)
@@ -249,8 +252,8 @@ static void cpu_matmul_forward(KgBackend *be, float *out, const float *inp, KgMa
         return;
     }
     // a fixed number of row chunks, so the sums do not depend on the thread count
-    j.k_chunks = C / 4 < MATMUL_K_CHUNKS ? (C + 3) / 4 : MATMUL_K_CHUNKS;
-    j.rows_per_chunk = ((C + j.k_chunks - 1) / j.k_chunks + 3) / 4 * 4;
+    j.k_chunks = C / 8 < MATMUL_K_CHUNKS ? (C + 7) / 8 : MATMUL_K_CHUNKS;
+    j.rows_per_chunk = ((C + j.k_chunks - 1) / j.k_chunks + 7) / 8 * 8;
     j.k_chunks = (C + j.rows_per_chunk - 1) / j.rows_per_chunk;
     pthread_mutex_lock(&cb->partial_mutex);
     size_t need = j.k_chunks * N * OC;
