@@ -42,18 +42,7 @@ static int run_config(const Shape *s, int threads, int recompute, size_t B, size
                       Result *r, char *err) {
     KgBackend *be = kg_cpu_backend_new(threads, err);
     if (!be) return KG_ENOMEM;
-    Gpt2Config c = {.n_layer = s->L,
-                    .n_head = s->NH,
-                    .n_embd = s->C,
-                    .n_ctx = s->T,
-                    .vocab_size = s->V,
-                    .n_inner = 4 * s->C,
-                    .ln_eps = 1e-5f,
-                    .gelu = GPT2_GELU_TANH,
-                    .bos_id = -1,
-                    .eos_id = -1,
-                    .pad_id = -1,
-                    .tie_embeddings = 1};
+    Gpt2Config c = gpt2_config_shape(s->L, s->C, s->NH, s->T, s->V);
     Gpt2 m;
     int rc = gpt2_train_model_new(&m, &c, NULL, be, 1, err);
     if (rc) {

@@ -76,18 +76,25 @@ static int parse_fields(Gpt2Config *c, const cJSON *j_root, char *err) {
     return KG_OK;
 }
 
+Gpt2Config gpt2_config_shape(size_t n_layer, size_t n_embd, size_t n_head, size_t n_ctx,
+                             size_t vocab_size) {
+    return (Gpt2Config){.n_layer = n_layer,
+                        .n_head = n_head,
+                        .n_embd = n_embd,
+                        .n_ctx = n_ctx,
+                        .vocab_size = vocab_size,
+                        .n_inner = 4 * n_embd,
+                        .ln_eps = 1e-5f,
+                        .gelu = GPT2_GELU_TANH,
+                        .bos_id = -1,
+                        .eos_id = -1,
+                        .pad_id = -1,
+                        .tie_embeddings = 1};
+}
+
 int gpt2_config_parse(Gpt2Config *c, const char *json, size_t len, char *err) {
-    *c = (Gpt2Config){.n_layer = 12,
-                      .n_head = 12,
-                      .n_embd = 768,
-                      .n_ctx = 1024,
-                      .vocab_size = 50257,
-                      .ln_eps = 1e-5f,
-                      .gelu = GPT2_GELU_TANH,
-                      .bos_id = -1,
-                      .eos_id = -1,
-                      .pad_id = -1,
-                      .tie_embeddings = 1};
+    *c = gpt2_config_shape(12, 768, 12, 1024, 50257); // GPT2Config's defaults
+    c->n_inner = 0;                                   // 4 n_embd of the file's n_embd, below
     const char *end = NULL;
     cJSON *j_root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
     if (!j_root) return kg_err(err, KG_EFORMAT, "config.json: not valid JSON");

@@ -29,6 +29,11 @@ typedef struct {
 #define GPT2_MAX_CTX    1048576
 #define GPT2_MAX_VOCAB  4194304
 
+// A config of the given shape with GPT-2's defaults for the rest: n_inner 4C, eps 1e-5,
+// gelu_new, tied embeddings, no special token ids.
+Gpt2Config gpt2_config_shape(size_t n_layer, size_t n_embd, size_t n_head, size_t n_ctx,
+                             size_t vocab_size);
+
 // Parses len bytes of config.json text. Unknown keys are ignored; a missing key takes
 // GPT2Config's default (n_layer 12, n_head 12, n_embd 768, n_positions 1024,
 // vocab_size 50257, gelu_new, eps 1e-5). A value of the wrong type or out of range, an

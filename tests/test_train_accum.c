@@ -25,18 +25,7 @@ int main(void) {
     char err[KG_ERRLEN];
     KgBackend *be = kg_cpu_backend_new(2, err);
     REQUIRE(be, "%s", err);
-    Gpt2Config c = {.n_layer = 2,
-                    .n_head = 4,
-                    .n_embd = 32,
-                    .n_ctx = 16,
-                    .vocab_size = 97,
-                    .n_inner = 128,
-                    .ln_eps = 1e-5f,
-                    .gelu = GPT2_GELU_TANH,
-                    .bos_id = -1,
-                    .eos_id = -1,
-                    .pad_id = -1,
-                    .tie_embeddings = 1};
+    Gpt2Config c = gpt2_config_shape(2, 32, 4, 16, 97);
     Gpt2 m;
     REQUIRE(!gpt2_train_model_new(&m, &c, NULL, be, 3, err), "%s", err);
     const size_t B = 2, T = 16, n = gpt2_param_count(&c);

@@ -29,18 +29,9 @@ int main(void) {
 
     KgBackend *be = kg_cpu_backend_new(1, err);
     REQUIRE(be, "%s", err);
-    Gpt2Config c = {.n_layer = 2,
-                    .n_head = 2,
-                    .n_embd = 16,
-                    .n_ctx = 8,
-                    .vocab_size = 50,
-                    .n_inner = 64,
-                    .ln_eps = 1e-5f,
-                    .gelu = GPT2_GELU_TANH,
-                    .bos_id = 1,
-                    .eos_id = 2,
-                    .pad_id = -1,
-                    .tie_embeddings = 1};
+    Gpt2Config c = gpt2_config_shape(2, 16, 2, 8, 50);
+    c.bos_id = 1;
+    c.eos_id = 2;
     Gpt2 m;
     REQUIRE(!gpt2_train_model_new(&m, &c, NULL, be, 7, err), "%s", err);
     size_t n = gpt2_param_count(&c);

@@ -48,18 +48,10 @@ static inline void *testmodel_tensor(const TestModelSpec *sp, size_t n, float st
 // Writes dir (created if missing). KG_OK or an error with err filled.
 static inline int testmodel_write(const char *dir, const TestModelSpec *sp, char *err) {
     mkdir(dir, 0755);
-    Gpt2Config c = {.n_layer = sp->L,
-                    .n_head = sp->NH,
-                    .n_embd = sp->C,
-                    .n_ctx = sp->T,
-                    .vocab_size = sp->V,
-                    .n_inner = 4 * sp->C,
-                    .ln_eps = 1e-5f,
-                    .gelu = GPT2_GELU_TANH,
-                    .bos_id = 0,
-                    .eos_id = 1,
-                    .pad_id = 3,
-                    .tie_embeddings = 1};
+    Gpt2Config c = gpt2_config_shape(sp->L, sp->C, sp->NH, sp->T, sp->V);
+    c.bos_id = 0;
+    c.eos_id = 1;
+    c.pad_id = 3;
     char path[1024];
     snprintf(path, sizeof path, "%s/config.json", dir);
     int rc = gpt2_config_save(&c, path, err);

@@ -184,18 +184,10 @@ static int run_model(Run *r, const TrainArgs *a, int resuming, char *err) {
         Tokenizer *tok = NULL;
         if ((rc = tok_open(&tok, r->tok_file, err))) return rc;
         TokSpecial sp = tok_special(tok);
-        c = (Gpt2Config){.n_layer = a->n_layer,
-                         .n_head = a->n_head,
-                         .n_embd = a->n_embd,
-                         .n_ctx = a->n_ctx,
-                         .vocab_size = tok_vocab_size(tok),
-                         .n_inner = 4 * a->n_embd,
-                         .ln_eps = 1e-5f,
-                         .gelu = GPT2_GELU_TANH,
-                         .bos_id = sp.bos,
-                         .eos_id = sp.eos,
-                         .pad_id = sp.pad,
-                         .tie_embeddings = 1};
+        c = gpt2_config_shape(a->n_layer, a->n_embd, a->n_head, a->n_ctx, tok_vocab_size(tok));
+        c.bos_id = sp.bos;
+        c.eos_id = sp.eos;
+        c.pad_id = sp.pad;
         tok_free(tok);
         if (!a->n_head || a->n_embd % a->n_head)
             return kg_err(err, KG_EINVAL, "train: --n-embd %zu is not a multiple of --n-head %zu",
