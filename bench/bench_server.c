@@ -149,7 +149,8 @@ static void *client_main(void *arg) {
     uint64_t rng = 0x9E3779B97F4A7C15ull * (uint64_t)(cl->id + 1);
     char body[8192];
     while (now_s() < cl->until && cl->n < cl->cap) {
-        int o = snprintf(body, sizeof body, "{\"top_k\":10,\"tokens\":[");
+        // as the Explorer asks: with speculation (the daemon may have it turned off)
+        int o = snprintf(body, sizeof body, "{\"top_k\":10,\"speculate\":true,\"tokens\":[");
         for (size_t i = 0; i < cl->n_prompt; i++) {
             rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
             o += snprintf(body + o, sizeof body - (size_t)o, "%s%llu", i ? "," : "",
@@ -232,7 +233,8 @@ static void bench_clicks(int port, const char *label, size_t vocab) {
     double lat[40], server[40];
     int clicks = 0;
     for (int k = 0; k < 41 && n < 128; k++) {
-        int o = snprintf(body, sizeof body, "{\"top_k\":10,\"tokens\":[");
+        // as the Explorer asks: with speculation (the daemon may have it turned off)
+        int o = snprintf(body, sizeof body, "{\"top_k\":10,\"speculate\":true,\"tokens\":[");
         for (size_t i = 0; i < n; i++)
             o += snprintf(body + o, sizeof body - (size_t)o, "%s%d", i ? "," : "", ids[i]);
         snprintf(body + o, sizeof body - (size_t)o, "]}");

@@ -6,7 +6,9 @@
 //
 // The API (v1). Probabilities are the full-vocabulary softmax of the raw logits (divided
 // by "temperature" first when given). Unknown keys are ignored; null means "not given".
-//   POST /v1/next-token  {"text"|"tokens", "top_k" 1..100 (10), "temperature" (0,100] (1)}
+//   POST /v1/next-token  {"text"|"tokens", "top_k" 1..100 (10), "temperature" (0,100] (1),
+//        "speculate" (false): when idle, precompute the answers for the top candidates, so
+//        that asking next with one of them appended is answered from the cache (the Explorer)}
 //        -> {model, tokens, candidates [{id, piece, text, prob, logprob}] best first,
 //            prompt_tokens, cached_tokens, timings {total_ms, queue_ms, prefill_ms, decode_ms}}
 //   POST /v1/generate    {"text"|"tokens", "max_tokens" 1..n_ctx (32), "temperature" 0..100
@@ -125,7 +127,7 @@ static uint64_t route_random_seed(void) {
 
 // --- handlers ---
 
-// POST /v1/next-token {"text"|"tokens", "top_k", "temperature"}
+// POST /v1/next-token {"text"|"tokens", "top_k", "temperature", "speculate"}
 static enum MHD_Result route_next_token(SrvReq *r, const cJSON *j_req) {
     enum MHD_Result ret = MHD_NO;
     SrvApp *app = route_ready(r, &ret);
@@ -136,9 +138,11 @@ static enum MHD_Result route_next_token(SrvReq *r, const cJSON *j_req) {
     double temperature = 1;
     int *ids = NULL;
     size_t n = 0;
+    int speculate = 0;
     int rc = json_int(j_req, "top_k", &top_k, 10, 1, ROUTE_MAX_TOP, err);
     if (!rc)
         rc = json_num(j_req, "temperature", &temperature, 1, 1e-3, 100, err), param = "temperature";
+    if (!rc) rc = json_bool(j_req, "speculate", &speculate, 0, err), param = "speculate";
     if (!rc) rc = route_prompt(app, j_req, &ids, &n, &param, err);
     RouteJob *rj = rc ? NULL : route_job_new(app, ROUTE_NEXT);
     if (!rc && (!rj || !(rj->j_cands = cJSON_CreateArray())))
@@ -155,7 +159,8 @@ static enum MHD_Result route_next_token(SrvReq *r, const cJSON *j_req) {
                      .tokens = ids,
                      .n_tokens = n,
                      .n_top = (size_t)top_k,
-                     .temperature = (float)temperature};
+                     .temperature = (float)temperature,
+                     .speculate = speculate};
     return route_job_run(r, rj, &p);
 }
 

@@ -280,7 +280,7 @@ static void answer_next_token(Sched *s, SchedJob *j, const float *logits) {
         return;
     }
     // remember the prompt and its best candidates: the next click is probably one of them
-    int *copy = malloc(j->p.n_tokens * sizeof *copy);
+    int *copy = j->p.speculate && s->opt.speculate ? malloc(j->p.n_tokens * sizeof *copy) : NULL;
     if (copy && top) {
         free(s->spec.prompt);
         s->spec.prompt = copy;

@@ -3,8 +3,8 @@
 // HTTP handlers submit jobs and read their output; they never touch tensors. Each engine
 // step advances every active job together (continuous batching: one forward over the new
 // rows of all of them), reusing the KV cache of the longest cached prefix of a prompt
-// (pcache.h). When idle after a next-token answer, the engine precomputes the top
-// candidates' continuations, so the Explorer's likely next click is already answered.
+// (pcache.h). When idle after a next-token answer that asked for it, the engine precomputes
+// the top candidates' continuations, so the Explorer's likely next click is already answered.
 //
 // Threads: sched_* functions may be called from any thread. A job's notify callback runs
 // on the engine thread; it must only wake the job's owner (e.g. MHD_resume_connection).
@@ -27,7 +27,7 @@ typedef struct {
     size_t cache_mb;      // prefix cache memory (--cache-mb)
     size_t max_prompt;    // tokens per prompt, <= n_ctx (--ctx-size)
     size_t prefill_chunk; // prompt rows per step, so a long prefill cannot stall decoding
-    int speculate;        // precompute the top candidates' continuations when idle
+    int speculate;        // allow jobs to ask for speculation (--no-speculate turns it off)
 } SchedOptions;
 
 typedef enum { SCHED_NEXT_TOKEN, SCHED_GENERATE } SchedKind;
@@ -46,6 +46,10 @@ typedef struct {
     const char *const *stop; // stop strings (copied); the text stops before the first match
     size_t n_stop;
     int ignore_eos; // keep going past the end-of-text token
+    // next-token only: when idle afterwards, run the best candidates one token further and
+    // cache them (the Explorer's likely next click). Off by default: it costs a forward pass
+    // that a request arriving meanwhile waits for.
+    int speculate;
 } SchedParams;
 
 typedef enum {

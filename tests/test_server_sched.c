@@ -113,8 +113,12 @@ static float max_cand_diff(const KgCandidate *a, const KgCandidate *b, size_t k,
 }
 
 static SchedParams next_params(const int *ids, size_t n) {
-    return (SchedParams){
-        .kind = SCHED_NEXT_TOKEN, .tokens = ids, .n_tokens = n, .n_top = 10, .temperature = 1.0f};
+    return (SchedParams){.kind = SCHED_NEXT_TOKEN,
+                         .tokens = ids,
+                         .n_tokens = n,
+                         .n_top = 10,
+                         .temperature = 1.0f,
+                         .speculate = 1};
 }
 
 static void test_next_token_and_cache(Sched *s, const Gpt2 *m, const int *ids, size_t n) {

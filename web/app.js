@@ -132,7 +132,9 @@ async function fetchNext() {
     return;
   }
   const ctl = (inflight = new AbortController());
-  const body = state.tokens ? { tokens: state.tokens, top_k: TOP_K } : { text: state.text, top_k: TOP_K };
+  // speculate: the server precomputes the answers for these candidates, so a click is instant
+  const body = state.tokens ? { tokens: state.tokens, top_k: TOP_K, speculate: true }
+                            : { text: state.text, top_k: TOP_K, speculate: true };
   $('cands').setAttribute('aria-busy', 'true');
   const t0 = performance.now();
   try {
