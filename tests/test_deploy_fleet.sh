@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Fleet test (issue 6): docker/nginx.conf, with its ports rewritten, in front of 3 kogpt2d on
+# 127.0.0.1. (1) nginx -t on the config; (2) a bounded load while replicas 1 and 2 get SIGTERM
+# and are started again (a rolling restart: 0 failed requests allowed), then replica 3 gets
+# SIGKILL (failures reported, and nginx must go on serving from the others); (3) the k8s
+# manifests parse and the HPA's metric comes from a metric in /metrics.
+# Needs nginx (Debian's /usr/sbin/nginx), python3, curl and a built kogpt2d; else exit 77.
+# Env: KG_BUILD_DIR (kogpt2d), KG_SOURCE_DIR, KG_PYTHON.
+set -u
+SRC=${KG_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+BUILD=${KG_BUILD_DIR:-$SRC/build}
+PY=${KG_PYTHON:-python3}
+KG=$BUILD/kogpt2d
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+skip() { echo "SKIP: $*"; exit 77; }
+[ -x "$NGINX" ] || skip "nginx is not installed"
+[ -x "$KG" ] || skip "no $KG (build it first)"
+command -v "$PY" >/dev/null || skip "no python3"
+command -v curl >/dev/null || skip "no curl"
+
+T=$(mktemp -d /tmp/kg-fleet.XXXXXX)
+PIDS=()
+NGINX_PID=
+cleanup() {
+  [ -n "$NGINX_PID" ] && kill "$NGINX_PID" 2>/dev/null
+  for p in "${PIDS[@]}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$T"
+}
+trap cleanup EXIT
+
+# Free ports: nginx + 3 replicas.
+read -r NPORT P1 P2 P3 < <("$PY" - <<'PY'
+import socket
+ss = [socket.socket() for _ in range(4)]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(*[s.getsockname()[1] for s in ss])
+PY
+)
+PORTS=("" "$P1" "$P2" "$P3")
+
+# (1) nginx -t on the shipped config, adapted: replica addresses, listen port, pid, logs,
+# temporary paths inside the temp prefix, and a rate limit the single test client stays under.
+mkdir -p "$T/logs"
+sed -e "s/kogpt2d-1:8080/127.0.0.1:$P1/; s/kogpt2d-2:8080/127.0.0.1:$P2/; s/kogpt2d-3:8080/127.0.0.1:$P3/" \
+    -e "s/listen 8080;/listen 127.0.0.1:$NPORT;/" \
+    -e "s#^pid .*#pid $T/nginx.pid;#" \
+    -e "s#error_log /dev/stderr#error_log $T/logs/error.log#" \
+    -e "s#access_log /dev/stdout#access_log $T/logs/access.log#" \
+    -e "s/rate=50r\/s/rate=100000r\/s/" \
+    -e "s#^http {#http {\n    client_body_temp_path $T/body; proxy_temp_path $T/proxy;\n    fastcgi_temp_path $T/fcgi; uwsgi_temp_path $T/uwsgi; scgi_temp_path $T/scgi;#" \
+    "$SRC/docker/nginx.conf" > "$T/nginx.conf"
+if ! "$NGINX" -t -q -p "$T" -e "$T/logs/error.log" -c "$T/nginx.conf"; then
+  echo "FAIL: nginx -t on docker/nginx.conf"; cat "$T/logs/error.log"; exit 1
+fi
+echo "ok: nginx -t passes on docker/nginx.conf ($("$NGINX" -v 2>&1))"
+
+start_replica() {  # $1 = 1..3
+  "$KG" --host 127.0.0.1 --port "${PORTS[$1]}" --threads 2 --timeout 5 --quiet \
+    >>"$T/kg$1.log" 2>&1 &
+  PIDS[$1]=$!
+}
+wait_ready() {  # $1 = 1..3; up to 30 s
+  for _ in $(seq 300); do
+    curl -sf "http://127.0.0.1:${PORTS[$1]}/readyz" >/dev/null && return 0
+    sleep 0.1
+  done
+  echo "FAIL: replica $1 not ready"; cat "$T/kg$1.log"; exit 1
+}
+for i in 1 2 3; do start_replica $i; done
+for i in 1 2 3; do wait_ready $i; done
+"$NGINX" -p "$T" -e "$T/logs/error.log" -c "$T/nginx.conf" -g "daemon off;" &
+NGINX_PID=$!
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$NPORT/readyz" >/dev/null && break; sleep 0.1; done
+curl -sf "http://127.0.0.1:$NPORT/readyz" >/dev/null || { echo "FAIL: nginx not serving"; cat "$T/logs/error.log"; exit 1; }
+echo "fleet: nginx :$NPORT -> kogpt2d :$P1 :$P2 :$P3"
+
+# (2) Load through nginx; the phase file labels each request with the event under way.
+SECS=${KG_FLEET_SECONDS:-60}   # an upper bound; the test stops the load itself
+echo steady > "$T/phase"
+"$PY" "$SRC/tests/deploy_fleet.py" load "http://127.0.0.1:$NPORT" "$SECS" 4 "$T/phase" > "$T/load.out" &
+LOAD_PID=$!
+sleep 2
+for i in 1 2; do
+  echo "rolling-restart" > "$T/phase"
+  kill -TERM "${PIDS[$i]}"
+  wait "${PIDS[$i]}"; rc=$?
+  [ $rc -eq 0 ] || { echo "FAIL: replica $i exited $rc after SIGTERM"; exit 1; }
+  start_replica $i
+  wait_ready $i
+  echo "replica $i: SIGTERM, exit 0, restarted and ready"
+  sleep 2
+done
+echo "sigkill" > "$T/phase"
+kill -KILL "${PIDS[3]}"; wait "${PIDS[3]}" 2>/dev/null; PIDS[3]=
+echo "replica 3: SIGKILL"
+sleep 3
+echo "after-sigkill" > "$T/phase"
+sleep 3
+echo stop > "$T/phase"
+wait $LOAD_PID
+cat "$T/load.out"
+fail=0
+rr_sent=0; rr_failed=0; total=0; total_failed=0
+while read -r ph sent failed; do
+  [ "$ph" = error ] && continue
+  total=$((total + sent)); total_failed=$((total_failed + failed))
+  case $ph in
+    steady|rolling-restart) rr_sent=$((rr_sent + sent)); rr_failed=$((rr_failed + failed)) ;;
+    sigkill) kill_sent=$sent; kill_failed=$failed ;;
+    after-sigkill) after_sent=$sent; after_failed=$failed ;;
+  esac
+done < "$T/load.out"
+echo "figures: requests sent $total; before/during the rolling restart: $rr_sent sent, $rr_failed failed;"
+echo "         in the 3 s after SIGKILL of replica 3: ${kill_sent:-0} sent, ${kill_failed:-0} failed;"
+echo "         after that (2 replicas): ${after_sent:-0} sent, ${after_failed:-0} failed"
+[ "$rr_failed" -eq 0 ] || { echo "FAIL: $rr_failed requests failed during the rolling restart"; fail=1; }
+[ "${after_sent:-0}" -gt 0 ] && [ "${after_failed:-0}" -eq 0 ] ||
+  { echo "FAIL: nginx did not move on after SIGKILL"; fail=1; }
+[ "$rr_sent" -gt 0 ] || { echo "FAIL: no requests sent"; fail=1; }
+echo "nginx error log (distinct messages):"
+sed -E 's/^[0-9\/: ]+\[[a-z]+\] [0-9#]+: \*[0-9]+ //; s/, client:.*upstream: "([^"]*)".*/ (\1)/' "$T/logs/error.log" |
+  sed -E 's/127\.0\.0\.1:[0-9]+/127.0.0.1:PORT/g' | sort | uniq -c | sort -rn | head -8
+
+# (3) The k8s manifests; the HPA's metric against a live /metrics.
+if ! "$PY" "$SRC/tests/deploy_fleet.py" k8s "$SRC/docker/k8s" "http://127.0.0.1:$P1/metrics"; then
+  fail=1
+fi
+[ $fail -eq 0 ] && echo "PASS: test_deploy_fleet"
+exit $fail
