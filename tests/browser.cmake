@@ -14,10 +14,8 @@ set(_browser_env "KG_ARTIFACT_DIR=${CMAKE_BINARY_DIR}/artifacts")
 # tokenizer, made by a fixture from ../shared (skipped there when the data is missing).
 if(TARGET kogpt2d AND NOT KG_BROWSER_MODEL_DIR AND PYTHON3)
   set(_browser_model "${CMAKE_BINARY_DIR}/testdata/browser_model")
-  add_test(NAME browser_model
-    COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_server_lib.py make-model ${_browser_model})
-  set_tests_properties(browser_model PROPERTIES FIXTURES_SETUP browser_model LABELS "browser"
-    SKIP_RETURN_CODE 77 ENVIRONMENT "KG_SHARED_DIR=${KG_SHARED_DIR}")
+  kg_fixture(browser_model COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_server_lib.py
+    make-model ${_browser_model} LABELS browser TIMEOUT 300 ENV "KG_SHARED_DIR=${KG_SHARED_DIR}")
   list(APPEND _browser_env "KG_DAEMON=$<TARGET_FILE:kogpt2d>" "KG_MODEL_DIR=${_browser_model}")
 elseif(TARGET kogpt2d AND KG_BROWSER_MODEL_DIR)
   list(APPEND _browser_env "KG_DAEMON=$<TARGET_FILE:kogpt2d>" "KG_MODEL_DIR=${KG_BROWSER_MODEL_DIR}")

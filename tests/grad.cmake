@@ -11,10 +11,8 @@ endif()
 
 set(KG_GRAD_TESTDATA "${CMAKE_BINARY_DIR}/testdata/grad")
 if(PYTHON3)
-  add_test(NAME gpt2_grad_testdata
-    COMMAND ${PYTHON3} ${CMAKE_SOURCE_DIR}/tests/ref/gpt2_grad_ref.py ${KG_GRAD_TESTDATA})
-  set_tests_properties(gpt2_grad_testdata PROPERTIES FIXTURES_SETUP gpt2_grad_testdata
-    SKIP_RETURN_CODE 77 LABELS "model;parity;train" TIMEOUT 300)
+  kg_fixture(gpt2_grad_testdata COMMAND ${PYTHON3} ${CMAKE_SOURCE_DIR}/tests/ref/gpt2_grad_ref.py
+    ${KG_GRAD_TESTDATA} LABELS "model;parity;train" TIMEOUT 300)
 endif()
 
 kg_test(test_gpt2_grad SOURCES test_gpt2_grad.c LIBS kgmodel LABELS "model;parity;train"

@@ -11,10 +11,8 @@ endif()
 
 set(KG_GPT2_TESTDATA "${CMAKE_BINARY_DIR}/testdata/gpt2")
 if(PYTHON3)
-  add_test(NAME gpt2_testdata
-    COMMAND ${PYTHON3} ${CMAKE_SOURCE_DIR}/tests/ref/gpt2_ref.py ${KG_GPT2_TESTDATA})
-  set_tests_properties(gpt2_testdata PROPERTIES FIXTURES_SETUP gpt2_testdata
-    SKIP_RETURN_CODE 77 LABELS "model;parity" TIMEOUT 600)
+  kg_fixture(gpt2_testdata COMMAND ${PYTHON3} ${CMAKE_SOURCE_DIR}/tests/ref/gpt2_ref.py
+    ${KG_GPT2_TESTDATA} LABELS "model;parity" TIMEOUT 600)
 endif()
 
 kg_test(test_model_config SOURCES test_model_config.c LIBS kgmodel LABELS model)

@@ -11,10 +11,8 @@ set(KG_TRAIN_ENV "KG_SHARED_DIR=${KG_SHARED_DIR};KG_SOURCE_DIR=${CMAKE_SOURCE_DI
 
 kg_test(test_train_adamw SOURCES test_train_adamw.c LIBS kgtrain LABELS train)
 
-add_test(NAME train_testdata
-  COMMAND sh ${CMAKE_SOURCE_DIR}/tests/test_train_fixture.sh ${KG_TRAIN_TESTDATA})
-set_tests_properties(train_testdata PROPERTIES FIXTURES_SETUP train_testdata
-  SKIP_RETURN_CODE 77 LABELS train ENVIRONMENT "${KG_TRAIN_ENV}")
+kg_fixture(train_testdata COMMAND sh ${CMAKE_SOURCE_DIR}/tests/test_train_fixture.sh
+  ${KG_TRAIN_TESTDATA} LABELS train TIMEOUT 300 ENV "${KG_TRAIN_ENV}")
 
 kg_test(test_train_ckpt SOURCES test_train_ckpt.c LIBS kgtrain LABELS train)
 kg_test(test_train_shard SOURCES test_train_shard.c LIBS kgtrain LABELS train
