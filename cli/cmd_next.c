@@ -45,28 +45,6 @@ static int parse_dtype(const char *s) {
     return -2;
 }
 
-// Parses "1,2,3" into a malloc'd array; NULL on bad input or OOM.
-static int *parse_ids(const char *s, size_t *n) {
-    size_t cap = 1;
-    for (const char *p = s; *p; p++)
-        cap += *p == ',';
-    int *ids = malloc(cap * sizeof *ids);
-    if (!ids) return NULL;
-    *n = 0;
-    const char *p = s;
-    while (*p) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || v > 0x7FFFFFFF || (*end && *end != ',')) {
-            free(ids);
-            return NULL;
-        }
-        ids[(*n)++] = (int)v;
-        p = *end ? end + 1 : end;
-    }
-    return ids;
-}
-
 // Adds "piece" and "text" of id to j_c when there is a tokenizer. 0 on OOM.
 static int add_piece(cJSON *j_c, const Tokenizer *tok, int id) {
     if (!tok) return 1;
@@ -166,7 +144,9 @@ static int parse_next_args(int argc, char **argv, NextArgs *a) {
 // NULL when empty), or an error with err filled.
 static int prompt_ids(const NextArgs *a, const Tokenizer *tok, int **ids, size_t *n, char *err) {
     if (a->text) return tok_encode(tok, a->text, strlen(a->text), ids, n, err);
-    if (!(*ids = parse_ids(a->tokens, n)))
+    size_t cap = 0;
+    *n = 0;
+    if (cli_parse_ids(a->tokens, ids, n, &cap))
         return kg_err(err, KG_EINVAL, "--tokens: not a list of token ids: %s", a->tokens);
     return KG_OK;
 }

@@ -242,8 +242,7 @@ int cmd_tokenize(int argc, char **argv) {
     return rc;
 }
 
-// Parses "1,2 3" style id lists into a growing array. 0 ok, -1 on a bad number or OOM.
-static int parse_ids(const char *s, int **ids, size_t *n, size_t *cap) {
+int cli_parse_ids(const char *s, int **ids, size_t *n, size_t *cap) {
     while (*s) {
         if (*s == ',' || *s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') {
             s++;
@@ -337,7 +336,7 @@ int cmd_detokenize(int argc, char **argv) {
         int *ids = NULL;
         size_t n = 0, cap = 0, len;
         char *text = optind < argc ? join_args(optind, argc, argv, &len) : read_all(stdin, &len);
-        if (!text || parse_ids(text, &ids, &n, &cap)) {
+        if (!text || cli_parse_ids(text, &ids, &n, &cap)) {
             fprintf(stderr, "kogpt2 detokenize: ids must be integers separated by commas\n");
             rc = 1;
         } else {
