@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "kg.h"
-#include "kgmath.h"
 
 // ---------------------------------------------------------------------------------------
 // Loading
@@ -104,18 +103,6 @@ static size_t owned_bytes(const StTensor *t, const WeightSpec *s, int dtype) {
     return (b + 63) / 64 * 64;
 }
 
-static void convert(void *dst, KgDtype to, const void *src, KgDtype from, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        float v = from == KG_F32   ? ((const float *)src)[i]
-                  : from == KG_F16 ? kg_f16_to_f32(((const uint16_t *)src)[i])
-                                   : kg_bf16_to_f32(((const uint16_t *)src)[i]);
-        if (to == KG_F32)
-            ((float *)dst)[i] = v;
-        else
-            ((uint16_t *)dst)[i] = to == KG_F16 ? kg_f32_to_f16(v) : kg_f32_to_bf16(v);
-    }
-}
-
 // Points one weight at its data: the mapping itself, or a converted copy in *cursor.
 static int bind_weight(Gpt2 *m, const WeightSpec *s, const StTensor *t, int dtype, char **cursor) {
     const void *src = t->data;
@@ -123,7 +110,7 @@ static int bind_weight(Gpt2 *m, const WeightSpec *s, const StTensor *t, int dtyp
     size_t extra = owned_bytes(t, s, dtype);
     if (extra) {
         dt = s->vec ? KG_F32 : (KgDtype)dtype;
-        convert(*cursor, dt, t->data, t->dtype, t->n_elems);
+        kg_dtype_convert(*cursor, dt, t->data, t->dtype, t->n_elems);
         src = *cursor;
         *cursor += extra;
     }

@@ -12,7 +12,6 @@
 
 #include "gpt2.h"
 #include "kg.h"
-#include "kgmath.h"
 
 // ---------------------------------------------------------------------------------------
 // A trainable model
@@ -53,11 +52,7 @@ static int init_from_model(const Gpt2 *src, const Gpt2ParamTensor *t, size_t n, 
         const StTensor *st = safetensors_find(&src->st, name);
         if (!st && !strncmp(name, "transformer.", 12)) st = safetensors_find(&src->st, name + 12);
         if (!st) return kg_err(err, KG_EFORMAT, "tensor %s: missing", name);
-        for (size_t k = 0; k < t[i].count; k++)
-            host[t[i].offset + k] = st->dtype == KG_F32 ? ((const float *)st->data)[k]
-                                    : st->dtype == KG_F16
-                                        ? kg_f16_to_f32(((const uint16_t *)st->data)[k])
-                                        : kg_bf16_to_f32(((const uint16_t *)st->data)[k]);
+        kg_dtype_convert(host + t[i].offset, KG_F32, st->data, st->dtype, t[i].count);
     }
     return KG_OK;
 }
@@ -117,8 +112,7 @@ int gpt2_save(const Gpt2 *m, const char *dir, KgDtype dtype, char *err) {
     }
     gpt2_param_tensors(c, t);
     m->be->ops->to_host(m->be, host, m->params, count * sizeof(float));
-    for (size_t i = 0; half && i < count; i++)
-        half[i] = dtype == KG_F16 ? kg_f32_to_f16(host[i]) : kg_f32_to_bf16(host[i]);
+    if (half) kg_dtype_convert(half, dtype, host, KG_F32, count);
     for (size_t i = 0; i < n; i++) {
         w[i] = (StWrite){t[i].name,
                          dtype,

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "kg.h"
+#include "kgmath.h"
 
 static const struct {
     const char *name;
@@ -46,6 +47,18 @@ const char *kg_dtype_name(KgDtype t) {
 }
 
 size_t kg_dtype_size(KgDtype t) { return t == KG_F32 ? 4 : 2; }
+
+void kg_dtype_convert(void *dst, KgDtype to, const void *src, KgDtype from, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float v = from == KG_F32   ? ((const float *)src)[i]
+                  : from == KG_F16 ? kg_f16_to_f32(((const uint16_t *)src)[i])
+                                   : kg_bf16_to_f32(((const uint16_t *)src)[i]);
+        if (to == KG_F32)
+            ((float *)dst)[i] = v;
+        else
+            ((uint16_t *)dst)[i] = to == KG_F16 ? kg_f32_to_f16(v) : kg_f32_to_bf16(v);
+    }
+}
 
 // A JSON number that is a whole number in [0, max].
 static int json_uint(const cJSON *j, size_t max, size_t *out) {

@@ -55,6 +55,8 @@ void safetensors_close(SafeTensors *st);
 size_t safetensors_dtype_size(const char *name);
 const char *kg_dtype_name(KgDtype t); // "F32", "F16", "BF16"
 size_t kg_dtype_size(KgDtype t);      // 4, 2, 2
+// dst (n, dtype to) = src (n, dtype from), rounding to nearest even; F32/F16/BF16 only.
+void kg_dtype_convert(void *dst, KgDtype to, const void *src, KgDtype from, size_t n);
 
 // One tensor to write: name, dtype, shape, and its bytes (n_elems * dtype size).
 typedef struct {
