@@ -10,9 +10,11 @@
 #define BACKEND_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "config.h"
 #include "safetensors.h"
+#include "sampler.h"
 
 // A weight matrix in its stored dtype and layout. Logically it is (C, OC) and
 // out = inp @ W. Conv1D weights (GPT-2's attention and MLP) are stored that way,
@@ -35,6 +37,14 @@ typedef struct {
     float *att;     // (NH, n, pos0 + n) softmax probabilities, or NULL (inference)
     float *dk, *dv; // (pos0 + n, ld_kv) backward only
 } KgAttnSeq;
+
+// One AdamW step's scalars (kg_adamw_update in kgmath.h does the per-element math).
+typedef struct {
+    float lr, beta1, beta2, eps;
+    float weight_decay; // 0 for tensors that take no decay (biases, layer norms)
+    float grad_scale;   // folds in 1/accumulation steps, clipping and loss unscaling
+    float b1c, b2c;     // bias corrections 1 - beta1^t, 1 - beta2^t for this step t
+} KgAdamWStep;
 
 typedef struct KgBackend KgBackend;
 
@@ -102,6 +112,21 @@ typedef struct {
     // array; a target of -1 gives loss 0 and a zero gradient row.
     void (*crossentropy_forward_backward)(KgBackend *be, float *losses, float *logits,
                                           const int *targets, size_t N, size_t V, float dscale);
+
+    // --- optimizer (training) ---
+    // params, m, v (n) updated in place by one AdamW step on g = grads * a->grad_scale.
+    void (*adamw_update)(KgBackend *be, float *params, const float *grads, float *m, float *v,
+                         size_t n, const KgAdamWStep *a);
+    // Sum of x[i]^2 over n floats, accumulated in double (the global gradient norm); a
+    // non-finite x gives a non-finite sum (the dynamic loss scaler's overflow test).
+    double (*sum_squares)(KgBackend *be, const float *x, size_t n);
+
+    // --- next-token candidates ---
+    // The k most probable tokens of one row of V logits (backend memory) under
+    // softmax(logits / temperature), highest first, into out (k, host): only k candidates
+    // leave the device, not V logits. Returns how many (min(k, V)).
+    size_t (*logits_topk)(KgBackend *be, const float *logits, size_t V, float temperature,
+                          size_t k, KgCandidate *out);
 } KgBackendOps;
 
 struct KgBackend {
@@ -118,6 +143,22 @@ KgBackend *kg_cpu_backend_new(int threads, char *err);
 // As kg_cpu_backend_new but forcing an instruction set: "avx512", "avx2" or "generic".
 // KG_EUNSUP in err when this processor lacks it. For tests and benchmarks.
 KgBackend *kg_cpu_backend_new_isa(int threads, const char *isa, char *err);
+
+// The CUDA backend (model/cuda/, built with KG_CUDA) on GPU `device`: weights, KV caches and
+// activations in device memory, matrices through cuBLAS. NULL with err filled when the build
+// has no CUDA (KG_EUNSUP) or no such GPU can be used (KG_EIO).
+KgBackend *kg_cuda_backend_new(int device, char *err);
+// GPUs the CUDA runtime sees; 0 in a build without CUDA or when there is no usable driver.
+// With a buffer, a one-line description of GPU 0 or of why there is none.
+int kg_cuda_device_count(char *why, size_t why_size);
+
+// Picks a backend by name: "cpu", "cuda" (GPU 0; "cuda:N" for GPU N) or "auto" (the GPU
+// when one exists, else the CPU). Writes one line saying what it chose, and why, to log
+// (may be NULL). threads applies to the CPU. NULL with err filled on failure.
+KgBackend *kg_backend_new(const char *device, int threads, FILE *log, char *err);
+
+// "cpu", "cuda", "auto" or "cuda:N": KG_OK, else KG_EINVAL with err filled (for flag parsing).
+int kg_device_check(const char *device, char *err);
 
 void kg_backend_free(KgBackend *be);
 

@@ -114,3 +114,63 @@ static void cpu_crossentropy_forward_backward(KgBackend *be, float *losses, floa
     cpu_pool_run(cpu_of(be)->pool, crossentropy_task, &j,
                  (N + CROSSENTROPY_ROWS_PER_TASK - 1) / CROSSENTROPY_ROWS_PER_TASK);
 }
+
+typedef struct {
+    float *params, *m, *v;
+    const float *grads;
+    size_t n;
+    const KgAdamWStep *a;
+} AdamWJob;
+
+static void adamw_task(void *ctx, size_t t, int thread) {
+    (void)thread;
+    const AdamWJob *j = ctx;
+    // scalars in locals and restrict pointers: the stores cannot alias them, so it vectorizes
+    const KgAdamWStep a = *j->a;
+    float *restrict p = j->params, *restrict m = j->m, *restrict v = j->v;
+    const float *restrict g = j->grads;
+    size_t end = (t + 1) * ELEMENTWISE_CHUNK < j->n ? (t + 1) * ELEMENTWISE_CHUNK : j->n;
+    for (size_t i = t * ELEMENTWISE_CHUNK; i < end; i++)
+        kg_adamw_update(&p[i], &m[i], &v[i], g[i] * a.grad_scale, a.lr, a.beta1, a.beta2, a.eps,
+                        a.weight_decay, a.b1c, a.b2c);
+}
+
+static void cpu_adamw_update(KgBackend *be, float *params, const float *grads, float *m, float *v,
+                             size_t n, const KgAdamWStep *a) {
+    AdamWJob j = {params, m, v, grads, n, a};
+    cpu_pool_run(cpu_of(be)->pool, adamw_task, &j, (n + ELEMENTWISE_CHUNK - 1) / ELEMENTWISE_CHUNK);
+}
+
+// A fixed split into SUM_PARTS slices, each summed in order and the slices added in order:
+// the result does not depend on the thread count.
+#define SUM_PARTS 64
+
+typedef struct {
+    const float *x;
+    size_t n;
+    double part[SUM_PARTS];
+} SumJob;
+
+static void sum_squares_task(void *ctx, size_t t, int thread) {
+    (void)thread;
+    SumJob *j = ctx;
+    double s = 0;
+    for (size_t i = j->n * t / SUM_PARTS; i < j->n * (t + 1) / SUM_PARTS; i++)
+        s += (double)j->x[i] * j->x[i];
+    j->part[t] = s;
+}
+
+static double cpu_sum_squares(KgBackend *be, const float *x, size_t n) {
+    SumJob j = {.x = x, .n = n};
+    cpu_pool_run(cpu_of(be)->pool, sum_squares_task, &j, SUM_PARTS);
+    double s = 0;
+    for (size_t t = 0; t < SUM_PARTS; t++)
+        s += j.part[t];
+    return s;
+}
+
+static size_t cpu_logits_topk(KgBackend *be, const float *logits, size_t V, float temperature,
+                              size_t k, KgCandidate *out) {
+    (void)be;
+    return sampler_topk(logits, V, temperature, k < V ? k : V, out);
+}

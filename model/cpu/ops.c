@@ -62,4 +62,7 @@ const KgBackendOps CPU_OPS_NAME(CPU_ISA_UPPER) = {
     .attention_backward = cpu_attention_backward,
     .gelu_backward = cpu_gelu_backward,
     .crossentropy_forward_backward = cpu_crossentropy_forward_backward,
+    .adamw_update = cpu_adamw_update,
+    .sum_squares = cpu_sum_squares,
+    .logits_topk = cpu_logits_topk,
 };

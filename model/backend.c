@@ -1,0 +1,64 @@
+// backend.c — choosing a backend by name (--device on every binary).
+#include "backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kg.h"
+
+#ifndef KG_HAVE_CUDA
+// A build without the CUDA backend (KG_CUDA off, or no nvcc): there is never a GPU.
+KgBackend *kg_cuda_backend_new(int device, char *err) {
+    (void)device;
+    kg_err(err, KG_EUNSUP, "this build has no CUDA backend (configure with -DKG_CUDA=ON)");
+    return NULL;
+}
+
+int kg_cuda_device_count(char *why, size_t why_size) {
+    if (why && why_size) snprintf(why, why_size, "built without CUDA");
+    return 0;
+}
+#endif
+
+// Parses "cuda" or "cuda:N" into *gpu; 0 when s is neither.
+static int parse_cuda(const char *s, int *gpu) {
+    if (strncmp(s, "cuda", 4)) return 0;
+    if (!s[4]) return *gpu = 0, 1;
+    if (s[4] != ':' || !s[5]) return 0;
+    char *end;
+    long n = strtol(s + 5, &end, 10);
+    if (*end || n < 0 || n > 255) return 0;
+    *gpu = (int)n;
+    return 1;
+}
+
+int kg_device_check(const char *device, char *err) {
+    int gpu;
+    if (!strcmp(device, "auto") || !strcmp(device, "cpu") || parse_cuda(device, &gpu)) return KG_OK;
+    return kg_err(err, KG_EINVAL, "--device must be auto, cpu, cuda or cuda:N, not '%s'", device);
+}
+
+KgBackend *kg_backend_new(const char *device, int threads, FILE *log, char *err) {
+    if (kg_device_check(device, err)) return NULL;
+    int gpu = 0;
+    char why[256] = "";
+    KgBackend *be;
+    if (parse_cuda(device, &gpu)) {
+        if (!(be = kg_cuda_backend_new(gpu, err))) return NULL;
+        if (log) fprintf(log, "device: %s (asked for %s)\n", be->ops->name, device);
+        return be;
+    }
+    if (!strcmp(device, "auto") && kg_cuda_device_count(why, sizeof why) > 0) {
+        if ((be = kg_cuda_backend_new(0, err))) {
+            if (log) fprintf(log, "device: %s (auto: %s)\n", be->ops->name, why);
+            return be;
+        }
+        snprintf(why, sizeof why, "the GPU could not be used: %s", err);
+    }
+    if (!(be = kg_cpu_backend_new(threads, err))) return NULL;
+    if (log)
+        fprintf(log, "device: %s, %d threads (%s%s)\n", be->ops->name, be->threads,
+                strcmp(device, "auto") ? "asked for cpu" : "auto: no GPU, ",
+                strcmp(device, "auto") ? "" : why);
+    return be;
+}
