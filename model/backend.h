@@ -132,7 +132,12 @@ typedef struct {
 struct KgBackend {
     const KgBackendOps *ops;
     int threads; // compute threads the backend uses (CPU)
-    void *impl;  // the backend's own state
+    // Mixed precision for f32 weights (training): KG_F32 computes matmuls in f32; KG_BF16 or
+    // KG_F16 rounds both operands to that type inside matmul forward and backward and
+    // accumulates in f32, with the f32 parameters as master weights. The caller sets it
+    // after creation; a backend without mixed-precision kernels (the CPU) computes in f32.
+    KgDtype mixed;
+    void *impl; // the backend's own state
 };
 
 // The CPU backend: a thread pool of `threads` workers (0 = one per core) and the best

@@ -86,6 +86,7 @@ KgBackend *kg_cpu_backend_new_isa(int threads, const char *isa, char *err) {
     }
     be->ops = ops;
     be->threads = threads;
+    be->mixed = KG_F32; // the CPU computes every matmul in f32
     be->impl = cb;
     pthread_mutex_init(&cb->partial_mutex, NULL);
     for (int i = 0; i < threads; i++)
