@@ -54,12 +54,11 @@ static int run_config(const Shape *s, int threads, int recompute, size_t B, size
     int *in = malloc(B * T * sizeof *in), *tg = malloc(B * T * sizeof *tg);
     AdamW opt = {0};
     Gpt2Train *t = gpt2_train_new(&m, B, T, recompute, err);
-    if (!t || !tensors || !in || !tg || adamw_init(&opt, n, err)) {
+    if (!t || !tensors || !in || !tg || adamw_init(&opt, be, n, err)) {
         rc = KG_ENOMEM;
         goto end;
     }
     gpt2_param_tensors(&c, tensors);
-    opt.threads = threads;
     uint64_t rng = 42;
     for (size_t i = 0; i < B * T; i++) {
         in[i] = (int)(bench_rand(&rng) % s->V);

@@ -20,11 +20,13 @@ typedef struct {
     int threads;
     int dtype;
     int json;
+    const char *device;
 } NextArgs;
 
 static void next_usage(FILE *f) {
     fprintf(f, "usage: kogpt2 next [--model DIR] (--text TEXT | --tokens ID,ID,...) [--top-k K]\n"
                "                   [--json] [--threads N] [--dtype auto|f32|f16|bf16]\n"
+               "                   [--device auto|cpu|cuda|cuda:N]\n"
                "  --model DIR      Hugging Face layout: config.json + model.safetensors\n"
                "                   (default: the project's models/default)\n"
                "  --text TEXT      the prompt as text (needs a tokenizer)\n"
@@ -33,7 +35,8 @@ static void next_usage(FILE *f) {
                "  --top-k K        candidates to print (default 10)\n"
                "  --json           print {\"tokens\":[...],\"candidates\":[...]}\n"
                "  --threads N      compute threads (default: one per core)\n"
-               "  --dtype T        weights in memory: auto keeps the file's (zero-copy)\n");
+               "  --dtype T        weights in memory: auto keeps the file's (zero-copy)\n"
+               "  --device D       auto (a GPU when there is one, else the CPU), cpu, cuda\n");
 }
 
 // "auto" -> GPT2_DTYPE_AUTO, "f32"/"f16"/"bf16" -> KgDtype; -2 when unknown.
@@ -83,16 +86,21 @@ end:
 }
 
 static int parse_next_args(int argc, char **argv, NextArgs *a) {
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'}, {"tokens", required_argument, 0, 't'},
-        {"text", required_argument, 0, 'x'},  {"tokenizer", required_argument, 0, 'T'},
-        {"top-k", required_argument, 0, 'k'}, {"threads", required_argument, 0, 'j'},
-        {"dtype", required_argument, 0, 'd'}, {"json", no_argument, 0, 'J'},
-        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
-    *a = (NextArgs){.top_k = 10, .dtype = GPT2_DTYPE_AUTO};
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"tokens", required_argument, 0, 't'},
+                                         {"text", required_argument, 0, 'x'},
+                                         {"tokenizer", required_argument, 0, 'T'},
+                                         {"top-k", required_argument, 0, 'k'},
+                                         {"threads", required_argument, 0, 'j'},
+                                         {"dtype", required_argument, 0, 'd'},
+                                         {"json", no_argument, 0, 'J'},
+                                         {"device", required_argument, 0, 'D'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    *a = (NextArgs){.top_k = 10, .dtype = GPT2_DTYPE_AUTO, .device = "auto"};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "m:t:x:T:k:j:d:Jh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:t:x:T:k:j:d:D:Jh", opts, NULL)) != -1) {
         switch (c) {
         case 'm':
             a->model = optarg;
@@ -118,6 +126,9 @@ static int parse_next_args(int argc, char **argv, NextArgs *a) {
         case 'J':
             a->json = 1;
             break;
+        case 'D':
+            a->device = optarg;
+            break;
         case 'h':
             next_usage(stdout);
             exit(0);
@@ -131,6 +142,11 @@ static int parse_next_args(int argc, char **argv, NextArgs *a) {
         !(a->model = kg_find_data_dir("models/default", default_model, sizeof default_model))) {
         fprintf(stderr,
                 "kogpt2 next: no --model DIR given and no default model (models/default)\n");
+        return 2;
+    }
+    char err[KG_ERRLEN];
+    if (kg_device_check(a->device, err)) {
+        fprintf(stderr, "kogpt2 next: %s\n", err);
         return 2;
     }
     if (!a->tokens == !a->text || a->top_k < 1 || a->threads < 0 || a->dtype == -2) {
@@ -172,17 +188,19 @@ int cmd_next(int argc, char **argv) {
         kg_err(err, KG_EINVAL, "the prompt is empty");
         goto fail;
     }
-    KgBackend *be = kg_cpu_backend_new(a.threads, err);
+    // the device line goes to stderr: stdout stays the answer (JSON for --json)
+    KgBackend *be = kg_backend_new(a.device, a.threads, stderr, err);
     if (!be) goto fail;
-    if (gpt2_open(&m, a.model, be, a.dtype, err) || gpt2_state_init(&s, &m, 512, 1, err) ||
-        kv_init(&kv, &m, n, err) || gpt2_prefill(&m, &s, &kv, ids, n, 1, err))
+    if (gpt2_open(&m, a.model, be, a.dtype, err) || gpt2_state_init(&s, &m, 512, 1, err))
         goto fail_model;
+    s.logits_stay = 1; // only the top-k leave the backend
+    if (kv_init(&kv, &m, n, err) || gpt2_prefill(&m, &s, &kv, ids, n, 1, err)) goto fail_model;
     cand = malloc((size_t)a.top_k * sizeof *cand);
     if (!cand) {
         kg_err(err, KG_ENOMEM, "out of memory");
         goto fail_model;
     }
-    size_t k = sampler_topk(s.logits_host, m.config.vocab_size, 1.0f, (size_t)a.top_k, cand);
+    size_t k = be->ops->logits_topk(be, s.logits, m.config.vocab_size, 1.0f, (size_t)a.top_k, cand);
     if (a.json) {
         rc = print_json(ids, n, cand, k, tok);
     } else {

@@ -125,8 +125,8 @@ typedef struct {
     // The k most probable tokens of one row of V logits (backend memory) under
     // softmax(logits / temperature), highest first, into out (k, host): only k candidates
     // leave the device, not V logits. Returns how many (min(k, V)).
-    size_t (*logits_topk)(KgBackend *be, const float *logits, size_t V, float temperature,
-                          size_t k, KgCandidate *out);
+    size_t (*logits_topk)(KgBackend *be, const float *logits, size_t V, float temperature, size_t k,
+                          KgCandidate *out);
 } KgBackendOps;
 
 struct KgBackend {

@@ -468,7 +468,7 @@ int gpt2_forward(const Gpt2 *m, Gpt2State *s, Gpt2Seq *seqs, size_t n_seq, char 
     if (R) {
         op->layernorm_forward(be, s->lnf, NULL, NULL, s->lnf, w->lnf_w, w->lnf_b, R, C, c->ln_eps);
         op->matmul_forward(be, s->logits, s->lnf, w->lm_head, NULL, R, C, V); // (R, V)
-        op->to_host(be, s->logits_host, s->logits, R * V * sizeof(float));
+        if (!s->logits_stay) op->to_host(be, s->logits_host, s->logits, R * V * sizeof(float));
     }
     for (size_t i = 0; i < n_seq; i++)
         seqs[i].kv->len += seqs[i].n;

@@ -111,6 +111,10 @@ typedef struct {
     KgAttnSeq *attn;                 // host: one per sequence, sized on demand
     size_t attn_cap;
     size_t n_logit_rows; // rows of logits_host the last forward filled
+    // Set by a caller that only wants candidates: the logits stay in s->logits (backend
+    // memory; logits_host is not filled) for the backend's logits_topk, so on a GPU only k
+    // candidates cross to the host instead of V floats a row.
+    int logits_stay;
 } Gpt2State;
 
 int gpt2_state_init(Gpt2State *s, const Gpt2 *m, size_t max_rows, size_t max_logit_rows, char *err);
@@ -176,6 +180,10 @@ void gpt2_train_free(Gpt2Train *t);
 size_t gpt2_train_bytes(const Gpt2Train *t);
 // The gradient buffer (backend memory, gpt2_param_count floats, same layout as m->params).
 float *gpt2_train_grads(Gpt2Train *t);
+// Makes backward produce the gradients of loss * scale (1 by default): mixed precision in
+// f16 multiplies the loss so that small gradients do not flush to zero, and the optimizer
+// divides it out again (train/lossscale.h).
+void gpt2_train_set_loss_scale(Gpt2Train *t, float scale);
 // Sets every gradient to zero (once per optimizer step; backward accumulates with +=).
 void gpt2_train_zero_grad(Gpt2Train *t);
 

@@ -151,6 +151,7 @@ typedef struct {
 struct Gpt2Train {
     size_t B, T, N;
     int recompute;
+    float loss_scale; // the backward's gradients are of loss * loss_scale
     size_t n_params;
     float *grads;  // (gpt2_param_count) same layout as the parameters
     Gpt2Weights g; // the gradients, bound like the weights
@@ -230,7 +231,8 @@ Gpt2Train *gpt2_train_new(const Gpt2 *m, size_t B, size_t T, int recompute, char
     }
     Gpt2Train *t = calloc(1, sizeof *t);
     if (!t) goto oom;
-    *t = (Gpt2Train){.B = B, .T = T, .N = B * T, .recompute = recompute, .be = be};
+    *t = (Gpt2Train){
+        .B = B, .T = T, .N = B * T, .recompute = recompute, .be = be, .loss_scale = 1.0f};
     size_t count = t->n_params = gpt2_param_count(c);
     t->resid = calloc(c->n_layer + 1, sizeof *t->resid);
     t->layer = calloc(c->n_layer, sizeof *t->layer);
@@ -274,6 +276,8 @@ void gpt2_train_free(Gpt2Train *t) {
 
 size_t gpt2_train_bytes(const Gpt2Train *t) { return t->acts_bytes; }
 float *gpt2_train_grads(Gpt2Train *t) { return t->grads; }
+
+void gpt2_train_set_loss_scale(Gpt2Train *t, float scale) { t->loss_scale = scale; }
 
 void gpt2_train_zero_grad(Gpt2Train *t) {
     t->be->ops->zero(t->be, t->grads, t->n_params * sizeof(float));
@@ -346,7 +350,7 @@ int gpt2_train_forward(const Gpt2 *m, Gpt2Train *t, const int *inputs, const int
     op->matmul_forward(be, t->logits, t->lnf, m->w.lm_head, NULL, N, C, V); // (N, V)
     // the loss, and its gradient in place of the logits (d mean loss: 1 / valid targets)
     op->crossentropy_forward_backward(be, t->losses, t->logits, t->targets, N, V,
-                                      valid ? 1.0f / (float)valid : 0.0f);
+                                      valid ? t->loss_scale / (float)valid : 0.0f);
     op->to_host(be, t->losses_host, t->losses, N * sizeof(float));
     double sum = 0;
     for (size_t i = 0; i < N; i++)

@@ -9,6 +9,7 @@
 #include "model/kgmath.h"
 #include "train/adamw.h"
 #include "train/dist.h"
+#include "train/lossscale.h"
 
 static int near(double a, double b) { return fabs(a - b) <= 1e-6 * fmax(1.0, fabs(b)); }
 
@@ -27,8 +28,11 @@ int main(void) {
     // adamw_step: the decay flag per tensor, grad_scale, t counting
     Gpt2ParamTensor t[2] = {{.name = "w", .offset = 0, .count = 2, .decay = 1},
                             {.name = "b", .offset = 2, .count = 1, .decay = 0}};
+    char err[256];
+    KgBackend *be = kg_cpu_backend_new(1, err), *be3 = kg_cpu_backend_new(3, err);
+    REQUIRE(be && be3, "%s", err);
     AdamW o;
-    REQUIRE(!adamw_init(&o, 3, NULL), "init");
+    REQUIRE(!adamw_init(&o, be, 3, NULL), "init");
     float params[3] = {1, 1, 1}, grads[3] = {1.0f, 1.0f, 1.0f};
     AdamWHyper h = {0.9f, 0.95f, 1e-8f, 0.1f};
     adamw_step(&o, params, grads, t, 2, 0.1f, 0.5f, &h); // g = 0.5 for all
@@ -38,11 +42,10 @@ int main(void) {
     CHECK(near(o.m[2], 0.05) && near(o.v[2], 0.0125));
     adamw_free(&o);
 
-    // threads split the buffer; every element's result is the same as with one thread
+    // three threads split the buffer; every element's result is the same as with one thread
     size_t big = (size_t)1 << 19;
     AdamW o1, o3;
-    REQUIRE(!adamw_init(&o1, big, NULL) && !adamw_init(&o3, big, NULL), "init");
-    o3.threads = 3;
+    REQUIRE(!adamw_init(&o1, be, big, NULL) && !adamw_init(&o3, be3, big, NULL), "init");
     float *p1 = malloc(big * sizeof *p1), *p3 = malloc(big * sizeof *p3);
     float *gb = malloc(big * sizeof *gb);
     for (size_t i = 0; i < big; i++) {
@@ -76,11 +79,35 @@ int main(void) {
 
     // norm and clipping
     float g[2] = {3, 4};
-    CHECK(near(adamw_grad_norm(g, 2), 5));
+    CHECK(near(adamw_grad_norm(be, g, 2), 5));
+    // the norm of a long vector is the same for any thread count, and an overflow shows
+    float *ones = malloc(big * sizeof *ones);
+    for (size_t i = 0; i < big; i++)
+        ones[i] = (float)(i % 7) * 0.5f;
+    double n1 = adamw_grad_norm(be, ones, big), n3 = adamw_grad_norm(be3, ones, big);
+    // 74,898 whole cycles of 0..6 (squares sum to 91), then 0 and 1: 0.25 * (74898 * 91 + 1)
+    CHECK_MSG(n1 == n3 && near(n1 * n1, 0.25 * (74898.0 * 91 + 1)), "%.9g %.9g", n1, n3);
+    ones[big / 2] = INFINITY;
+    CHECK(!isfinite(adamw_grad_norm(be3, ones, big)));
+    free(ones);
     CHECK(near(adamw_clip_scale(5, 1), 0.2));
     CHECK(near(adamw_clip_scale(5, 10), 1));
     CHECK(near(adamw_clip_scale(5, 0), 1));
     CHECK(adamw_clip_scale(NAN, 1) == 1.0f);
+
+    // dynamic loss scaling: overflow halves and skips, `interval` good steps double, bounded
+    LossScaler ls = loss_scaler_new(65536.0f, 3);
+    CHECK(loss_scaler_update(&ls, 1) && loss_scaler_update(&ls, 1) && ls.scale == 65536.0f);
+    CHECK(loss_scaler_update(&ls, 1) && ls.scale == 131072.0f); // third good step doubles
+    CHECK(!loss_scaler_update(&ls, 0) && ls.scale == 65536.0f && ls.n_skipped == 1);
+    CHECK(loss_scaler_update(&ls, 1) && loss_scaler_update(&ls, 1) && ls.scale == 65536.0f);
+    for (int i = 0; i < 40; i++)
+        loss_scaler_update(&ls, 0);
+    CHECK_MSG(ls.scale == 1.0f && ls.n_skipped == 41, "floor: scale %g", ls.scale);
+    LossScaler off = loss_scaler_new(1.0f, 0); // f32/bf16: never changes
+    for (int i = 0; i < 10; i++)
+        loss_scaler_update(&off, 1);
+    CHECK(off.scale == 1.0f);
 
     // a world of one: collectives are no-ops (no launcher variables in a ctest run)
     Dist d;
@@ -94,5 +121,7 @@ int main(void) {
     CHECK(!dist_allreduce_sum_f64(&d, &s, 1, NULL) && s == 2.5);
     CHECK(!dist_broadcast(&d, buf, 3, NULL) && !dist_barrier(&d, NULL));
     dist_finalize(&d);
+    kg_backend_free(be);
+    kg_backend_free(be3);
     return check_report();
 }

@@ -36,7 +36,7 @@ int main(void) {
     REQUIRE(!gpt2_train_model_new(&m, &c, NULL, be, 7, err), "%s", err);
     size_t n = gpt2_param_count(&c);
     AdamW o;
-    REQUIRE(!adamw_init(&o, n, err), "%s", err);
+    REQUIRE(!adamw_init(&o, be, n, err), "%s", err);
     for (size_t i = 0; i < n; i++) {
         o.m[i] = (float)i * 0.5f;
         o.v[i] = (float)i * 0.25f;
@@ -75,7 +75,7 @@ int main(void) {
     // the sidecar
     CkptState rd;
     AdamW o2;
-    REQUIRE(!adamw_init(&o2, n, err), "%s", err);
+    REQUIRE(!adamw_init(&o2, be, n, err), "%s", err);
     REQUIRE(!ckpt_state_read(ck, &rd, &o2, err), "%s", err);
     CHECK(rd.step == 17 && rd.total_steps == 100 && rd.seed == 5 && rd.B == 4 && rd.T == 8 &&
           rd.ranks == 2 && rd.grad_accum == 3 && rd.n_params == n);
@@ -85,7 +85,7 @@ int main(void) {
           !memcmp(o2.v, o.v, n * sizeof(float)));
     ckpt_state_free(&rd);
     AdamW small;
-    REQUIRE(!adamw_init(&small, n - 1, err), "%s", err);
+    REQUIRE(!adamw_init(&small, be, n - 1, err), "%s", err);
     CHECK(ckpt_state_read(ck, &rd, &small, err) == KG_EFORMAT); // another model's state
     adamw_free(&small);
 

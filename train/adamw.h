@@ -1,9 +1,10 @@
 // adamw.h — AdamW over the trainer's one flat parameter buffer, the learning-rate
 // schedule (linear warmup, then cosine decay to a floor) and global grad-norm clipping.
 //
-// The moments m and v have the parameter buffer's layout (gpt2_param_tensors order), so a
-// step is one pass over flat arrays; weight decay applies per tensor (matrices and
-// embeddings yes; biases and layer norms no, as each tensor's decay flag says).
+// The moments m and v have the parameter buffer's layout (gpt2_param_tensors order) and live
+// in backend memory beside the parameters, so a step is the backend's adamw_update op over
+// each tensor (on a GPU nothing leaves the device); weight decay applies per tensor
+// (matrices and embeddings yes; biases and layer norms no, as each tensor's decay flag says).
 #ifndef TRAIN_ADAMW_H
 #define TRAIN_ADAMW_H
 
@@ -20,21 +21,23 @@ typedef struct {
     ((AdamWHyper){.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f})
 
 typedef struct {
-    size_t n;    // floats in the parameter buffer
-    float *m;    // (n) first moment
-    float *v;    // (n) second moment
-    uint64_t t;  // steps taken (bias correction uses t + 1 for the next one)
-    int threads; // threads a step splits the buffer over (0 or 1: the caller's own)
+    KgBackend *be; // holds m and v (not owned)
+    size_t n;      // floats in the parameter buffer
+    float *m;      // (n) first moment, backend memory
+    float *v;      // (n) second moment, backend memory
+    uint64_t t;    // steps taken (bias correction uses t + 1 for the next one)
 } AdamW;
 
-// Zeroed moments for n parameters. KG_ENOMEM with err filled. Free with adamw_free().
-int adamw_init(AdamW *o, size_t n, char *err);
+// Zeroed moments for n parameters in be's memory. KG_ENOMEM with err filled. Free with
+// adamw_free().
+int adamw_init(AdamW *o, KgBackend *be, size_t n, char *err);
 void adamw_free(AdamW *o);
 
 // One optimizer step: for each tensor, params -= AdamW(grads * grad_scale), decay only where
 // the tensor's flag says. grad_scale folds in 1/accumulation steps and the clipping factor.
-// params and grads are (o->n) floats; tensors cover them exactly. Increments o->t. The
-// result does not depend on o->threads (each element is updated on its own).
+// params and grads are (o->n) floats of backend memory; tensors cover them exactly.
+// Increments o->t. Each element is updated on its own, so the result does not depend on
+// how the backend splits the work.
 void adamw_step(AdamW *o, float *params, const float *grads, const Gpt2ParamTensor *tensors,
                 size_t n_tensors, float lr, float grad_scale, const AdamWHyper *h);
 
@@ -42,8 +45,9 @@ void adamw_step(AdamW *o, float *params, const float *grads, const Gpt2ParamTens
 // first warmup steps, then cosine from lr_max down to lr_min at the last step.
 float adamw_lr(uint64_t s, uint64_t total, uint64_t warmup, float lr_max, float lr_min);
 
-// L2 norm of g (n), accumulated in double.
-double adamw_grad_norm(const float *g, size_t n);
+// L2 norm of g (n floats of be's memory), accumulated in double; not finite when some
+// element is not (an overflow under loss scaling).
+double adamw_grad_norm(KgBackend *be, const float *g, size_t n);
 
 // The factor that brings a gradient of norm `norm` down to `clip` (1 when clip <= 0 or the
 // norm is already within it).

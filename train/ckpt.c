@@ -99,6 +99,28 @@ static uint64_t get_u64(const unsigned char *p) {
 #define CKPT_N_U64    13
 #define CKPT_HDR_SIZE (16 + 8 * CKPT_N_U64)
 
+// The moments live in backend memory (on a GPU, device memory): they pass through a host
+// buffer of CKPT_CHUNK floats at a time. Each returns 0 on success.
+#define CKPT_CHUNK ((size_t)1 << 20)
+
+static int write_moments(FILE *fp, KgBackend *be, const float *src, size_t n, float *host) {
+    for (size_t i = 0; i < n; i += CKPT_CHUNK) {
+        size_t k = n - i < CKPT_CHUNK ? n - i : CKPT_CHUNK;
+        be->ops->to_host(be, host, src + i, k * sizeof *host);
+        if (fwrite(host, sizeof *host, k, fp) != k) return -1; // host byte order: little-endian
+    }
+    return 0;
+}
+
+static int read_moments(FILE *fp, KgBackend *be, float *dst, size_t n, float *host) {
+    for (size_t i = 0; i < n; i += CKPT_CHUNK) {
+        size_t k = n - i < CKPT_CHUNK ? n - i : CKPT_CHUNK;
+        if (fread(host, sizeof *host, k, fp) != k) return -1;
+        be->ops->to_device(be, dst + i, host, k * sizeof *host);
+    }
+    return 0;
+}
+
 static int state_write(const char *path, const CkptState *st, const AdamW *o, char *err) {
     unsigned char hdr[CKPT_HDR_SIZE] = {0};
     memcpy(hdr, CKPT_MAGIC, 8);
@@ -108,12 +130,17 @@ static int state_write(const char *path, const CkptState *st, const AdamW *o, ch
                               st->pos.shard, st->pos.window,  st->n_names};
     for (int i = 0; i < CKPT_N_U64; i++)
         put_u64(hdr + 16 + 8 * i, f[i]);
+    float *host = malloc(CKPT_CHUNK * sizeof *host);
+    if (!host) return kg_err(err, KG_ENOMEM, "write %s: out of memory", path);
     FILE *fp = fopen(path, "wb");
-    if (!fp) return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
+    if (!fp) {
+        free(host);
+        return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
+    }
     int bad = fwrite(hdr, 1, sizeof hdr, fp) != sizeof hdr;
     if (st->n_names) bad |= fwrite(st->names, SHARD_NAME_MAX, st->n_names, fp) != st->n_names;
-    bad |= fwrite(o->m, sizeof(float), o->n, fp) != o->n; // host byte order: little-endian
-    bad |= fwrite(o->v, sizeof(float), o->n, fp) != o->n;
+    bad |= write_moments(fp, o->be, o->m, o->n, host) || write_moments(fp, o->be, o->v, o->n, host);
+    free(host);
     bad |= fflush(fp) || fsync(fileno(fp));
     bad |= fclose(fp) != 0;
     if (bad) return kg_err(err, KG_EIO, "write %s: %s", path, strerror(errno));
@@ -174,8 +201,15 @@ int ckpt_state_read(const char *dir, CkptState *st, AdamW *o, char *err) {
                         (unsigned long long)st->n_params, o->n);
             goto end;
         }
-        if (fread(o->m, sizeof(float), o->n, fp) != o->n ||
-            fread(o->v, sizeof(float), o->n, fp) != o->n) {
+        float *host = malloc(CKPT_CHUNK * sizeof *host);
+        if (!host) {
+            rc = kg_err(err, KG_ENOMEM, "%s: out of memory", path);
+            goto end;
+        }
+        int bad =
+            read_moments(fp, o->be, o->m, o->n, host) || read_moments(fp, o->be, o->v, o->n, host);
+        free(host);
+        if (bad) {
             rc = kg_err(err, KG_EFORMAT, "%s: truncated", path);
             goto end;
         }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "dist.h"
+#include "model/backend.h"
 #include "model/kg.h"
 #include "model/safetensors.h"
 #include "shard.h"
@@ -38,6 +39,10 @@ static void usage(FILE *f) {
         "  --save-every N    checkpoint every N steps (500)  --log-every N (1)\n"
         "  --resume          continue from CKPT_DIR if it holds a checkpoint\n"
         "  --stop-at N       stop after step N as an interruption would (tests)\n"
+        "  --device D        auto (GPU if any), cpu, cuda, cuda:N (auto)\n"
+        "  --precision P     matmuls in f32, bf16 or fp16 (dynamic loss scaling) with f32\n"
+        "                    master weights; GPU only, the CPU computes in f32 (f32)\n"
+        "  --loss-scale X    fp16: the loss scale's start (65536)\n"
         "Under mpirun --batch is per rank; only rank 0 prints and writes checkpoints.\n");
 }
 
@@ -145,6 +150,9 @@ enum {
     OPT_LOG_EVERY,
     OPT_RESUME,
     OPT_STOP_AT,
+    OPT_DEVICE,
+    OPT_PRECISION,
+    OPT_LOSS_SCALE,
     OPT_HELP
 };
 
@@ -176,6 +184,9 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
                                          {"log-every", required_argument, 0, OPT_LOG_EVERY},
                                          {"resume", no_argument, 0, OPT_RESUME},
                                          {"stop-at", required_argument, 0, OPT_STOP_AT},
+                                         {"device", required_argument, 0, OPT_DEVICE},
+                                         {"precision", required_argument, 0, OPT_PRECISION},
+                                         {"loss-scale", required_argument, 0, OPT_LOSS_SCALE},
                                          {"help", no_argument, 0, OPT_HELP},
                                          {0, 0, 0, 0}};
     int have_shape = 0;
@@ -183,14 +194,14 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
         long long v = 0;
         double x = 0;
         char *end = NULL;
-        if (c == OPT_LR || c == OPT_MIN_LR || c == OPT_WD || c == OPT_CLIP) {
+        if (c == OPT_LR || c == OPT_MIN_LR || c == OPT_WD || c == OPT_CLIP || c == OPT_LOSS_SCALE) {
             x = strtod(optarg, &end);
             if (end == optarg || *end || !(x >= 0)) {
                 fprintf(stderr, "kogpt2-train train: not a non-negative number: %s\n", optarg);
                 return 2;
             }
         } else if (optarg && c != OPT_DATA && c != OPT_OUT && c != OPT_INIT && c != OPT_TOKENIZER &&
-                   (v = parse_count(optarg)) < 0) {
+                   c != OPT_DEVICE && c != OPT_PRECISION && (v = parse_count(optarg)) < 0) {
             fprintf(stderr, "kogpt2-train train: not a count: %s\n", optarg);
             return 2;
         }
@@ -277,6 +288,18 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
         case OPT_STOP_AT:
             a->stop_at = (uint64_t)v;
             break;
+        case OPT_DEVICE:
+            a->device = optarg;
+            break;
+        case OPT_PRECISION:
+            a->precision = !strcmp(optarg, "f32")    ? KG_F32
+                           : !strcmp(optarg, "bf16") ? KG_BF16
+                           : !strcmp(optarg, "fp16") ? KG_F16
+                                                     : -1;
+            break;
+        case OPT_LOSS_SCALE:
+            a->loss_scale = (float)x;
+            break;
         case OPT_HELP:
             usage(stdout);
             return 1;
@@ -285,6 +308,7 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
             return 2;
         }
     }
+    char derr[KG_ERRLEN];
     const char *why = NULL;
     if (optind != argc)
         why = "unexpected argument";
@@ -296,6 +320,12 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
         why = "a new model needs --tokenizer (or use --init)";
     else if (!a->steps || !a->B || !a->T || !a->grad_accum)
         why = "--steps, --batch, --seq and --grad-accum must be at least 1";
+    else if (a->precision < 0)
+        why = "--precision must be f32, bf16 or fp16";
+    else if (!(a->loss_scale >= 1))
+        why = "--loss-scale must be at least 1";
+    else if (kg_device_check(a->device, derr))
+        why = derr;
     if (why) {
         fprintf(stderr, "kogpt2-train train: %s\n", why);
         usage(stderr);

@@ -9,6 +9,7 @@
 
 #include "adamw.h"
 #include "ckpt.h"
+#include "lossscale.h"
 #include "model/backend.h"
 #include "model/gpt2.h"
 #include "model/kg.h"
@@ -33,7 +34,10 @@ TrainArgs train_defaults(void) {
                        .val_every = 250,
                        .save_every = 500,
                        .val_tokens = 65536,
-                       .log_every = 1};
+                       .log_every = 1,
+                       .device = "auto",
+                       .precision = KG_F32,
+                       .loss_scale = 65536.0f};
 }
 
 static double now_s(void) {
@@ -150,6 +154,7 @@ typedef struct {
     size_t n_tensors, n_params;
     Gpt2Train *t;
     AdamW opt;
+    LossScaler scaler; // f16 mixed precision; otherwise a constant 1
     ShardLoader loader;
     int have_loader;
     ValSet val;
@@ -213,11 +218,14 @@ static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) 
     int resuming = a->resume && ckpt_exists(a->out_dir);
     if (a->resume && !resuming && log)
         fprintf(log, "no checkpoint in %s: starting from step 0\n", a->out_dir);
-    r->be = kg_cpu_backend_new(a->threads, err);
-    if (!r->be) return KG_ENOMEM;
+    if (!(r->be = kg_backend_new(a->device, a->threads, d->rank == 0 ? log : NULL, err)))
+        return KG_EIO;
+    r->be->mixed = (KgDtype)a->precision;
+    // f16's range needs the loss scaled; bf16 has f32's exponent range and f32 needs nothing
+    r->scaler =
+        a->precision == KG_F16 ? loss_scaler_new(a->loss_scale, 2000) : loss_scaler_new(1.0f, 0);
     if ((rc = run_model(r, a, resuming, err))) return rc;
-    if ((rc = adamw_init(&r->opt, r->n_params, err))) return rc;
-    r->opt.threads = r->be->threads;
+    if ((rc = adamw_init(&r->opt, r->be, r->n_params, err))) return rc;
     if (resuming) {
         if ((rc = ckpt_state_read(a->out_dir, &r->st, &r->opt, err))) return rc;
         if (r->st.total_steps != a->steps && log)
@@ -236,6 +244,9 @@ static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) 
     if ((rc = val_open(&r->val, a->data_dir, r->m.config.vocab_size, err))) return rc;
     r->t = gpt2_train_new(&r->m, a->B, a->T, a->recompute, err);
     if (!r->t) return KG_ENOMEM;
+    if (a->precision != KG_F32 && !strncmp(r->be->ops->name, "cpu", 3) && log && d->rank == 0)
+        fprintf(log, "note: the CPU computes matmuls in f32; --precision %s applies on a GPU\n",
+                a->precision == KG_BF16 ? "bf16" : "fp16");
     r->inputs = malloc(a->B * a->T * sizeof *r->inputs);
     r->targets = malloc(a->B * a->T * sizeof *r->targets);
     if (!r->inputs || !r->targets) return kg_err(err, KG_ENOMEM, "train: out of memory");
@@ -289,12 +300,14 @@ static int run_validate(Run *r, const TrainArgs *a, Dist *d, FILE *log, uint64_t
 // One optimizer step: grad_accum micro-steps of B windows on each rank, then all-reduce
 // and AdamW. *loss = the mean over micro-steps and ranks.
 static int run_step(Run *r, const TrainArgs *a, Dist *d, uint64_t step, double *loss, double *norm,
-                    float *lr, char *err) {
+                    float *lr, int *skipped, char *err) {
     const size_t B = a->B;
     const uint64_t others = (uint64_t)(d->size - 1 - d->rank) * B;
     double loss_sum = 0;
     int rc;
+    *skipped = 0;
     gpt2_train_zero_grad(r->t);
+    gpt2_train_set_loss_scale(r->t, r->scaler.scale);
     for (size_t k = 0; k < a->grad_accum; k++) {
         // global micro-batch k*size + rank: every rank reads the same stream, takes its slice
         if ((rc = shard_loader_skip(&r->loader, (uint64_t)d->rank * B, err))) return rc;
@@ -310,10 +323,16 @@ static int run_step(Run *r, const TrainArgs *a, Dist *d, uint64_t step, double *
     double ls = loss_sum / (double)a->grad_accum;
     if ((rc = dist_allreduce_sum_f64(d, &ls, 1, err))) return rc;
     *loss = ls / d->size;
-    float scale = 1.0f / (float)a->grad_accum; // backward summed the micro-steps' means
-    *norm = adamw_grad_norm(grads, r->n_params) * scale;
-    scale *= adamw_clip_scale(*norm, a->clip);
+    // backward summed the micro-steps' means of loss * loss scale
+    float scale = 1.0f / ((float)a->grad_accum * r->scaler.scale);
+    *norm = adamw_grad_norm(r->be, grads, r->n_params) * scale;
     *lr = adamw_lr(step, a->steps, a->warmup, a->lr, a->min_lr < 0 ? a->lr * 0.1f : a->min_lr);
+    // every rank sees the same all-reduced norm, so all skip or all step together
+    if (!loss_scaler_update(&r->scaler, isfinite(*norm))) {
+        *skipped = 1;
+        return KG_OK;
+    }
+    scale *= adamw_clip_scale(*norm, a->clip);
     AdamWHyper h = ADAMW_DEFAULTS;
     h.weight_decay = a->weight_decay;
     adamw_step(&r->opt, r->m.params, grads, r->tensors, r->n_tensors, *lr, scale, &h);
@@ -333,7 +352,13 @@ int train_run(const TrainArgs *a, Dist *d, FILE *log, char *err) {
             break;
         double loss, norm;
         float lr;
-        if ((rc = run_step(&r, a, d, step, &loss, &norm, &lr, err))) break;
+        int skipped;
+        if ((rc = run_step(&r, a, d, step, &loss, &norm, &lr, &skipped, err))) break;
+        if (skipped && log) {
+            fprintf(log, "step %llu: gradients overflowed in f16: step skipped, loss scale %g\n",
+                    (unsigned long long)step + 1, r.scaler.scale);
+            fflush(log);
+        }
         double t_now = now_s(), dt = t_now - t_last;
         t_last = t_now;
         steps_timed++;

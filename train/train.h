@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "dist.h"
+#include "model/safetensors.h"
 
 typedef struct {
     const char *data_dir, *out_dir;
@@ -22,6 +23,9 @@ typedef struct {
     uint64_t val_every, save_every, val_tokens, log_every;
     uint64_t stop_at; // stop after this step as an interruption would (0: never); for tests
     int resume, threads, recompute;
+    const char *device; // "auto", "cpu", "cuda" or "cuda:N" (kg_backend_new)
+    int precision;      // matmul compute type: KG_F32, KG_BF16 or KG_F16 (with loss scaling)
+    float loss_scale;   // KG_F16: the dynamic loss scale's start
 } TrainArgs;
 
 // The defaults every flag starts from (main.c overrides them).
