@@ -50,6 +50,7 @@ typedef struct KgBackend KgBackend;
 
 typedef struct {
     const char *name; // e.g. "cpu-avx512"
+    int host_memory;  // 1: backend memory is host memory the caller may touch (the CPU)
 
     // --- memory ---
     // Zeroed backend memory, aligned for any vector load; NULL on OOM.
@@ -64,6 +65,10 @@ typedef struct {
     void (*copy_rows)(KgBackend *be, float *dst, size_t ld_dst, const float *src, size_t ld_src,
                       size_t rows, size_t cols);
     void (*zero)(KgBackend *be, void *p, size_t bytes);
+    // Returns when every op queued so far has finished: a GPU runs ops asynchronously on its
+    // stream, so this comes before another stream or library (NCCL) touches backend memory.
+    // The CPU's ops are done when they return.
+    void (*synchronize)(KgBackend *be);
     void (*destroy)(KgBackend *be);
 
     // --- forward ops ---

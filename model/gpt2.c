@@ -340,7 +340,7 @@ int gpt2_state_init(Gpt2State *s, const Gpt2 *m, size_t max_rows, size_t max_log
     s->logits = be->ops->alloc(be, max_logit_rows * V * sizeof(float));
     // the CPU computes in host memory: logits need no copy
     s->logits_host =
-        be->ops->to_host == be->ops->to_device ? s->logits : malloc(max_logit_rows * V * 4);
+        be->ops->host_memory ? s->logits : malloc(max_logit_rows * V * 4);
     s->tokens = malloc(max_rows * sizeof *s->tokens);
     s->pos = malloc(max_rows * sizeof *s->pos);
     if (!s->x || !s->ln || !s->qkv || !s->atty || !s->fc || !s->lnf || !s->logits ||

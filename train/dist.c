@@ -12,3 +12,13 @@ int dist_launched_size(void) {
     }
     return getenv("PMIX_RANK") ? 1 : 0;
 }
+
+int dist_local_rank(void) {
+    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
+                          "PMIX_LOCAL_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *s = getenv(vars[i]);
+        if (s && atoi(s) >= 0) return atoi(s);
+    }
+    return 0;
+}

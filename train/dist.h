@@ -1,6 +1,6 @@
 // dist.h — data parallelism across processes, as a small interface: dist_mpi.c implements it
 // over MPI, dist_local.c as a world of one (builds without MPI), and NCCL can implement it
-// later for GPU buffers.
+// for GPU buffers (dist_device.c, dist_nccl.c).
 //
 // When MPI is used: only in a build with MPI (KG_MPI, on when OpenMPI is found), and only when the
 // process was started by a launcher (mpirun/mpiexec/srun set OMPI_COMM_WORLD_SIZE, PMI_SIZE or
@@ -13,9 +13,12 @@
 
 #include <stddef.h>
 
+#include "model/backend.h"
+
 typedef struct {
     int rank, size;
-    int mpi; // MPI was initialized here (finalize it)
+    int mpi;    // MPI was initialized here (finalize it)
+    void *nccl; // the NCCL communicator and stream (dist_nccl.c), made on first use
 } Dist;
 
 // The number of processes a launcher (mpirun, srun) started, from its environment; 0 when
@@ -38,6 +41,20 @@ int dist_allreduce_mean(Dist *d, float *buf, size_t n, char *err);
 int dist_allreduce_sum_f64(Dist *d, double *buf, size_t n, char *err);
 // Returns when every rank has called it.
 int dist_barrier(Dist *d, char *err);
+
+// --- buffers in backend memory (the trainer's parameters and gradients) ---
+// The collectives above on backend memory. Host memory (the CPU) goes straight to them; GPU
+// memory goes over NCCL in a build with CUDA, MPI and NCCL (a communicator bootstrapped over
+// MPI, on its own stream, after the backend's queued ops finish), else through host memory
+// one bucket at a time.
+int dist_broadcast_be(Dist *d, KgBackend *be, float *buf, size_t n, char *err);
+int dist_allreduce_mean_be(Dist *d, KgBackend *be, float *buf, size_t n, char *err);
+// Frees what the backend-memory collectives made (the NCCL communicator); before the backend.
+void dist_release_be(Dist *d);
+
+// This rank's index among the ranks on its node, from the launcher (it picks the rank's
+// GPU); 0 when there is no launcher.
+int dist_local_rank(void);
 
 #define DIST_BUCKET ((size_t)1 << 22) // 4 Mi floats = 16 MiB per all-reduce
 

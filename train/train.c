@@ -218,7 +218,15 @@ static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) 
     int resuming = a->resume && ckpt_exists(a->out_dir);
     if (a->resume && !resuming && log)
         fprintf(log, "no checkpoint in %s: starting from step 0\n", a->out_dir);
-    if (!(r->be = kg_backend_new(a->device, a->threads, d->rank == 0 ? log : NULL, err)))
+    // several ranks on a node each take their own GPU: "cuda" means GPU <local rank>
+    char device[32];
+    snprintf(device, sizeof device, "%s", a->device);
+    if (d->size > 1 && !strcmp(a->device, "cuda"))
+        snprintf(device, sizeof device, "cuda:%d", dist_local_rank());
+    if (d->size > 1 && !strcmp(a->device, "auto") && kg_cuda_device_count(NULL, 0) > 0)
+        snprintf(device, sizeof device, "cuda:%d",
+                 dist_local_rank() % kg_cuda_device_count(NULL, 0));
+    if (!(r->be = kg_backend_new(device, a->threads, d->rank == 0 ? log : NULL, err)))
         return KG_EIO;
     r->be->mixed = (KgDtype)a->precision;
     // f16's range needs the loss scaled; bf16 has f32's exponent range and f32 needs nothing
@@ -236,7 +244,7 @@ static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) 
                     (unsigned long long)r->st.T, a->T);
     }
     // every rank starts from rank 0's weights (a checkpoint or a seeded init agree anyway)
-    if ((rc = dist_broadcast(d, r->m.params, r->n_params, err))) return rc;
+    if ((rc = dist_broadcast_be(d, r->be, r->m.params, r->n_params, err))) return rc;
     rc = shard_loader_open(&r->loader, a->data_dir, a->T, a->seed, (uint32_t)r->m.config.vocab_size,
                            resuming ? &r->st.pos : NULL, r->st.names, r->st.n_names, err);
     if (rc) return rc;
@@ -319,7 +327,7 @@ static int run_step(Run *r, const TrainArgs *a, Dist *d, uint64_t step, double *
         loss_sum += l;
     }
     float *grads = gpt2_train_grads(r->t);
-    if ((rc = dist_allreduce_mean(d, grads, r->n_params, err))) return rc;
+    if ((rc = dist_allreduce_mean_be(d, r->be, grads, r->n_params, err))) return rc;
     double ls = loss_sum / (double)a->grad_accum;
     if ((rc = dist_allreduce_sum_f64(d, &ls, 1, err))) return rc;
     *loss = ls / d->size;
@@ -386,6 +394,7 @@ int train_run(const TrainArgs *a, Dist *d, FILE *log, char *err) {
         }
     }
     if (!rc && step == a->steps && step > r.st.step) rc = run_validate(&r, a, d, log, step, err);
+    dist_release_be(d); // the NCCL communicator, before its GPU's backend
     run_free(&r);
     return rc;
 }

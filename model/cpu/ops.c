@@ -35,6 +35,8 @@ static void cpu_copy_rows(KgBackend *be, float *dst, size_t ld_dst, const float 
         memmove(dst + r * ld_dst, src + r * ld_src, cols * sizeof *dst);
 }
 
+static void cpu_synchronize(KgBackend *be) { (void)be; }
+
 #define CPU_OPS_NAME_(isa) CPU_OPS_##isa
 #define CPU_OPS_NAME(isa)  CPU_OPS_NAME_(isa)
 #define STR_(x)            #x
@@ -42,6 +44,7 @@ static void cpu_copy_rows(KgBackend *be, float *dst, size_t ld_dst, const float 
 
 const KgBackendOps CPU_OPS_NAME(CPU_ISA_UPPER) = {
     .name = "cpu-" STR(CPU_ISA),
+    .host_memory = 1,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .weights_map = cpu_weights_map,
@@ -49,6 +52,7 @@ const KgBackendOps CPU_OPS_NAME(CPU_ISA_UPPER) = {
     .to_host = cpu_memcpy,
     .copy_rows = cpu_copy_rows,
     .zero = cpu_zero,
+    .synchronize = cpu_synchronize,
     .destroy = cpu_destroy,
     .encoder_forward = cpu_encoder_forward,
     .layernorm_forward = cpu_layernorm_forward,
