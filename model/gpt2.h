@@ -196,4 +196,13 @@ int gpt2_train_forward(const Gpt2 *m, Gpt2Train *t, const int *inputs, const int
 // Over K micro-batches the gradients add up: scale by 1/K for the mean.
 void gpt2_train_backward(const Gpt2 *m, Gpt2Train *t);
 
+// Told during backward as parameter gradients become final (queued on the backend), in
+// backward order: each layer's range of the gradient buffer right after its backward, then
+// the rest (embeddings, final norm, an untied head) at the end; together the calls cover the
+// buffer once. Data parallelism all-reduces a layer while the layers below it are still in
+// backward. offset and count are in floats.
+typedef void (*Gpt2GradReady)(void *ctx, size_t offset, size_t count);
+// fn NULL: no calls (the default).
+void gpt2_train_set_grad_hook(Gpt2Train *t, Gpt2GradReady fn, void *ctx);
+
 #endif

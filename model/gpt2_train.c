@@ -5,6 +5,7 @@
 // Shapes: B sequences of T tokens, N = B*T rows, C = n_embd, NH heads, hs = C / NH,
 // F = n_inner, V = vocab, L layers.
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,6 +157,11 @@ struct Gpt2Train {
     float *grads;  // (gpt2_param_count) same layout as the parameters
     Gpt2Weights g; // the gradients, bound like the weights
     Gpt2LayerWeights *g_layers;
+    // layer l's gradients are [layers_lo + l * per_layer, + per_layer) of grads (per_layer 0:
+    // not laid out that way, so grad_ready hears of everything at the end)
+    size_t layers_lo, per_layer;
+    Gpt2GradReady grad_ready; // gpt2_train_set_grad_hook
+    void *grad_ready_ctx;
     float *acts; // everything below, one backend buffer
     size_t acts_bytes;
     float **resid;    // (L + 1) x (N, C): the input of each layer, and the last output
@@ -222,6 +228,29 @@ static size_t layout(Gpt2Train *t, const Gpt2Config *c, float *base) {
     return off;
 }
 
+// Where the layers' tensors lie in the parameter buffer: each layer contiguous, one after
+// the other from *lo, *per floats each (*per = 0 when the order is otherwise).
+static int layer_ranges(const Gpt2Config *c, size_t *lo, size_t *per) {
+    size_t n = gpt2_param_tensors(c, NULL);
+    Gpt2ParamTensor *pt = malloc(n * sizeof *pt);
+    if (!pt) return KG_ENOMEM;
+    gpt2_param_tensors(c, pt);
+    size_t first = SIZE_MAX, end = 0, in_layers = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t l;
+        if (sscanf(pt[i].name, "transformer.h.%zu.", &l) != 1) continue;
+        first = pt[i].offset < first ? pt[i].offset : first;
+        end = pt[i].offset + pt[i].count > end ? pt[i].offset + pt[i].count : end;
+        in_layers += pt[i].count;
+    }
+    free(pt);
+    // contiguous and evenly split (every layer has the same shape)
+    int ok = c->n_layer && in_layers == end - first && in_layers % c->n_layer == 0;
+    *lo = ok ? first : 0;
+    *per = ok ? in_layers / c->n_layer : 0;
+    return KG_OK;
+}
+
 Gpt2Train *gpt2_train_new(const Gpt2 *m, size_t B, size_t T, int recompute, char *err) {
     const Gpt2Config *c = &m->config;
     KgBackend *be = m->be;
@@ -252,6 +281,7 @@ Gpt2Train *gpt2_train_new(const Gpt2 *m, size_t B, size_t T, int recompute, char
     layout(t, c, t->acts);
     for (size_t i = 0; i < t->N; i++)
         t->pos[i] = (int)(i % T);
+    if (layer_ranges(c, &t->layers_lo, &t->per_layer)) goto oom;
     return t;
 oom:
     gpt2_train_free(t);
@@ -406,8 +436,22 @@ void gpt2_train_backward(const Gpt2 *m, Gpt2Train *t) {
     op->zero(be, t->dres, N * C * sizeof(float));
     op->layernorm_backward(be, t->dres, (float *)t->g.lnf_w, (float *)t->g.lnf_b, t->dln,
                            t->resid[L], m->w.lnf_w, t->lnf_mean, t->lnf_rstd, N, C);
-    for (size_t l = L; l-- > 0;)
+    for (size_t l = L; l-- > 0;) {
         layer_backward(m, t, l);
+        if (t->grad_ready && t->per_layer)
+            t->grad_ready(t->grad_ready_ctx, t->layers_lo + l * t->per_layer, t->per_layer);
+    }
     op->encoder_backward(be, (float *)t->g.wte.data, (float *)t->g.wpe.data, t->dres, t->inputs,
                          t->pos, N, C);
+    if (t->grad_ready) { // the rest: embeddings, final norm, an untied head
+        size_t lo = t->layers_lo, hi = t->layers_lo + L * t->per_layer;
+        if (!t->per_layer) lo = hi = t->n_params; // everything, in one piece
+        if (lo) t->grad_ready(t->grad_ready_ctx, 0, lo);
+        if (hi < t->n_params) t->grad_ready(t->grad_ready_ctx, hi, t->n_params - hi);
+    }
+}
+
+void gpt2_train_set_grad_hook(Gpt2Train *t, Gpt2GradReady fn, void *ctx) {
+    t->grad_ready = fn;
+    t->grad_ready_ctx = ctx;
 }

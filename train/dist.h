@@ -49,6 +49,12 @@ int dist_barrier(Dist *d, char *err);
 // one bucket at a time.
 int dist_broadcast_be(Dist *d, KgBackend *be, float *buf, size_t n, char *err);
 int dist_allreduce_mean_be(Dist *d, KgBackend *be, float *buf, size_t n, char *err);
+// Starts the mean all-reduce of buf (n floats of backend memory): over NCCL it is queued on
+// the communication stream once the backend's queued ops finish and returns at once, so it
+// overlaps the ops queued next (backward of the layers below); elsewhere it completes before
+// returning. dist_wait_be returns when every started one has finished.
+int dist_allreduce_mean_start_be(Dist *d, KgBackend *be, float *buf, size_t n, char *err);
+int dist_wait_be(Dist *d, char *err);
 // Frees what the backend-memory collectives made (the NCCL communicator); before the backend.
 void dist_release_be(Dist *d);
 

@@ -8,7 +8,8 @@
 
 #ifdef KG_HAVE_NCCL
 int dist_nccl_broadcast(Dist *d, KgBackend *be, float *buf, size_t n, char *err);
-int dist_nccl_allreduce_mean(Dist *d, KgBackend *be, float *buf, size_t n, char *err);
+int dist_nccl_allreduce_mean(Dist *d, KgBackend *be, float *buf, size_t n, int wait, char *err);
+int dist_nccl_wait(Dist *d, char *err);
 void dist_nccl_release(Dist *d);
 #else
 typedef int (*HostCollective)(Dist *d, float *buf, size_t n, char *err);
@@ -43,10 +44,27 @@ int dist_allreduce_mean_be(Dist *d, KgBackend *be, float *buf, size_t n, char *e
     if (d->size == 1) return KG_OK;
     if (be->ops->host_memory) return dist_allreduce_mean(d, buf, n, err);
 #ifdef KG_HAVE_NCCL
-    return dist_nccl_allreduce_mean(d, be, buf, n, err);
+    return dist_nccl_allreduce_mean(d, be, buf, n, 1, err);
 #else
     return staged(d, be, buf, n, dist_allreduce_mean, err);
 #endif
+}
+
+int dist_allreduce_mean_start_be(Dist *d, KgBackend *be, float *buf, size_t n, char *err) {
+#ifdef KG_HAVE_NCCL
+    if (d->size > 1 && !be->ops->host_memory)
+        return dist_nccl_allreduce_mean(d, be, buf, n, 0, err);
+#endif
+    return dist_allreduce_mean_be(d, be, buf, n, err);
+}
+
+int dist_wait_be(Dist *d, char *err) {
+#ifdef KG_HAVE_NCCL
+    if (d->nccl) return dist_nccl_wait(d, err);
+#endif
+    (void)d;
+    (void)err;
+    return KG_OK;
 }
 
 void dist_release_be(Dist *d) {

@@ -73,19 +73,25 @@ int dist_nccl_broadcast(Dist *d, KgBackend *be, float *buf, size_t n, char *err)
                        "ncclBroadcast", err);
 }
 
-// In DIST_BUCKET pieces, like the MPI path: NCCL pipelines each, and a later overlap with
-// backward can send a bucket as soon as its gradients are final.
-int dist_nccl_allreduce_mean(Dist *d, KgBackend *be, float *buf, size_t n, char *err) {
+// In DIST_BUCKET pieces, like the MPI path. With wait 0 the all-reduce stays queued on the
+// communication stream (dist_nccl_wait finishes it) while the caller queues more compute.
+int dist_nccl_allreduce_mean(Dist *d, KgBackend *be, float *buf, size_t n, int wait, char *err) {
     Nccl *nc = nccl_of(d, err);
     if (!nc) return KG_EIO;
-    be->ops->synchronize(be);
+    be->ops->synchronize(be); // the gradients in buf are final
     ncclResult_t r = ncclGroupStart();
     for (size_t i = 0; r == ncclSuccess && i < n; i += DIST_BUCKET) {
         size_t k = n - i < DIST_BUCKET ? n - i : DIST_BUCKET;
         r = ncclAllReduce(buf + i, buf + i, k, ncclFloat, ncclAvg, nc->comm, nc->stream);
     }
     ncclResult_t g = ncclGroupEnd();
-    return nccl_finish(nc, r != ncclSuccess ? r : g, "ncclAllReduce", err);
+    if (r == ncclSuccess) r = g;
+    if (!wait && r == ncclSuccess) return KG_OK;
+    return nccl_finish(nc, r, "ncclAllReduce", err);
+}
+
+int dist_nccl_wait(Dist *d, char *err) {
+    return nccl_finish(d->nccl, ncclSuccess, "ncclAllReduce", err);
 }
 
 void dist_nccl_release(Dist *d) {

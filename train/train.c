@@ -305,6 +305,20 @@ static int run_validate(Run *r, const TrainArgs *a, Dist *d, FILE *log, uint64_t
     return KG_OK;
 }
 
+// The gradient hook of the last micro-step: all-reduce each layer as backward finishes it.
+typedef struct {
+    Dist *d;
+    KgBackend *be;
+    float *grads;
+    int rc; // the first error; later ranges are skipped
+    char *err;
+} GradReduce;
+
+static void reduce_ready(void *ctx, size_t offset, size_t count) {
+    GradReduce *g = ctx;
+    if (!g->rc) g->rc = dist_allreduce_mean_start_be(g->d, g->be, g->grads + offset, count, g->err);
+}
+
 // One optimizer step: grad_accum micro-steps of B windows on each rank, then all-reduce
 // and AdamW. *loss = the mean over micro-steps and ranks.
 static int run_step(Run *r, const TrainArgs *a, Dist *d, uint64_t step, double *loss, double *norm,
@@ -314,6 +328,8 @@ static int run_step(Run *r, const TrainArgs *a, Dist *d, uint64_t step, double *
     double loss_sum = 0;
     int rc;
     *skipped = 0;
+    float *grads = gpt2_train_grads(r->t);
+    GradReduce reduce = {.d = d, .be = r->be, .grads = grads, .err = err};
     gpt2_train_zero_grad(r->t);
     gpt2_train_set_loss_scale(r->t, r->scaler.scale);
     for (size_t k = 0; k < a->grad_accum; k++) {
@@ -323,11 +339,14 @@ static int run_step(Run *r, const TrainArgs *a, Dist *d, uint64_t step, double *
         if ((rc = shard_loader_skip(&r->loader, others, err))) return rc;
         float l;
         if ((rc = gpt2_train_forward(&r->m, r->t, r->inputs, r->targets, &l, err))) return rc;
+        // the last micro-step's backward all-reduces each layer's gradients as it goes
+        int last = k + 1 == a->grad_accum && d->size > 1;
+        gpt2_train_set_grad_hook(r->t, last ? reduce_ready : NULL, &reduce);
         gpt2_train_backward(&r->m, r->t);
         loss_sum += l;
     }
-    float *grads = gpt2_train_grads(r->t);
-    if ((rc = dist_allreduce_mean_be(d, r->be, grads, r->n_params, err))) return rc;
+    gpt2_train_set_grad_hook(r->t, NULL, NULL);
+    if (reduce.rc || (rc = dist_wait_be(d, err))) return reduce.rc ? reduce.rc : rc;
     double ls = loss_sum / (double)a->grad_accum;
     if ((rc = dist_allreduce_sum_f64(d, &ls, 1, err))) return rc;
     *loss = ls / d->size;
