@@ -6,6 +6,7 @@
 //       [--lr X] [--grad-accum K] [--seed S] [--resume] ...
 //   kogpt2-train export --from CKPT_DIR --out MODEL_DIR [--dtype f16|f32]
 //   mpirun -np N kogpt2-train train ...   (data parallel; --batch is per rank)
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,11 +47,12 @@ static void usage(FILE *f) {
         "Under mpirun --batch is per rank; only rank 0 prints and writes checkpoints.\n");
 }
 
-// Parses a non-negative integer flag value; -1 on junk.
+// Parses a non-negative integer flag value; -1 on junk or out of range.
 static long long parse_count(const char *s) {
     char *end;
+    errno = 0;
     long long v = strtoll(s, &end, 10);
-    return (end == s || *end || v < 0) ? -1 : v;
+    return (end == s || *end || v < 0 || errno == ERANGE) ? -1 : v;
 }
 
 static int cmd_prepare(int argc, char **argv) {
@@ -265,7 +267,7 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
             a->seed = (uint64_t)v;
             break;
         case OPT_THREADS:
-            a->threads = (int)v;
+            a->threads = v > 4096 ? -1 : (int)v;
             break;
         case OPT_RECOMPUTE:
             a->recompute = 1;
@@ -320,6 +322,8 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
         why = "a new model needs --tokenizer (or use --init)";
     else if (!a->steps || !a->B || !a->T || !a->grad_accum)
         why = "--steps, --batch, --seq and --grad-accum must be at least 1";
+    else if (a->threads < 0)
+        why = "--threads must be 0 (all cores) to 4096";
     else if (a->precision < 0)
         why = "--precision must be f32, bf16 or fp16";
     else if (!(a->loss_scale >= 1))
