@@ -14,6 +14,9 @@
 #include "pcache.h"
 
 #define SCHED_SPEC_K 10 // candidates precomputed after a next-token answer (the Explorer's 10)
+// Logit rows per step for prompts being scored (every position's logits): bounds the extra
+// logits memory to SCHED_SCORE_ROWS * V floats.
+#define SCHED_SCORE_ROWS 32
 
 typedef enum { PHASE_PREFILL, PHASE_DECODE } Phase;
 
@@ -31,6 +34,7 @@ struct SchedJob {
     size_t n_fed; // prompt tokens in kv
     Sampler *sampler;
     TokStream *stream;
+    TokStream *prompt_stream;            // score_prompt: the prompt's text, token by token
     char *text;                          // generated text so far (for stop strings)
     size_t text_len, text_cap, released; // released: bytes handed out in SchedTokens
     size_t n_gen;
@@ -112,6 +116,7 @@ static void job_free(SchedJob *j) {
     free(j->text);
     sampler_free(j->sampler);
     tok_stream_free(j->stream);
+    tok_stream_free(j->prompt_stream);
     pthread_mutex_destroy(&j->mu);
     pthread_mutex_destroy(&j->notify_mu);
     free(j);
@@ -158,8 +163,8 @@ static void job_notify(SchedJob *j) {
 }
 
 // Appends one output entry (takes ownership of text and top). 0 or KG_ENOMEM.
-static int job_emit(SchedJob *j, int id, float logprob, char *text, size_t text_len,
-                    KgCandidate *top, size_t n_top) {
+static int job_emit_entry(SchedJob *j, int id, float logprob, char *text, size_t text_len,
+                          KgCandidate *top, size_t n_top, int prompt) {
     pthread_mutex_lock(&j->mu);
     int rc = KG_OK;
     if (j->n_out == j->cap_out) {
@@ -172,7 +177,7 @@ static int job_emit(SchedJob *j, int id, float logprob, char *text, size_t text_
         j->out = grown;
         j->cap_out = cap;
     }
-    j->out[j->n_out++] = (SchedToken){id, logprob, text, text_len, top, n_top};
+    j->out[j->n_out++] = (SchedToken){id, logprob, text, text_len, top, n_top, prompt};
 end:
     pthread_mutex_unlock(&j->mu);
     if (rc) {
@@ -180,6 +185,11 @@ end:
         free(top);
     }
     return rc;
+}
+
+static int job_emit(SchedJob *j, int id, float logprob, char *text, size_t text_len,
+                    KgCandidate *top, size_t n_top) {
+    return job_emit_entry(j, id, logprob, text, text_len, top, n_top, 0);
 }
 
 // Marks the job finished (once) with its final figures.
@@ -362,8 +372,32 @@ static void prompt_done(Sched *s, SchedJob *j, const float *logits) {
     pthread_mutex_unlock(&j->mu);
     if (j->p.kind == SCHED_NEXT_TOKEN)
         answer_next_token(s, j, logits);
+    else if (j->p.max_tokens == 0) // scoring only
+        job_finish(j, SCHED_DONE_LENGTH, KG_OK, NULL);
     else
         generate_step(s, j, logits);
+}
+
+// Emits prompt token `id`'s score: its logprob under logits (NULL for the first token,
+// which nothing predicts) and the n_top candidates there. 0, or an error code with the job
+// finished.
+static int score_emit(Sched *s, SchedJob *j, int id, const float *logits) {
+    const char *piece;
+    size_t len;
+    char err[KG_ERRLEN];
+    int rc = tok_stream_push(j->prompt_stream, id, &piece, &len, err), oom = 0;
+    KgCandidate *top = logits && !rc ? top_candidates(s, logits, j->p.n_top, 1.0f, &oom) : NULL;
+    char *text = !rc && !oom ? strndup(piece, len) : NULL;
+    if (!rc && !text) rc = kg_err(err, KG_ENOMEM, "out of memory");
+    float lp = logits ? (float)(logits[id] - sampler_logsumexp(logits, s->V, 1.0f)) : NAN;
+    if (!rc && job_emit_entry(j, id, lp, text, len, top, logits ? j->p.n_top : 0, 1))
+        rc = kg_err(err, KG_ENOMEM, "out of memory");
+    else if (rc) {
+        free(text);
+        free(top);
+    }
+    if (rc) job_finish(j, SCHED_DONE_ERROR, rc, err);
+    return rc;
 }
 
 // A job leaves the queue: set up its sampler and stream, reuse the longest cached prefix.
@@ -387,6 +421,13 @@ static int admit(Sched *s, SchedJob *j) {
             job_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, "out of memory");
             return 1;
         }
+    }
+    if (j->p.score_prompt) { // every position's logits are needed: no cached prefix
+        if (!(j->prompt_stream = tok_stream_new(s->tok))) {
+            job_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, "out of memory");
+            return 1;
+        }
+        return score_emit(s, j, j->p.tokens[0], NULL) != 0;
     }
     size_t match;
     const PCacheEntry *e = pcache_lookup(s->cache, j->p.tokens, j->p.n_tokens, &match);
@@ -466,17 +507,21 @@ static void retire(Sched *s) {
 
 // One forward over every active job's next rows: a prompt chunk or one generated token.
 static void step(Sched *s) {
-    size_t n_seq = 0, budget = s->opt.prefill_chunk, rows = 0;
+    size_t n_seq = 0, budget = s->opt.prefill_chunk, rows = 0, score_budget = SCHED_SCORE_ROWS;
     for (size_t i = 0; i < s->n_active; i++) {
         SchedJob *j = s->active[i];
         Gpt2Seq *q = &s->seqs[n_seq];
         if (j->phase == PHASE_PREFILL) {
             size_t left = j->p.n_tokens - j->n_fed;
             size_t n = left < budget ? left : budget;
+            if (j->p.score_prompt && n > score_budget) n = score_budget;
             if (n == 0) continue; // the budget is spent: next step
             budget -= n;
+            if (j->p.score_prompt) score_budget -= n;
             *q = (Gpt2Seq){&j->kv, j->p.tokens + j->n_fed, n,
-                           n == left ? GPT2_LOGITS_LAST : GPT2_LOGITS_NONE};
+                           j->p.score_prompt ? GPT2_LOGITS_ALL
+                           : n == left       ? GPT2_LOGITS_LAST
+                                             : GPT2_LOGITS_NONE};
         } else {
             *q = (Gpt2Seq){&j->kv, &j->next_id, 1, GPT2_LOGITS_LAST};
         }
@@ -494,8 +539,22 @@ static void step(Sched *s) {
             job_finish(j, SCHED_DONE_ERROR, rc, err);
             continue;
         }
+        size_t fed = j->n_fed;
         if (j->phase == PHASE_PREFILL) j->n_fed += q->n;
-        if (q->logits != GPT2_LOGITS_LAST) continue;
+        if (q->logits == GPT2_LOGITS_NONE) continue;
+        if (q->logits == GPT2_LOGITS_ALL) { // scoring: row r predicts prompt token fed + r + 1
+            int failed = 0;
+            for (size_t r = 0; r + 1 < q->n && !failed; r++)
+                failed = score_emit(s, j, j->p.tokens[fed + r + 1], logits_row(s, row + r)) != 0;
+            if (!failed && fed + q->n < j->p.n_tokens)
+                failed = score_emit(s, j, j->p.tokens[fed + q->n], logits_row(s, row + q->n - 1));
+            row += q->n;
+            if (failed || j->n_fed < j->p.n_tokens) {
+                job_notify(j);
+                continue;
+            }
+            row--; // the last prompt position: its logits answer as below
+        }
         const float *logits = logits_row(s, row++);
         if (j->phase == PHASE_PREFILL) {
             pcache_insert(s->cache, j->p.tokens, j->p.n_tokens, &j->kv, logits, NULL);
@@ -599,7 +658,8 @@ int sched_start(Sched **out, const Gpt2 *m, const Tokenizer *tok, const SchedOpt
     s->V = m->config.vocab_size < tok_vocab_size(tok) ? m->config.vocab_size : tok_vocab_size(tok);
     s->opt = *opt;
     size_t max_seqs = opt->max_batch > SCHED_SPEC_K ? opt->max_batch : SCHED_SPEC_K;
-    int rc = gpt2_state_init(&s->st, m, opt->prefill_chunk + max_seqs, max_seqs, err);
+    int rc =
+        gpt2_state_init(&s->st, m, opt->prefill_chunk + max_seqs, max_seqs + SCHED_SCORE_ROWS, err);
     if (rc) {
         free(s);
         return rc;
@@ -662,8 +722,11 @@ static int check_params(const Sched *s, const SchedParams *p, char *err) {
     if (p->n_top > s->V) return kg_err(err, KG_EINVAL, "too many candidates");
     if (!(p->temperature >= 0) || (p->kind == SCHED_NEXT_TOKEN && !(p->temperature > 0)))
         return kg_err(err, KG_EINVAL, "temperature must be > 0");
-    if (p->kind == SCHED_GENERATE && (p->max_tokens == 0 || !(p->top_p > 0 && p->top_p <= 1)))
+    if (p->kind == SCHED_GENERATE &&
+        ((p->max_tokens == 0 && !p->score_prompt) || !(p->top_p > 0 && p->top_p <= 1)))
         return kg_err(err, KG_EINVAL, "max_tokens must be >= 1 and top_p in (0, 1]");
+    if (p->score_prompt && p->kind != SCHED_GENERATE)
+        return kg_err(err, KG_EINVAL, "only a generation scores its prompt");
     for (size_t i = 0; i < p->n_stop; i++)
         if (!p->stop[i] || !p->stop[i][0])
             return kg_err(err, KG_EINVAL, "stop strings must not be empty");

@@ -46,6 +46,11 @@ typedef struct {
     const char *const *stop; // stop strings (copied); the text stops before the first match
     size_t n_stop;
     int ignore_eos; // keep going past the end-of-text token
+    // score the prompt first (OpenAI's echo with logprobs, as evaluation harnesses use it):
+    // one SchedToken with .prompt set per prompt token, in order, each with its logprob
+    // given the tokens before it (NAN for the first) and n_top candidates there. Reads no
+    // cached prefix (every position's logits are needed). max_tokens may then be 0.
+    int score_prompt;
     // next-token only: when idle afterwards, run the best candidates one token further and
     // cache them (the Explorer's likely next click). Off by default: it costs a forward pass
     // that a request arriving meanwhile waits for.
@@ -71,6 +76,7 @@ typedef struct {
     size_t text_len;
     const KgCandidate *top; // n_top candidates, best first
     size_t n_top;
+    int prompt; // a prompt token's score (score_prompt), not a generated token
 } SchedToken;
 
 // Timing and cache figures of a job, for the response's "timings" and the metrics.

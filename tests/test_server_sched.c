@@ -7,6 +7,7 @@
 // A small random model (2 layers, C 64, V 51200) with KoGPT2 v2's tokenizer.json from
 // ../shared (skipped without it). Tolerances: logprobs of batched/cached runs within 1e-4
 // of the direct forward (float32 sums in a different order); generated ids identical.
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -382,6 +383,110 @@ static void test_padded_vocab(const Tokenizer *tok) {
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);
 }
 
+// Prompt scoring (echo + logprobs): every prompt token's logprob equals the direct forward's
+// over the whole prompt (GPT2_LOGITS_ALL), through several steps (a prompt longer than the
+// per-step scoring rows) and beside a generation sharing the batch; the first token has no
+// score; the generation after the scores equals one without scoring.
+static void test_prompt_scoring(Sched *s, const Gpt2 *m, const Tokenizer *tok) {
+    const char *text =
+        "대한민국의 수도는 서울이다. 서울은 한강을 끼고 있으며 인구는 약 천만 명이다. "
+        "부산은 대한민국 제2의 도시로 항구가 유명하다. 오늘은 날씨가 맑고 "
+        "바람이 시원하게 분다. 내일도 좋은 하루가 되기를 바란다.";
+    int *ids;
+    size_t n;
+    char err[KG_ERRLEN];
+    REQUIRE(!tok_encode(tok, text, strlen(text), &ids, &n, err), "%s", err);
+    REQUIRE(n > 40, "the scoring prompt should span several steps (%zu tokens)", n);
+    // the reference: one forward over the whole prompt, logits at every position
+    const size_t V = m->config.vocab_size;
+    Gpt2State st;
+    KvCache kv;
+    REQUIRE(!gpt2_state_init(&st, m, n, n, err) && !kv_init(&kv, m, n, err), "%s", err);
+    Gpt2Seq q = {&kv, ids, n, GPT2_LOGITS_ALL};
+    REQUIRE(!gpt2_forward(m, &st, &q, 1, err), "%s", err);
+    // a generation in the same batches, and the scoring job itself (3 candidates, 4 tokens)
+    int other[3] = {100, 200, 300};
+    SchedJob *jo = submit(
+        s,
+        &(SchedParams){
+            .kind = SCHED_GENERATE, .tokens = other, .n_tokens = 3, .max_tokens = 24, .top_p = 1});
+    SchedParams ps = gen_params(ids, n, 4, 0.0f, 7);
+    ps.score_prompt = 1;
+    ps.n_top = 3;
+    SchedJob *j = submit(s, &ps);
+    size_t n_scored = 0, n_gen = 0, first_unscored = 0, top_ok = 1;
+    int gen[8];
+    float worst = 0;
+    SchedState state = SCHED_RUNNING;
+    for (;;) {
+        pthread_mutex_lock(&g_w.mu);
+        int seen = g_w.signals;
+        pthread_mutex_unlock(&g_w.mu);
+        SchedToken t[16];
+        size_t got = sched_job_read(j, t, 16, &state);
+        for (size_t i = 0; i < got; i++) {
+            if (!t[i].prompt) {
+                if (t[i].id >= 0 && n_gen < 8) gen[n_gen++] = t[i].id;
+                continue;
+            }
+            size_t pos = n_scored++;
+            if (pos >= n || t[i].id != ids[pos]) {
+                CHECK_MSG(0, "score %zu is for token %d, the prompt has %d", pos, t[i].id,
+                          pos < n ? ids[pos] : -1);
+                continue;
+            }
+            if (pos == 0) {
+                first_unscored = isnan(t[i].logprob) && t[i].n_top == 0;
+                continue;
+            }
+            const float *row = st.logits_host + (pos - 1) * V;
+            float want = (float)(row[ids[pos]] - sampler_logsumexp(row, V, 1.0f));
+            float d = fabsf(t[i].logprob - want);
+            worst = d > worst ? d : worst;
+            KgCandidate ref[3];
+            sampler_topk(row, V, 1.0f, 3, ref);
+            int same;
+            top_ok &= t[i].n_top == 3 && max_cand_diff(t[i].top, ref, 3, &same) <= TOL && same;
+        }
+        if (got) continue;
+        if (state != SCHED_RUNNING) break;
+        pthread_mutex_lock(&g_w.mu);
+        while (g_w.signals == seen)
+            pthread_cond_wait(&g_w.cv, &g_w.mu);
+        pthread_mutex_unlock(&g_w.mu);
+    }
+    sched_job_release(j);
+    Result ro, plain;
+    wait_done(jo, &g_w, &ro);
+    sched_job_release(jo);
+    run_job(s,
+            &(SchedParams){.kind = SCHED_GENERATE,
+                           .tokens = ids,
+                           .n_tokens = n,
+                           .max_tokens = 4,
+                           .top_p = 1,
+                           .seed = 7},
+            &plain);
+    printf("prompt scoring: %zu of %zu tokens scored, max |d logprob| %.2e vs one forward; "
+           "then %zu generated\n",
+           n_scored, n, worst, n_gen);
+    CHECK(state == SCHED_DONE_LENGTH && n_scored == n && first_unscored && top_ok);
+    CHECK_MSG(worst <= TOL, "scored logprobs differ by %g", worst);
+    CHECK(n_gen == 4 && plain.n == 4 && !memcmp(gen, plain.ids, 4 * sizeof *gen));
+    CHECK(ro.state == SCHED_DONE_LENGTH && ro.n == 24);
+    // scoring alone (max_tokens 0) is allowed; plain generation still needs max_tokens >= 1
+    ps.max_tokens = 0;
+    Result r0;
+    run_job(s, &ps, &r0);
+    CHECK(r0.state == SCHED_DONE_LENGTH && r0.stats.generated_tokens == 0);
+    ps.score_prompt = 0;
+    SchedJob *bad = NULL;
+    CHECK(sched_submit(s, &ps, on_notify, &g_w, &bad, err) == KG_EINVAL && !bad);
+    kv_free(&kv, m);
+    gpt2_state_free(&st, m);
+    free(ids);
+}
+
 int main(void) {
     const char *shared = getenv("KG_SHARED_DIR");
     char tokpath[1024];
@@ -423,6 +528,7 @@ int main(void) {
     test_batched_equals_alone(s, tok);
     test_text_and_stop(s, tok);
     test_limits(s, m.config.n_ctx);
+    test_prompt_scoring(s, &m, tok);
     sched_stop(s, 1000);
     test_queue_full(&m, tok);
     test_padded_vocab(tok);
