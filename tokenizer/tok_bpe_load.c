@@ -421,8 +421,8 @@ static int load_added_tokens(TokBpe *b, const cJSON *j_added, char *err) {
         if ((size_t)id >= b->V) { // KoGPT2 v2: <|endoftext|> = 51200
             if (!ignored++)
                 snprintf(b->notes, sizeof(b->notes),
-                         "added token '%.40s' has id %d, outside the model vocabulary (%zu ids): "
-                         "ignored",
+                         "added token '%.40s' has id %d, past the %zu ids of the tokenizer's "
+                         "vocab: ignored",
                          c, id, b->V);
             continue;
         }
