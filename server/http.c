@@ -1,5 +1,6 @@
 // http.c — the MHD glue: the access handler's three calls, the body reader, one reply
-// helper, one error builder, SSE streaming with suspend/resume, and the request log.
+// helper, one error builder, SSE streaming with suspend/resume, the request log, and the
+// connection limits (count, request deadline watchdog).
 #include "http.h"
 
 #include <arpa/inet.h>
@@ -17,12 +18,28 @@
 #include "json_in.h"
 #include "metrics.h"
 
+// One open connection (MHD's socket context), listed in the server while it is open.
+struct SrvConn {
+    SrvConn *prev, *next;
+    MHD_socket fd;
+    double deadline; // monotonic s by which the request must have arrived; 0: not waiting
+    int over_limit;  // opened beyond max_connections: its requests get 503
+    int cut;         // shut down by the watchdog
+};
+
 struct SrvServer {
     struct MHD_Daemon *d;
     SrvOptions opt;
     int port;
     atomic_int draining;
     atomic_size_t in_flight;
+    // open connections and the request-deadline watchdog, under conns_mu
+    pthread_mutex_t conns_mu;
+    pthread_cond_t conns_cv; // wakes the watchdog to stop
+    SrvConn *conns;
+    size_t n_conns;
+    int watchdog_on, watchdog_stop;
+    pthread_t watchdog;
 };
 
 double srv_now(void) {
@@ -78,6 +95,93 @@ static const char *srv_error_type(int status) {
     }
 }
 
+// --- connections: the count and the request deadline ---
+
+// The deadline for a request starting now; 0 when there is none.
+static double srv_conn_deadline(const SrvServer *s) {
+    return s->opt.request_timeout_s ? srv_now() + (double)s->opt.request_timeout_s : 0;
+}
+
+// waiting = 1: a request is expected from now on (the deadline runs); 0: it has arrived.
+static void srv_conn_arm(SrvServer *s, SrvConn *c, int waiting) {
+    if (!c) return;
+    pthread_mutex_lock(&s->conns_mu);
+    c->deadline = waiting ? srv_conn_deadline(s) : 0;
+    pthread_mutex_unlock(&s->conns_mu);
+}
+
+// MHD's connection notifications: count and list on STARTED, unlist on CLOSED. MHD sends
+// CLOSED before it closes the socket, so the watchdog never touches a reused descriptor.
+static void srv_conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                            enum MHD_ConnectionNotificationCode toe) {
+    SrvServer *s = cls;
+    SrvConn *c = *socket_context;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        c = ci ? calloc(1, sizeof *c) : NULL; // NULL: neither limited nor watched
+        pthread_mutex_lock(&s->conns_mu);
+        s->n_conns++;
+        if (c) {
+            c->fd = ci->connect_fd;
+            c->over_limit = s->n_conns > s->opt.max_connections;
+            c->deadline = srv_conn_deadline(s);
+            c->next = s->conns;
+            if (s->conns) s->conns->prev = c;
+            s->conns = c;
+        }
+        pthread_mutex_unlock(&s->conns_mu);
+        *socket_context = c;
+        return;
+    }
+    pthread_mutex_lock(&s->conns_mu);
+    s->n_conns--;
+    if (c) {
+        if (c->prev)
+            c->prev->next = c->next;
+        else
+            s->conns = c->next;
+        if (c->next) c->next->prev = c->prev;
+    }
+    pthread_mutex_unlock(&s->conns_mu);
+    free(c);
+    *socket_context = NULL;
+}
+
+// The watchdog: every 250 ms, shuts down the connections whose request is overdue. MHD
+// then reads end-of-file and closes them as hung up (the descriptor stays MHD's).
+static void *srv_watchdog(void *arg) {
+    SrvServer *s = arg;
+    pthread_mutex_lock(&s->conns_mu);
+    while (!s->watchdog_stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 250 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000 * 1000 * 1000) ts.tv_sec++, ts.tv_nsec -= 1000 * 1000 * 1000;
+        pthread_cond_timedwait(&s->conns_cv, &s->conns_mu, &ts);
+        double now = srv_now();
+        size_t n_cut = 0;
+        for (SrvConn *c = s->conns; c; c = c->next)
+            if (c->deadline > 0 && now > c->deadline && !c->cut) {
+                shutdown(c->fd, SHUT_RDWR);
+                c->cut = 1;
+                n_cut++;
+            }
+        if (n_cut && s->opt.log) {
+            char line[160];
+            snprintf(line, sizeof line,
+                     "request timeout: closed %zu connection(s) whose request did not arrive "
+                     "within %us",
+                     n_cut, s->opt.request_timeout_s);
+            pthread_mutex_unlock(&s->conns_mu);
+            s->opt.log(line);
+            pthread_mutex_lock(&s->conns_mu);
+        }
+    }
+    pthread_mutex_unlock(&s->conns_mu);
+    return NULL;
+}
+
 // --- replies ---
 
 // Headers every reply carries: security, CORS, and Connection: close while draining.
@@ -90,7 +194,7 @@ static int srv_add_common_headers(SrvReq *r, struct MHD_Response *resp) {
         ok = MHD_add_response_header(resp, "Access-Control-Allow-Origin", o->cors_origin) ==
                  MHD_YES &&
              MHD_add_response_header(resp, "Vary", "Origin") == MHD_YES;
-    if (ok && atomic_load(&r->srv->draining))
+    if (ok && (atomic_load(&r->srv->draining) || (r->sc && r->sc->over_limit)))
         ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close") == MHD_YES;
     return ok;
 }
@@ -114,6 +218,7 @@ static enum MHD_Result srv_queue(SrvReq *r, int status, struct MHD_Response *res
     if (ret == MHD_YES) {
         r->status = status;
         r->bytes_out = len;
+        srv_conn_arm(r->srv, r->sc, 0);
     }
     return ret;
 }
@@ -383,8 +488,9 @@ static enum MHD_Result srv_dispatch(SrvReq *r, const char *url) {
     return ret;
 }
 
-// The first call: state only, except a body announced over the limit is refused at once
-// (MHD then skips the upload and closes the connection).
+// The first call: state only, except that a connection over max_connections (503) or a
+// body announced over the limit (413) is refused at once (MHD then skips the upload and
+// closes the connection).
 static enum MHD_Result srv_req_begin(SrvServer *s, struct MHD_Connection *conn, const char *url,
                                      const char *method, void **req_cls) {
     SrvReq *r = calloc(1, sizeof *r);
@@ -397,6 +503,15 @@ static enum MHD_Result srv_req_begin(SrvServer *s, struct MHD_Connection *conn, 
     pthread_mutex_init(&r->mu, NULL);
     atomic_fetch_add(&s->in_flight, 1);
     *req_cls = r;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    r->sc = ci ? ci->socket_context : NULL;
+    if (r->sc && r->sc->over_limit) { // Connection: close too (srv_add_common_headers)
+        char msg[96];
+        snprintf(msg, sizeof msg, "too many connections (limit %u); retry later",
+                 s->opt.max_connections);
+        return srv_reply_error_h(r, 503, msg, NULL, "Retry-After", "1");
+    }
     const char *cl =
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl) {
@@ -423,9 +538,24 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0;
         return MHD_YES;
     }
-    if (r->status) return MHD_YES;      // answered already (early 413)
+    if (r->status) return MHD_YES;      // answered already (early 413 or 503)
     if (r->resume) return r->resume(r); // woken up while waiting on the engine
+    srv_conn_arm(r->srv, r->sc, 0);     // the whole request is here: no deadline now
     return srv_dispatch(r, url);        // last call: answer
+}
+
+// Copies s into out (cap > 0), writing control bytes, double quotes and backslashes as
+// \xNN: a decoded URL (%0a) cannot start a fake log line.
+static void srv_log_escape(char *out, size_t cap, const char *s) {
+    size_t n = 0;
+    for (; *s && n + 5 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c == 0x7f || c == '"' || c == '\\')
+            n += (size_t)snprintf(out + n, cap - n, "\\x%02x", c);
+        else
+            out[n++] = (char)c;
+    }
+    out[n] = '\0';
 }
 
 // Writes the request's log line through opt.log.
@@ -446,8 +576,10 @@ static void srv_log_request(SrvReq *r, int status, double dt, int aborted) {
     struct tm tm;
     gmtime_r(&now, &tm);
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    char path[sizeof r->path + 64];
+    srv_log_escape(path, sizeof path, r->path);
     char line[512];
-    snprintf(line, sizeof line, "%s %s \"%s %s\" %d %zuB %.1fms%s", when, addr, r->method, r->path,
+    snprintf(line, sizeof line, "%s %s \"%s %s\" %d %zuB %.1fms%s", when, addr, r->method, path,
              status, r->bytes_out, dt * 1e3, aborted ? " aborted" : "");
     r->srv->opt.log(line);
 }
@@ -465,6 +597,7 @@ static void srv_completed(void *cls, struct MHD_Connection *conn, void **req_cls
     int status = r->status ? r->status : 499; // 499: the client closed before the answer
     metrics_request(r->endpoint, status, dt);
     srv_log_request(r, status, dt, aborted);
+    srv_conn_arm(s, r->sc, 1); // the next request on this connection has its own deadline
     pthread_mutex_destroy(&r->mu);
     free(r->body);
     free(r);
@@ -485,12 +618,25 @@ static void srv_mhd_log(void *cls, const char *fmt, va_list ap) {
 
 // --- the server ---
 
+static void srv_free(SrvServer *s) {
+    pthread_cond_destroy(&s->conns_cv);
+    pthread_mutex_destroy(&s->conns_mu);
+    free(s);
+}
+
 int srv_start(SrvServer **out, const SrvOptions *opt, char *err) {
     *out = NULL;
     SrvServer *s = calloc(1, sizeof *s);
     if (!s) return kg_err(err, KG_ENOMEM, "server: out of memory");
     s->opt = *opt;
     if (!s->opt.max_body) s->opt.max_body = SRV_MAX_BODY;
+    if (!s->opt.max_connections) s->opt.max_connections = SRV_MAX_CONNECTIONS;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&s->conns_mu, NULL);
+    pthread_cond_init(&s->conns_cv, &ca);
+    pthread_condattr_destroy(&ca);
     char port[16];
     snprintf(port, sizeof port, "%d", opt->port);
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
@@ -500,21 +646,31 @@ int srv_start(SrvServer **out, const SrvOptions *opt, char *err) {
     const char *host = opt->host && opt->host[0] ? opt->host : NULL;
     int grc = getaddrinfo(host, port, &hints, &ai);
     if (grc) {
-        free(s);
+        srv_free(s);
         return kg_err(err, KG_EINVAL, "--host %s: %s", host ? host : "", gai_strerror(grc));
     }
     unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    // MHD's limit is twice ours, so that the connections beyond ours get a 503 (from
+    // srv_req_begin) instead of a silent close; past MHD's they wait in the listen backlog.
     s->d = MHD_start_daemon(
         flags, (uint16_t)opt->port, NULL, NULL, srv_access, s, MHD_OPTION_EXTERNAL_LOGGER,
         srv_mhd_log, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE,
         (unsigned)(opt->threads ? opt->threads : 4), MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)(opt->max_connections ? opt->max_connections : 256),
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)opt->timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
-        srv_completed, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+        2 * s->opt.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)opt->timeout_s,
+        MHD_OPTION_NOTIFY_COMPLETED, srv_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+        srv_conn_notify, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
     freeaddrinfo(ai);
+    if (s->d && s->opt.request_timeout_s) {
+        if (pthread_create(&s->watchdog, NULL, srv_watchdog, s)) {
+            MHD_stop_daemon(s->d);
+            srv_free(s);
+            return kg_err(err, KG_ENOMEM, "server: could not start the watchdog thread");
+        }
+        s->watchdog_on = 1;
+    }
     if (!s->d) {
-        free(s);
+        srv_free(s);
         return kg_err(err, KG_EIO, "listen on %s:%d: could not start the HTTP server",
                       host ? host : "*", opt->port);
     }
@@ -537,6 +693,13 @@ void srv_drain(SrvServer *s) {
 
 void srv_stop(SrvServer *s) {
     if (!s) return;
-    MHD_stop_daemon(s->d);
-    free(s);
+    MHD_stop_daemon(s->d); // CLOSED for every connection: the list is empty after this
+    if (s->watchdog_on) {
+        pthread_mutex_lock(&s->conns_mu);
+        s->watchdog_stop = 1;
+        pthread_cond_signal(&s->conns_cv);
+        pthread_mutex_unlock(&s->conns_mu);
+        pthread_join(s->watchdog, NULL);
+    }
+    srv_free(s);
 }

@@ -8,6 +8,13 @@
 //
 // Threads: handlers run on MHD's worker threads. srv_wake() may be called from any thread
 // (the engine's notify callback) and resumes a suspended request.
+//
+// Limits per connection: at most max_connections open (MHD's own limit is set at twice that,
+// and a connection beyond ours gets 503 + Retry-After + Connection: close for its request);
+// timeout_s without any byte either way closes it (MHD); and request_timeout_s bounds the
+// time from the connection's opening, or the end of its previous reply, until the request
+// (line, headers, body) has fully arrived: a watchdog thread shuts a slower one down, so a
+// client dripping a byte a second cannot hold a connection for long.
 #ifndef HTTP_H
 #define HTTP_H
 
@@ -21,11 +28,13 @@
 
 #include "model/kg.h"
 
-#define SRV_MAX_BODY     (1u << 20) // default --max-body
-#define SRV_STREAM_BLOCK 4096       // bytes MHD asks a streaming reader for at most
+#define SRV_MAX_BODY        (1u << 20) // default --max-body
+#define SRV_MAX_CONNECTIONS 256        // default --max-connections
+#define SRV_STREAM_BLOCK    4096       // bytes MHD asks a streaming reader for at most
 
 typedef struct SrvReq SrvReq;
 typedef struct SrvServer SrvServer;
+typedef struct SrvConn SrvConn; // one open connection (http.c)
 
 // A route's handler runs on the last call with the parsed JSON body (NULL for GET) and
 // answers through srv_reply_*() or srv_stream_start(); it returns what MHD expects.
@@ -62,6 +71,7 @@ typedef ssize_t (*SrvPull)(SrvReq *r, char *buf, size_t max);
 struct SrvReq {
     struct MHD_Connection *conn;
     SrvServer *srv;
+    SrvConn *sc;           // the connection's state (NULL if it could not be allocated)
     const SrvRoute *route; // NULL: static file or unknown
     const char *endpoint;  // metrics label: the route's path, "static" or NULL ("other")
     char method[8];
@@ -85,11 +95,12 @@ struct SrvReq {
 
 // --- the server ---
 typedef struct {
-    const char *host; // NULL or "0.0.0.0": any
-    int port;         // 0: pick a free one (see srv_port)
-    unsigned threads; // MHD worker threads
-    unsigned max_connections;
-    unsigned timeout_s; // idle connection timeout (slow clients)
+    const char *host;           // NULL or "0.0.0.0": any
+    int port;                   // 0: pick a free one (see srv_port)
+    unsigned threads;           // MHD worker threads
+    unsigned max_connections;   // open connections; one more gets 503 (0: 256)
+    unsigned timeout_s;         // idle connection timeout (slow clients)
+    unsigned request_timeout_s; // a whole request must arrive within this (0: no limit)
     size_t max_body;
     const char *api_key;           // NULL: no auth
     const char *cors_origin;       // NULL: no CORS headers

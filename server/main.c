@@ -33,7 +33,7 @@
 typedef struct {
     const char *model, *alias, *host, *api_key, *cors_origin, *web_dir;
     long port, threads, http_threads, ctx_size, max_batch, max_queue, cache_mb, timeout_s;
-    long max_body, max_connections, dtype;
+    long max_body, max_connections, request_timeout_s, max_tokenize, dtype;
     int speculate, quiet;
 } MainArgs;
 
@@ -58,8 +58,13 @@ static void main_usage(FILE *f) {
             "  --cors-origin ORIGIN send Access-Control-Allow-Origin: ORIGIN, answer preflights\n"
             "  --web-dir DIR        the Explorer's files (default: the project's web/)\n"
             "  --timeout SEC        idle connection timeout and shutdown drain time (default 30)\n"
+            "  --request-timeout SEC  a request (line, headers, body) must arrive within SEC of\n"
+            "                       the connection's opening or its previous reply, else the\n"
+            "                       connection is closed (default 30; 0: no limit)\n"
             "  --max-body BYTES     largest request body (default 1048576)\n"
-            "  --max-connections N  concurrent connections (default 256)\n"
+            "  --max-connections N  open connections; more get 503 + Retry-After (default 256)\n"
+            "  --max-tokenize N     tokens per /v1/tokenize or /v1/detokenize; more get 422\n"
+            "                       (default 65536)\n"
             "  --quiet              no request log\n");
 }
 
@@ -89,6 +94,8 @@ static void main_parse(MainArgs *a, int argc, char **argv) {
         O_TIMEOUT,
         O_BODY,
         O_CONNS,
+        O_REQ_TO,
+        O_MAX_TOK,
         O_DTYPE,
         O_NOSPEC,
         O_QUIET
@@ -109,6 +116,8 @@ static void main_parse(MainArgs *a, int argc, char **argv) {
                                          {"timeout", required_argument, NULL, O_TIMEOUT},
                                          {"max-body", required_argument, NULL, O_BODY},
                                          {"max-connections", required_argument, NULL, O_CONNS},
+                                         {"request-timeout", required_argument, NULL, O_REQ_TO},
+                                         {"max-tokenize", required_argument, NULL, O_MAX_TOK},
                                          {"dtype", required_argument, NULL, O_DTYPE},
                                          {"no-speculate", no_argument, NULL, O_NOSPEC},
                                          {"quiet", no_argument, NULL, O_QUIET},
@@ -122,7 +131,9 @@ static void main_parse(MainArgs *a, int argc, char **argv) {
                     .cache_mb = 256,
                     .timeout_s = 30,
                     .max_body = SRV_MAX_BODY,
-                    .max_connections = 256,
+                    .max_connections = SRV_MAX_CONNECTIONS,
+                    .request_timeout_s = 30,
+                    .max_tokenize = ROUTE_MAX_TOKENIZE,
                     .dtype = GPT2_DTYPE_AUTO,
                     .speculate = 1};
     a->api_key = getenv("KOGPT2_API_KEY");
@@ -176,6 +187,12 @@ static void main_parse(MainArgs *a, int argc, char **argv) {
             break;
         case O_CONNS:
             a->max_connections = main_num("--max-connections", optarg, 1, 65536);
+            break;
+        case O_REQ_TO:
+            a->request_timeout_s = main_num("--request-timeout", optarg, 0, 86400);
+            break;
+        case O_MAX_TOK:
+            a->max_tokenize = main_num("--max-tokenize", optarg, 1, 1l << 24);
             break;
         case O_DTYPE:
             if (!strcmp(optarg, "auto"))
@@ -270,6 +287,7 @@ int main(int argc, char **argv) {
     static SrvApp app;
     app.model_name = a.alias ? a.alias : basename(name_buf);
     app.created = time(NULL);
+    app.max_tokenize = (size_t)a.max_tokenize;
     const char *endpoints[METRICS_MAX_ENDPOINTS];
     metrics_init(endpoints, route_endpoints(endpoints, METRICS_MAX_ENDPOINTS - 2));
 
@@ -278,6 +296,7 @@ int main(int argc, char **argv) {
                      .threads = (unsigned)a.http_threads,
                      .max_connections = (unsigned)a.max_connections,
                      .timeout_s = (unsigned)a.timeout_s,
+                     .request_timeout_s = (unsigned)a.request_timeout_s,
                      .max_body = (size_t)a.max_body,
                      .api_key = a.api_key,
                      .cors_origin = a.cors_origin,

@@ -21,12 +21,14 @@
 //        max_tokens (16), temperature, top_p, top_k, logprobs 0..20, echo, stop, stream
 //        (chunks, then "data: [DONE]"), seed, n = 1, best_of = 1
 //   POST /v1/tokenize {"text"} -> {tokens, pieces};  POST /v1/detokenize {"tokens"} -> {text}
+//        (at most --max-tokenize tokens either way, else 422)
 //   GET /v1/models, /healthz, /readyz (503 loading or draining), /metrics; other GETs: web/
 // Errors: {"error": {code, type, message, param}}: 400 malformed JSON, wrong type, invalid
 // UTF-8, missing field; 401 API key; 404; 405 (+Allow); 413 body over --max-body; 415 not
 // application/json; 422 value out of range, empty or over-long prompt (the message says
 // n_prompt_tokens and n_ctx), token id outside the vocabulary; 429 queue full (+Retry-After);
-// 503 loading, out of memory, or cancelled by shutdown.
+// 503 loading, out of memory, cancelled by shutdown, or a connection over --max-connections
+// (+Retry-After).
 #include "routes.h"
 
 #include <stdio.h>
@@ -310,7 +312,13 @@ static enum MHD_Result route_tokenize(SrvReq *r, const cJSON *j_req) {
     int rc = json_str(j_req, "text", &text, &len, err);
     if (!rc && !text) rc = kg_err(err, KG_EINVAL, "text is required");
     if (!rc) rc = tok_encode(app->tok, text, len, &ids, &n, err);
-    if (rc) return srv_reply_kg(r, rc, err, "text");
+    if (!rc && n > app->max_tokenize) // the reply's tree would be ~100 bytes per token
+        rc = kg_err(err, KG_ERANGE, "n_tokens (%zu) exceeds --max-tokenize (%zu)", n,
+                    app->max_tokenize);
+    if (rc) {
+        free(ids);
+        return srv_reply_kg(r, rc, err, "text");
+    }
     cJSON *j_root = cJSON_CreateObject(), *j_pieces = cJSON_CreateArray();
     if (!cJSON_AddItemToObject(j_root, "tokens", route_ids_json(ids, n)) ||
         !cJSON_AddItemToObject(j_root, "pieces", j_pieces)) {
@@ -341,6 +349,9 @@ static enum MHD_Result route_detokenize(SrvReq *r, const cJSON *j_req) {
     int rc = j_tokens
                  ? json_ids(j_tokens, "tokens", &ids, &n, 0, (long long)app->vocab_size - 1, err)
                  : kg_err(err, KG_EINVAL, "tokens is required");
+    if (!rc && n > app->max_tokenize)
+        rc = kg_err(err, KG_ERANGE, "n_tokens (%zu) exceeds --max-tokenize (%zu)", n,
+                    app->max_tokenize);
     if (!rc) rc = tok_decode(app->tok, ids, n, &text, NULL, err);
     free(ids);
     if (rc) return srv_reply_kg(r, rc, err, "tokens");

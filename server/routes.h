@@ -10,6 +10,8 @@
 #include "http.h"
 #include "sched.h"
 
+#define ROUTE_MAX_TOKENIZE 65536 // default --max-tokenize
+
 typedef struct {
     // set before ready turns 1, read-only afterwards
     Sched *sched;
@@ -17,6 +19,7 @@ typedef struct {
     const char *model_name; // the --alias, or the model directory's name
     size_t n_ctx;           // longest prompt (--ctx-size, <= the model's positions)
     size_t vocab_size;      // V: token ids are 0 .. V-1
+    size_t max_tokenize;    // tokens per /v1/tokenize or /v1/detokenize (--max-tokenize)
     time_t created;
     SrvServer *srv;
     atomic_int ready; // 1: model loaded and warm; 0: loading (/readyz 503)

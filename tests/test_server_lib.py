@@ -124,7 +124,7 @@ class Daemon:
         raise RuntimeError("kogpt2d did not become ready:\n" + self.log_text())
 
     def log_text(self):
-        with open(self.log_path) as f:
+        with open(self.log_path, errors="replace") as f:  # URLs in it may be any bytes
             return f.read()
 
     def conn(self, timeout=60):
