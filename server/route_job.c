@@ -1,6 +1,7 @@
 // route_job.c — one engine job behind an HTTP request: submit it, wait for it (the request
 // is suspended; the job's notify wakes it) or stream it as Server-Sent Events, and turn its
 // tokens into the reply's JSON (kogpt2's own shape or OpenAI's text_completion).
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,9 +116,15 @@ static int route_lp_add_openai(cJSON *j_lp, const Tokenizer *tok, const SchedTok
         cJSON_Delete(j_top);
         return KG_ENOMEM;
     }
+    // the prompt's first token has no score: null, as OpenAI's API writes it
+    int first = isnan(t->logprob);
+    if (first) {
+        cJSON_Delete(j_top);
+        j_top = cJSON_CreateNull();
+    }
     if (!cJSON_AddItemToArray(cJSON_GetObjectItem(j_lp, "tokens"), j_s) ||
         !cJSON_AddItemToArray(cJSON_GetObjectItem(j_lp, "token_logprobs"),
-                              cJSON_CreateNumber(t->logprob)) ||
+                              first ? cJSON_CreateNull() : cJSON_CreateNumber(t->logprob)) ||
         !cJSON_AddItemToArray(cJSON_GetObjectItem(j_lp, "top_logprobs"), j_top) ||
         !cJSON_AddItemToArray(cJSON_GetObjectItem(j_lp, "text_offset"),
                               cJSON_CreateNumber((double)off)))
@@ -208,6 +215,11 @@ static void route_job_take(RouteJob *rj, const SchedToken *t) {
         for (size_t k = 0; k < t->n_top && rj->j_cands; k++)
             if (!cJSON_AddItemToArray(rj->j_cands, route_cand_json(tok, &t->top[k], 1)))
                 rj->oom = 1;
+        return;
+    }
+    if (t->prompt) { // a prompt token's score (echo + logprobs): logprobs only
+        if (rj->j_lp && route_lp_add_openai(rj->j_lp, tok, t, rj->echo_off)) rj->oom = 1;
+        rj->echo_off += t->text_len;
         return;
     }
     size_t off = (rj->echo ? strlen(rj->echo) : 0) + rj->text.len;

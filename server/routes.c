@@ -19,7 +19,9 @@
 //            {id, text, logprob} and a final {done: true, ...the fields above}
 //   POST /v1/completions OpenAI's legacy completions: prompt (string | ids | [one of them]),
 //        max_tokens (16), temperature, top_p, top_k, logprobs 0..20, echo, stop, stream
-//        (chunks, then "data: [DONE]"), seed, n = 1, best_of = 1
+//        (chunks, then "data: [DONE]"), seed, n = 1, best_of = 1. echo with logprobs scores
+//        the prompt too (its tokens lead the logprobs, the first with null; max_tokens may
+//        be 0; not streamed)
 //   POST /v1/tokenize {"text"} -> {tokens, pieces};  POST /v1/detokenize {"tokens"} -> {text}
 //        (at most --max-tokenize tokens either way, else 422)
 //   GET /v1/models, /healthz, /readyz (503 loading or draining), /metrics; other GETs: web/
@@ -176,11 +178,12 @@ typedef struct {
 } RouteSampling;
 
 static int route_sampling(const SrvApp *app, const cJSON *j_req, RouteSampling *s,
-                          long long max_tokens_default, const char **param, char *err) {
+                          long long max_tokens_default, long long max_tokens_min,
+                          const char **param, char *err) {
     int rc;
     const long long seed_max = (1ll << 53) - 1; // what a JSON number holds exactly
-    if ((rc = json_int(j_req, *param = "max_tokens", &s->max_tokens, max_tokens_default, 1,
-                       (long long)app->n_ctx, err)) ||
+    if ((rc = json_int(j_req, *param = "max_tokens", &s->max_tokens, max_tokens_default,
+                       max_tokens_min, (long long)app->n_ctx, err)) ||
         (rc = json_num(j_req, *param = "temperature", &s->temperature, 1, 0, 100, err)) ||
         (rc =
              json_int(j_req, *param = "top_k", &s->top_k, 0, 0, (long long)app->vocab_size, err)) ||
@@ -226,7 +229,7 @@ static enum MHD_Result route_generate(SrvReq *r, const cJSON *j_req) {
     int *ids = NULL;
     size_t n = 0;
     RouteJob *rj = NULL;
-    int rc = route_sampling(app, j_req, &s, 32, &param, err);
+    int rc = route_sampling(app, j_req, &s, 32, 1, &param, err);
     if (!rc) rc = route_prompt(app, j_req, &ids, &n, &param, err);
     if (!rc && !(rj = route_job_new(app, ROUTE_GENERATE)))
         rc = kg_err(err, KG_ENOMEM, "out of memory");
@@ -267,10 +270,13 @@ static enum MHD_Result route_completions(SrvReq *r, const cJSON *j_req) {
     if (!rc) rc = json_int(j_req, param = "n", &n_choices, 1, 1, 1, err);
     if (!rc) rc = json_int(j_req, param = "best_of", &best_of, 1, 1, 1, err);
     if (!rc) rc = json_bool(j_req, param = "echo", &echo, 0, err);
-    if (!rc) rc = route_sampling(app, j_req, &s, 16, &param, err);
-    if (!rc && echo && want_logprobs)
-        param = "echo",
-        rc = kg_err(err, KG_EUNSUP, "echo with logprobs (prompt scoring) is not supported yet");
+    // echo with logprobs scores the prompt (how evaluation harnesses ask for likelihoods);
+    // max_tokens 0 then means "score only"
+    int scoring = !rc && echo && want_logprobs;
+    if (!rc) rc = route_sampling(app, j_req, &s, 16, scoring ? 0 : 1, &param, err);
+    if (!rc && scoring && s.stream)
+        param = "stream",
+        rc = kg_err(err, KG_EUNSUP, "echo with logprobs (prompt scoring) is not streamed");
     if (!rc)
         rc = route_completion_prompt(app, j_req, &ids, &n, &echo_text, echo, err), param = "prompt";
     if (!rc && !(rj = route_job_new(app, ROUTE_COMPLETIONS)))
@@ -295,6 +301,7 @@ static enum MHD_Result route_completions(SrvReq *r, const cJSON *j_req) {
         rj->j_lp = NULL;
     }
     SchedParams p = route_sched_params(rj, &s);
+    p.score_prompt = scoring;
     ret = route_job_run(r, rj, &p);
     free(s.stop);
     return ret;

@@ -48,13 +48,14 @@ typedef struct {
     int want_logprobs; // completions: "logprobs" was given
     int *prompt;       // (n_prompt) ids
     size_t n_prompt;
-    char *echo;     // completions with echo: the prompt's text (else NULL)
-    size_t n_taken; // tokens read from the engine
-    RouteBuf text;  // generated text
-    cJSON *j_ids;   // generated ids
-    cJSON *j_cands; // next-token candidates
-    cJSON *j_lp;    // generate: array of per-token logprobs; completions: logprobs object
-    RouteBuf out;   // SSE bytes waiting for the reader
+    char *echo;      // completions with echo: the prompt's text (else NULL)
+    size_t echo_off; // prompt scoring: bytes of the prompt's text scored so far
+    size_t n_taken;  // tokens read from the engine
+    RouteBuf text;   // generated text
+    cJSON *j_ids;    // generated ids
+    cJSON *j_cands;  // next-token candidates
+    cJSON *j_lp;     // generate: array of per-token logprobs; completions: logprobs object
+    RouteBuf out;    // SSE bytes waiting for the reader
     size_t out_pos;
     char id[48];
     time_t created;

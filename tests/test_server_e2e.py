@@ -193,6 +193,39 @@ def test_completions(d):
           "completions stream concatenates to the non-streamed text")
     st = post(d, "/v1/completions", dict(body, stop="\n", logprobs=None))
     check("\n" not in st["choices"][0]["text"], "completions stop as a string")
+    test_prompt_scoring(d)
+
+
+def test_prompt_scoring(d):
+    """echo + logprobs scores the prompt: a greedy generation's own logprobs come back as the
+    scores of the same tokens when they are sent as a prompt (1e-4: batched vs one-row sums)."""
+    ids = post(d, "/v1/tokenize", {"text": "한국어 모델은"})["tokens"]
+    g = post(d, "/v1/generate", {"tokens": ids, "max_tokens": 3, "temperature": 0,
+                                 "logprobs": 1, "ignore_eos": True})
+    full = ids + g["tokens"]
+    sc = post(d, "/v1/completions", {"prompt": full, "echo": True, "logprobs": 1,
+                                     "max_tokens": 0})
+    lp = sc["choices"][0]["logprobs"]
+    want = [t["logprob"] for t in g["logprobs"]]
+    got = lp["token_logprobs"][-3:]
+    check(len(lp["tokens"]) == len(full) and lp["token_logprobs"][0] is None and
+          lp["top_logprobs"][0] is None and all(x <= 0 for x in lp["token_logprobs"][1:]) and
+          all(len(t) == 1 for t in lp["top_logprobs"][1:]) and
+          sc["usage"]["completion_tokens"] == 0 and
+          "".join(lp["tokens"]) == sc["choices"][0]["text"] and
+          all(abs(a - b) <= 1e-4 for a, b in zip(got, want)),
+          "prompt scoring: %r vs generated %r" % (got, want))
+    # greedy: each generated token was the best candidate, so its score is the top logprob
+    check(all(abs(list(t.values())[0] - x) <= 1e-4
+              for t, x in zip(lp["top_logprobs"][-3:], got)), "scored top logprobs")
+    both = post(d, "/v1/completions", {"prompt": ids, "echo": True, "logprobs": 0,
+                                       "max_tokens": 2, "temperature": 0})
+    n = len(both["choices"][0]["logprobs"]["tokens"])
+    check(n == len(ids) + 2, "echo + logprobs + 2 generated: %d entries" % n)
+    expect_error(d, "POST", "/v1/completions", {"prompt": ids, "echo": True, "logprobs": 1,
+                 "stream": True}, 422, "scoring is not streamed", param="stream")
+    expect_error(d, "POST", "/v1/completions", {"prompt": ids, "max_tokens": 0}, 422,
+                 "max_tokens 0 without scoring", param="max_tokens")
 
 
 def test_metrics(d):
