@@ -31,7 +31,7 @@
 #endif
 
 typedef struct {
-    const char *model, *alias, *host, *api_key, *cors_origin, *web_dir;
+    const char *model, *alias, *host, *api_key, *cors_origin, *web_dir, *device;
     long port, threads, http_threads, ctx_size, max_batch, max_queue, cache_mb, timeout_s;
     long max_body, max_connections, request_timeout_s, max_tokenize, dtype;
     int speculate, quiet;
@@ -45,7 +45,9 @@ static void main_usage(FILE *f) {
             "  --alias NAME         model name in replies (default: the directory's name)\n"
             "  --host ADDR          address to listen on (default 127.0.0.1; 0.0.0.0 for all)\n"
             "  --port N             TCP port (default 8080; 0 picks a free one)\n"
-            "  --threads N          compute threads (default: one per core)\n"
+            "  --device D           auto (a GPU when there is one, else the CPU), cpu, cuda,\n"
+            "                       cuda:N (default auto; the log says what was chosen)\n"
+            "  --threads N          compute threads on the CPU (default: one per core)\n"
             "  --http-threads N     HTTP worker threads (default 4)\n"
             "  --ctx-size N         longest prompt in tokens (default: the model's n_ctx)\n"
             "  --max-batch N        sequences advanced together per step (default 8)\n"
@@ -97,6 +99,7 @@ static void main_parse(MainArgs *a, int argc, char **argv) {
         O_REQ_TO,
         O_MAX_TOK,
         O_DTYPE,
+        O_DEVICE,
         O_NOSPEC,
         O_QUIET
     };
@@ -119,6 +122,7 @@ static void main_parse(MainArgs *a, int argc, char **argv) {
                                          {"request-timeout", required_argument, NULL, O_REQ_TO},
                                          {"max-tokenize", required_argument, NULL, O_MAX_TOK},
                                          {"dtype", required_argument, NULL, O_DTYPE},
+                                         {"device", required_argument, NULL, O_DEVICE},
                                          {"no-speculate", no_argument, NULL, O_NOSPEC},
                                          {"quiet", no_argument, NULL, O_QUIET},
                                          {"help", no_argument, NULL, 'h'},
@@ -135,6 +139,7 @@ static void main_parse(MainArgs *a, int argc, char **argv) {
                     .request_timeout_s = 30,
                     .max_tokenize = ROUTE_MAX_TOKENIZE,
                     .dtype = GPT2_DTYPE_AUTO,
+                    .device = "auto",
                     .speculate = 1};
     a->api_key = getenv("KOGPT2_API_KEY");
     int c;
@@ -208,6 +213,15 @@ static void main_parse(MainArgs *a, int argc, char **argv) {
                 exit(2);
             }
             break;
+        case O_DEVICE: { // the last --device wins (a Deployment overrides the image's)
+            char err[KG_ERRLEN];
+            if (kg_device_check(optarg, err)) {
+                fprintf(stderr, "kogpt2d: %s\n", err);
+                exit(2);
+            }
+            a->device = optarg;
+            break;
+        }
         case O_NOSPEC:
             a->speculate = 0;
             break;
@@ -318,7 +332,7 @@ int main(int argc, char **argv) {
     int model_open = 0, rc = 1;
     Sched *sched = NULL;
     if (tok_open(&tok, a.model, err)) goto fail;
-    if (!(be = kg_cpu_backend_new((int)a.threads, err))) goto fail;
+    if (!(be = kg_backend_new(a.device, (int)a.threads, a.quiet ? NULL : stderr, err))) goto fail;
     if (gpt2_open(&model, a.model, be, (int)a.dtype, err)) goto fail;
     model_open = 1;
     if (tok_vocab_size(tok) > model.config.vocab_size) {
