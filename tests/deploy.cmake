@@ -3,8 +3,19 @@
 # requests) and a SIGKILL (reported), and checks docker/k8s/*.yaml and the HPA's metric against
 # a live /metrics. Without nginx (Debian's nginx package), python3, curl or kogpt2d it exits 77.
 # docker_build runs docker/build.sh (the Dockerfile's build steps) into a prefix in the build
-# tree and smoke-tests the installed daemon. Run: ctest -L deploy
+# tree and smoke-tests the installed daemon (a CPU build: build.sh passes -DKG_CUDA=OFF unless
+# KG_CUDA=ON). test_deploy_manifests needs only python3: docker/k8s/*.yaml (CPU and GPU
+# variants, HPAs, PDBs, Services) and both Dockerfiles, statically. test_deploy_build_cuda
+# (only when KG_CUDA is on) runs KG_CUDA=ON docker/build.sh, Dockerfile.cuda's steps.
+# Run: ctest -L deploy
+# (docker/check_debootstrap.sh, the package-list proof in a fresh Debian root, is not a ctest:
+# it needs root, the Debian mirror and ~10 min.)
 set(_deploy_env "KG_SHARED_DIR=${KG_SHARED_DIR};KG_SOURCE_DIR=${CMAKE_SOURCE_DIR};KG_BUILD_DIR=${CMAKE_BINARY_DIR};KG_PYTHON=${PYTHON3}")
+if(PYTHON3)
+  add_test(NAME test_deploy_manifests
+    COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/deploy_fleet.py static ${CMAKE_SOURCE_DIR}/docker)
+  set_tests_properties(test_deploy_manifests PROPERTIES LABELS "deploy" TIMEOUT 60)
+endif()
 if(TARGET kogpt2d)
   add_test(NAME test_deploy_fleet COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_deploy_fleet.sh)
   set_tests_properties(test_deploy_fleet PROPERTIES LABELS "deploy" SKIP_RETURN_CODE 77
@@ -12,5 +23,12 @@ if(TARGET kogpt2d)
   add_test(NAME test_deploy_build
     COMMAND bash ${CMAKE_SOURCE_DIR}/docker/build.sh ${CMAKE_BINARY_DIR}/deploy-prefix)
   set_tests_properties(test_deploy_build PROPERTIES LABELS "deploy" TIMEOUT 900
-    ENVIRONMENT "${_deploy_env};KG_DOCKER_BUILD_DIR=${CMAKE_BINARY_DIR}/deploy-build")
+    ENVIRONMENT "${_deploy_env};KG_CUDA=OFF;KG_TRAIN=OFF;KG_DOCKER_BUILD_DIR=${CMAKE_BINARY_DIR}/deploy-build")
+  # The CUDA image's build steps (docker/Dockerfile.cuda), where this build has CUDA on.
+  if(KG_CUDA)
+    add_test(NAME test_deploy_build_cuda
+      COMMAND bash ${CMAKE_SOURCE_DIR}/docker/build.sh ${CMAKE_BINARY_DIR}/deploy-prefix-cuda)
+    set_tests_properties(test_deploy_build_cuda PROPERTIES LABELS "deploy;cuda" TIMEOUT 1800
+      ENVIRONMENT "${_deploy_env};KG_CUDA=ON;KG_TRAIN=ON;KG_DOCKER_BUILD_DIR=${CMAKE_BINARY_DIR}/deploy-build-cuda")
+  endif()
 endif()

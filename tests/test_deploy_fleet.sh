@@ -21,6 +21,7 @@ command -v curl >/dev/null || skip "no curl"
 T=$(mktemp -d /tmp/kg-fleet.XXXXXX)
 PIDS=()
 NGINX_PID=
+# shellcheck disable=SC2317  # called from the EXIT trap
 cleanup() {
   [ -n "$NGINX_PID" ] && kill "$NGINX_PID" 2>/dev/null
   for p in "${PIDS[@]}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done
@@ -115,6 +116,7 @@ echo "figures: requests sent $total; before/during the rolling restart: $rr_sent
 echo "         in the 3 s after SIGKILL of replica 3: ${kill_sent:-0} sent, ${kill_failed:-0} failed;"
 echo "         after that (2 replicas): ${after_sent:-0} sent, ${after_failed:-0} failed"
 [ "$rr_failed" -eq 0 ] || { echo "FAIL: $rr_failed requests failed during the rolling restart"; fail=1; }
+# shellcheck disable=SC2015  # the echo cannot fail; either test failing means FAIL
 [ "${after_sent:-0}" -gt 0 ] && [ "${after_failed:-0}" -eq 0 ] ||
   { echo "FAIL: nginx did not move on after SIGKILL"; fail=1; }
 [ "$rr_sent" -gt 0 ] || { echo "FAIL: no requests sent"; fail=1; }
