@@ -51,7 +51,9 @@ cp -R "$SRC/web" "$PREFIX/share/kogpt2/web"
 cp -RL "$SRC/models/default" "$PREFIX/share/kogpt2/models/default"
 if [ "$CUDA" = ON ]; then
   # A CUDA build that silently came out CPU-only would pass the smoke test below.
-  if ! ldd "$PREFIX/bin/kogpt2d" | grep -q 'libcublas'; then
+  # (ldd's output captured first: with pipefail, grep -q closing the pipe early fails it)
+  libs=$(ldd "$PREFIX/bin/kogpt2d")
+  if [[ $libs != *libcublas* ]]; then
     echo "docker/build.sh: KG_CUDA=ON, but kogpt2d does not link cuBLAS (is the CUDA backend built?)" >&2
     exit 1
   fi

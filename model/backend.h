@@ -69,6 +69,10 @@ typedef struct {
     // stream, so this comes before another stream or library (NCCL) touches backend memory.
     // The CPU's ops are done when they return.
     void (*synchronize)(KgBackend *be);
+    // KG_OK, or KG_EIO with err filled: the first failure an op met since the backend was
+    // made. Ops return nothing (a GPU reports its failures later, asynchronously), so the
+    // graph asks here at the end of each forward and optimizer step. The CPU never fails.
+    int (*status)(KgBackend *be, char *err);
     void (*destroy)(KgBackend *be);
 
     // --- forward ops ---

@@ -339,8 +339,7 @@ int gpt2_state_init(Gpt2State *s, const Gpt2 *m, size_t max_rows, size_t max_log
     s->lnf = be->ops->alloc(be, max_logit_rows * C * sizeof(float));
     s->logits = be->ops->alloc(be, max_logit_rows * V * sizeof(float));
     // the CPU computes in host memory: logits need no copy
-    s->logits_host =
-        be->ops->host_memory ? s->logits : malloc(max_logit_rows * V * 4);
+    s->logits_host = be->ops->host_memory ? s->logits : malloc(max_logit_rows * V * 4);
     s->tokens = malloc(max_rows * sizeof *s->tokens);
     s->pos = malloc(max_rows * sizeof *s->pos);
     if (!s->x || !s->ln || !s->qkv || !s->atty || !s->fc || !s->lnf || !s->logits ||
@@ -470,10 +469,11 @@ int gpt2_forward(const Gpt2 *m, Gpt2State *s, Gpt2Seq *seqs, size_t n_seq, char 
         op->matmul_forward(be, s->logits, s->lnf, w->lm_head, NULL, R, C, V); // (R, V)
         if (!s->logits_stay) op->to_host(be, s->logits_host, s->logits, R * V * sizeof(float));
     }
-    for (size_t i = 0; i < n_seq; i++)
+    rc = op->status(be, err); // a GPU's asynchronous failure surfaces here
+    for (size_t i = 0; !rc && i < n_seq; i++)
         seqs[i].kv->len += seqs[i].n;
-    s->n_logit_rows = R;
-    return KG_OK;
+    s->n_logit_rows = rc ? 0 : R;
+    return rc;
 }
 
 int gpt2_prefill(const Gpt2 *m, Gpt2State *s, KvCache *kv, const int *tokens, size_t n,

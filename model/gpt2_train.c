@@ -382,6 +382,8 @@ int gpt2_train_forward(const Gpt2 *m, Gpt2Train *t, const int *inputs, const int
     op->crossentropy_forward_backward(be, t->losses, t->logits, t->targets, N, V,
                                       valid ? t->loss_scale / (float)valid : 0.0f);
     op->to_host(be, t->losses_host, t->losses, N * sizeof(float));
+    int rc = op->status(be, err); // a GPU's asynchronous failure surfaces here
+    if (rc) return rc;
     double sum = 0;
     for (size_t i = 0; i < N; i++)
         sum += t->losses_host[i];

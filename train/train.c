@@ -363,7 +363,7 @@ static int run_step(Run *r, const TrainArgs *a, Dist *d, uint64_t step, double *
     AdamWHyper h = ADAMW_DEFAULTS;
     h.weight_decay = a->weight_decay;
     adamw_step(&r->opt, r->m.params, grads, r->tensors, r->n_tensors, *lr, scale, &h);
-    return KG_OK;
+    return r->be->ops->status(r->be, err); // the backward's and the optimizer's failures
 }
 
 int train_run(const TrainArgs *a, Dist *d, FILE *log, char *err) {

@@ -13,6 +13,7 @@
 #include <cblas.h>
 #endif
 
+#include "../kg.h"
 #include "../kgmath.h"
 #include "cpu.h"
 #include "simd.h"
@@ -37,6 +38,12 @@ static void cpu_copy_rows(KgBackend *be, float *dst, size_t ld_dst, const float 
 
 static void cpu_synchronize(KgBackend *be) { (void)be; }
 
+static int cpu_status(KgBackend *be, char *err) {
+    (void)be;
+    (void)err;
+    return KG_OK;
+}
+
 #define CPU_OPS_NAME_(isa) CPU_OPS_##isa
 #define CPU_OPS_NAME(isa)  CPU_OPS_NAME_(isa)
 #define STR_(x)            #x
@@ -53,6 +60,7 @@ const KgBackendOps CPU_OPS_NAME(CPU_ISA_UPPER) = {
     .copy_rows = cpu_copy_rows,
     .zero = cpu_zero,
     .synchronize = cpu_synchronize,
+    .status = cpu_status,
     .destroy = cpu_destroy,
     .encoder_forward = cpu_encoder_forward,
     .layernorm_forward = cpu_layernorm_forward,

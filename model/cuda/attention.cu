@@ -1,0 +1,299 @@
+// attention.cu — causal multi-head attention over each sequence's keys and values.
+// N = rows, C = channels, NH = heads, hs = head size (<= ATT_MAX_HS), T = positions seen.
+//
+// One block per (query row, head), the same kernel for a 512-token prefill and a one-token
+// decode step. Keys go 32 at a time, one per lane: each lane scores its key against the
+// query (kept in shared memory), the warp updates an online softmax (running max and sum,
+// rescaled as larger scores appear), then adds the 32 weighted value rows with lanes spread
+// over the head's channels (coalesced); the block's warps take alternate key blocks and
+// merge at the end. No (T, T) matrix unless training asks for the probabilities. Not
+// flash-tiled: K/V rows are read once per query row (from L2). The backward: a warp per
+// (row, head) for dq, then a warp per (key, head) for dk and dv.
+#include <string.h>
+
+#include "cuda.h"
+
+#define ATT_WARPS  4   // backward: warps (one (row, head) or (key, head) each) per block
+#define ATT_SPLIT  8   // forward: warps sharing one (row, head), over alternate key blocks
+#define ATT_MAX_HS 256 // head channels a warp keeps in registers (8 per lane)
+#define ATT_REGS   (ATT_MAX_HS / 32)
+
+// One warp's work: a query row i of sequence seq (forward, dq) or a key i (dk, dv); base
+// is the index of the sequence's first row task (row tasks go sequence by sequence).
+typedef struct {
+    int seq, i, base;
+} AttTask;
+
+typedef struct {
+    const KgAttnSeq *seqs; // (n_seq) device copies of the descriptors
+    const AttTask *rows;   // (M) one per query row
+    const AttTask *keys;   // (nk) one per key position, backward only
+    size_t M, nk;
+} AttPlan;
+
+// Uploads the descriptors and the task lists as one staged block. 0, or -1 when there are
+// no rows or on failure.
+static int att_plan(CudaBackend *cb, const KgAttnSeq *seqs, size_t n_seq, int with_keys,
+                    AttPlan *pl) {
+    pl->M = pl->nk = 0;
+    for (size_t i = 0; i < n_seq; i++) {
+        pl->M += seqs[i].n;
+        pl->nk += with_keys ? seqs[i].pos0 + seqs[i].n : 0;
+    }
+    if (!pl->M) return -1;
+    size_t head = (n_seq * sizeof *seqs + 255) / 256 * 256;
+    size_t bytes = head + (pl->M + pl->nk) * sizeof(AttTask);
+    char *h = (char *)cuda_stage_begin(cb, bytes);
+    if (!h) return -1;
+    memcpy(h, seqs, n_seq * sizeof *seqs);
+    AttTask *rows = (AttTask *)(h + head), *keys = rows + pl->M;
+    for (size_t i = 0, k = 0, j = 0, base = 0; i < n_seq; base += seqs[i].n, i++) {
+        for (size_t r = 0; r < seqs[i].n; r++)
+            rows[k++] = AttTask{(int)i, (int)r, (int)base};
+        for (size_t u = 0; with_keys && u < seqs[i].pos0 + seqs[i].n; u++)
+            keys[j++] = AttTask{(int)i, (int)u, (int)base};
+    }
+    const char *d = (const char *)cuda_stage_end(cb, bytes);
+    if (!d) return -1;
+    pl->seqs = (const KgAttnSeq *)d;
+    pl->rows = (const AttTask *)(d + head);
+    pl->keys = pl->rows + pl->M;
+    return 0;
+}
+
+// out (N, C) from q (N, ld_q): block b does row task b / NH, head b % NH. Its ATT_SPLIT
+// warps take turns over blocks of 32 keys (warp i: keys 32 i .., 32 (i + ATT_SPLIT) ..),
+// each with its own online softmax, merged at the end: a decode step has only NH tasks, and
+// this lets ATT_SPLIT warps share each one. With s.att the probabilities of the row go to
+// att (NH, n, Tk) (zeros past the row's position): the raw scores are parked there and
+// normalized once the row's max and sum are known.
+__global__ void attention_forward_kernel(float *out, const float *q, size_t ld_q,
+                                         const KgAttnSeq *seqs, const AttTask *tasks, size_t NH,
+                                         size_t hs, float scale) {
+    extern __shared__ float att_smem[]; // q row (hs), then per warp: m, l, acc (hs)
+    const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const AttTask task = tasks[blockIdx.x / NH];
+    const KgAttnSeq s = seqs[task.seq];
+    const size_t h = blockIdx.x % NH, r = (size_t)task.i, row = s.row0 + r, p = s.pos0 + r;
+    const size_t Tk = s.pos0 + s.n, ld = s.ld_kv;
+    float *qs = att_smem, *wm = qs + hs, *wl = wm + ATT_SPLIT, *wacc = wl + ATT_SPLIT;
+    for (size_t d = threadIdx.x; d < hs; d += blockDim.x)
+        qs[d] = q[row * ld_q + h * hs + d];
+    __syncthreads();
+    const float *K = s.k + h * hs, *V = s.v + h * hs;
+    float *att = s.att ? s.att + (h * s.n + r) * Tk : NULL;
+    float acc[ATT_REGS] = {0};
+    float m = -INFINITY, l = 0.0f; // this warp's running max and sum
+    for (size_t t0 = 32 * warp; t0 <= p; t0 += 32 * ATT_SPLIT) {
+        size_t t = t0 + lane;
+        float sc = -INFINITY;
+        if (t <= p) {
+            const float *k = K + t * ld;
+            float dot = 0.0f;
+            for (size_t d = 0; d < hs; d++)
+                dot += qs[d] * k[d];
+            sc = dot * scale;
+            if (att) att[t] = sc;
+        }
+        float bm = cuda_warp_max(sc); // finite: lane 0's key t0 <= p
+        if (bm > m) {                 // rescale what was summed under the smaller max
+            float corr = kg_expf(m - bm);
+            l *= corr;
+#pragma unroll
+            for (int i = 0; i < ATT_REGS; i++)
+                acc[i] *= corr;
+            m = bm;
+        }
+        float e = t <= p ? kg_expf(sc - m) : 0.0f;
+        l += cuda_warp_sum(e);
+        size_t nt = p + 1 - t0 < 32 ? p + 1 - t0 : 32;
+        for (size_t j = 0; j < nt; j++) {
+            float ej = __shfl_sync(0xffffffffu, e, (int)j);
+            const float *v = V + (t0 + j) * ld;
+#pragma unroll
+            for (int i = 0; i < ATT_REGS; i++)
+                if (lane + 32 * i < hs) acc[i] += ej * v[lane + 32 * i];
+        }
+    }
+    // merge the warps: a warp that saw no key has m = -inf, l = 0, acc = 0 (weight 0)
+    if (lane == 0) {
+        wm[warp] = m;
+        wl[warp] = l;
+    }
+#pragma unroll
+    for (int i = 0; i < ATT_REGS; i++)
+        if (lane + 32 * i < hs) wacc[warp * hs + lane + 32 * i] = acc[i];
+    __syncthreads(); // also makes every warp's parked scores visible to the whole block
+    float M = wm[0], L = 0.0f;
+    for (int w = 1; w < ATT_SPLIT; w++)
+        M = fmaxf(M, wm[w]);
+    for (int w = 0; w < ATT_SPLIT; w++)
+        L += wl[w] * kg_expf(wm[w] - M);
+    float inv = 1.0f / L;
+    float *o = out + row * NH * hs + h * hs;
+    for (size_t d = threadIdx.x; d < hs; d += blockDim.x) {
+        float sum = 0.0f;
+        for (int w = 0; w < ATT_SPLIT; w++)
+            sum += wacc[w * hs + d] * kg_expf(wm[w] - M);
+        o[d] = sum * inv;
+    }
+    if (att)
+        for (size_t t = threadIdx.x; t < Tk; t += blockDim.x)
+            att[t] = t <= p ? kg_expf(att[t] - M) * inv : 0.0f;
+}
+
+void cuda_attention_forward(KgBackend *be, float *out, const float *q, size_t ld_q,
+                            const KgAttnSeq *seqs, size_t n_seq, size_t NH, size_t hs) {
+    CudaBackend *cb = cuda_use(be);
+    if (hs > ATT_MAX_HS) { // every GPT-2 has 64; the model loader allows any C / NH
+        cuda_check(cb, cudaErrorInvalidValue);
+        return;
+    }
+    AttPlan pl;
+    if (att_plan(cb, seqs, n_seq, 0, &pl)) return;
+    size_t smem = (hs + ATT_SPLIT * (2 + hs)) * sizeof(float);
+    attention_forward_kernel<<<(unsigned)(pl.M * NH), ATT_SPLIT * 32, smem, cb->stream>>>(
+        out, q, ld_q, pl.seqs, pl.rows, NH, hs, 1.0f / sqrtf((float)hs));
+    cuda_check(cb, cudaGetLastError());
+}
+
+// Backward from the saved probabilities a = att, per query row r and head:
+//   datt[u] = dout_r . v[u];  dpre[r][u] = a[u] (datt[u] - D[r]) / sqrt(hs),
+//   D[r] = sum_u a[u] datt[u];  dq_r += sum_u dpre[r][u] k[u]
+// and per key u: dk[u] += sum_r dpre[r][u] q_r;  dv[u] += sum_r a[r][u] dout_r.
+// Two kernels, each writing only what it owns (no atomics, the same bits on every run):
+// one warp per (row, head) computes D and dq, then one warp per (key, head) dk and dv.
+
+// dq (N, ld_q) += ...; D (M, NH) = the rows' sums, for the key kernel.
+__global__ void attention_dq_kernel(float *dq, float *D, const float *dout, size_t ld_q,
+                                    const KgAttnSeq *seqs, const AttTask *tasks, size_t M,
+                                    size_t NH, size_t hs, float scale) {
+    extern __shared__ float att_smem[]; // (ATT_WARPS, hs): each warp's dout row
+    size_t w = (size_t)blockIdx.x * ATT_WARPS + threadIdx.x / 32;
+    unsigned lane = threadIdx.x % 32;
+    if (w >= M * NH) return;
+    const AttTask task = tasks[w / NH];
+    const KgAttnSeq s = seqs[task.seq];
+    const size_t h = w % NH, r = (size_t)task.i, row = s.row0 + r, p = s.pos0 + r;
+    const size_t Tk = s.pos0 + s.n, ld = s.ld_kv, C = NH * hs;
+    float *ds = att_smem + (threadIdx.x / 32) * hs;
+    for (size_t d = lane; d < hs; d += 32)
+        ds[d] = dout[row * C + h * hs + d];
+    __syncwarp();
+    const float *K = s.k + h * hs, *V = s.v + h * hs, *a = s.att + (h * s.n + r) * Tk;
+    float sum = 0.0f; // D[r]
+    for (size_t u = lane; u <= p; u += 32) {
+        const float *v = V + u * ld;
+        float datt = 0.0f;
+        for (size_t d = 0; d < hs; d++)
+            datt += ds[d] * v[d];
+        sum += a[u] * datt;
+    }
+    sum = cuda_warp_sum(sum);
+    if (lane == 0) D[w] = sum; // w = task * NH + h
+    float acc[ATT_REGS] = {0};
+    for (size_t t0 = 0; t0 <= p; t0 += 32) {
+        size_t u = t0 + lane;
+        float dp = 0.0f;
+        if (u <= p) {
+            const float *v = V + u * ld;
+            float datt = 0.0f;
+            for (size_t d = 0; d < hs; d++)
+                datt += ds[d] * v[d];
+            dp = a[u] * (datt - sum) * scale;
+        }
+        size_t nt = p + 1 - t0 < 32 ? p + 1 - t0 : 32;
+        for (size_t j = 0; j < nt; j++) {
+            float dj = __shfl_sync(0xffffffffu, dp, (int)j);
+            const float *k = K + (t0 + j) * ld;
+#pragma unroll
+            for (int i = 0; i < ATT_REGS; i++)
+                if (lane + 32 * i < hs) acc[i] += dj * k[lane + 32 * i];
+        }
+    }
+    float *dqr = dq + row * ld_q + h * hs;
+#pragma unroll
+    for (int i = 0; i < ATT_REGS; i++)
+        if (lane + 32 * i < hs) dqr[lane + 32 * i] += acc[i];
+}
+
+// Each sequence's dk, dv (ld_kv apart) += ... for key u from the rows at or after it, 32
+// rows at a time, one per lane; D from attention_dq_kernel.
+__global__ void attention_dkv_kernel(const float *dout, const float *q, size_t ld_q, const float *D,
+                                     const KgAttnSeq *seqs, const AttTask *keys, size_t nk,
+                                     size_t NH, size_t hs, float scale) {
+    extern __shared__ float att_smem[]; // (ATT_WARPS, hs): each warp's value row v[u]
+    size_t w = (size_t)blockIdx.x * ATT_WARPS + threadIdx.x / 32;
+    unsigned lane = threadIdx.x % 32;
+    if (w >= nk * NH) return;
+    const AttTask key = keys[w / NH];
+    const KgAttnSeq s = seqs[key.seq];
+    const size_t h = w % NH, u = (size_t)key.i, Tk = s.pos0 + s.n, ld = s.ld_kv, C = NH * hs;
+    float *vs = att_smem + (threadIdx.x / 32) * hs;
+    for (size_t d = lane; d < hs; d += 32)
+        vs[d] = s.v[u * ld + h * hs + d];
+    __syncwarp();
+    float acc_k[ATT_REGS] = {0}, acc_v[ATT_REGS] = {0};
+    for (size_t r0 = u > s.pos0 ? u - s.pos0 : 0; r0 < s.n; r0 += 32) { // rows seeing u
+        size_t r = r0 + lane;
+        float dp = 0.0f, ar = 0.0f;
+        if (r < s.n) {
+            const float *d_r = dout + (s.row0 + r) * C + h * hs;
+            float datt = 0.0f;
+            for (size_t d = 0; d < hs; d++)
+                datt += d_r[d] * vs[d];
+            ar = s.att[(h * s.n + r) * Tk + u];
+            dp = ar * (datt - D[((size_t)key.base + r) * NH + h]) * scale;
+        }
+        size_t nr = s.n - r0 < 32 ? s.n - r0 : 32;
+        for (size_t j = 0; j < nr; j++) {
+            float dj = __shfl_sync(0xffffffffu, dp, (int)j);
+            float aj = __shfl_sync(0xffffffffu, ar, (int)j);
+            size_t row = s.row0 + r0 + j;
+            const float *qj = q + row * ld_q + h * hs, *dj_out = dout + row * C + h * hs;
+#pragma unroll
+            for (int i = 0; i < ATT_REGS; i++) {
+                size_t d = lane + 32 * i;
+                if (d < hs) {
+                    acc_k[i] += dj * qj[d];
+                    acc_v[i] += aj * dj_out[d];
+                }
+            }
+        }
+    }
+    float *dk = s.dk + u * ld + h * hs, *dv = s.dv + u * ld + h * hs;
+#pragma unroll
+    for (int i = 0; i < ATT_REGS; i++) {
+        size_t d = lane + 32 * i;
+        if (d < hs) {
+            dk[d] += acc_k[i];
+            dv[d] += acc_v[i];
+        }
+    }
+}
+
+void cuda_attention_backward(KgBackend *be, float *dq, const float *dout, const float *q,
+                             size_t ld_q, const KgAttnSeq *seqs, size_t n_seq, size_t NH,
+                             size_t hs) {
+    CudaBackend *cb = cuda_use(be);
+    if (hs > ATT_MAX_HS) {
+        cuda_check(cb, cudaErrorInvalidValue);
+        return;
+    }
+    size_t M = 0;
+    for (size_t i = 0; i < n_seq; i++)
+        M += seqs[i].n;
+    float *D = (float *)cuda_scratch(cb, (M ? M : 1) * NH * sizeof(float)); // (M, NH)
+    AttPlan pl;
+    if (!D || att_plan(cb, seqs, n_seq, 1, &pl)) return;
+    const float scale = 1.0f / sqrtf((float)hs);
+    size_t warps = pl.M * NH;
+    attention_dq_kernel<<<(unsigned)((warps + ATT_WARPS - 1) / ATT_WARPS), ATT_WARPS * 32,
+                          ATT_WARPS * hs * sizeof(float), cb->stream>>>(
+        dq, D, dout, ld_q, pl.seqs, pl.rows, pl.M, NH, hs, scale);
+    warps = pl.nk * NH;
+    attention_dkv_kernel<<<(unsigned)((warps + ATT_WARPS - 1) / ATT_WARPS), ATT_WARPS * 32,
+                           ATT_WARPS * hs * sizeof(float), cb->stream>>>(
+        dout, q, ld_q, D, pl.seqs, pl.keys, pl.nk, NH, hs, scale);
+    cuda_check(cb, cudaGetLastError());
+}
