@@ -269,8 +269,15 @@ static void cpu_matmul_forward(KgBackend *be, float *out, const float *inp, KgMa
         j.partial = out;
     }
     cpu_pool_run(cb->pool, matmul_stream_task, &j, j.k_chunks);
-    j.cols_per_task = ((OC + threads - 1) / threads + VLEN - 1) / VLEN * VLEN;
-    cpu_pool_run(cb->pool, matmul_reduce_task, &j, (OC + j.cols_per_task - 1) / j.cols_per_task);
+    if (j.partial == out) { // summed in place: only the bias is left to add
+        for (size_t n = 0; bias && n < N; n++)
+            for (size_t c = 0; c < OC; c++)
+                out[n * OC + c] += bias[c];
+    } else {
+        j.cols_per_task = ((OC + threads - 1) / threads + VLEN - 1) / VLEN * VLEN;
+        cpu_pool_run(cb->pool, matmul_reduce_task, &j,
+                     (OC + j.cols_per_task - 1) / j.cols_per_task);
+    }
     pthread_mutex_unlock(&cb->partial_mutex);
 }
 
