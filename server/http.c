@@ -616,6 +616,15 @@ static void srv_mhd_log(void *cls, const char *fmt, va_list ap) {
     if (s->opt.log) s->opt.log(line);
 }
 
+// MHD's URL unescaping, except that a URL holding %00 stays as it came: decoded, the NUL
+// would cut the path short ("/index.html%00.js" would serve index.html); kept, the literal
+// "%00" matches no route and no file (404).
+static size_t srv_unescape(void *cls, struct MHD_Connection *conn, char *uri) {
+    (void)cls;
+    (void)conn;
+    return strstr(uri, "%00") ? strlen(uri) : MHD_http_unescape(uri);
+}
+
 // --- the server ---
 
 static void srv_free(SrvServer *s) {
@@ -658,8 +667,9 @@ int srv_start(SrvServer **out, const SrvOptions *opt, char *err) {
         srv_mhd_log, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE,
         (unsigned)(opt->threads ? opt->threads : 4), MHD_OPTION_CONNECTION_LIMIT,
         2 * s->opt.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)opt->timeout_s,
-        MHD_OPTION_NOTIFY_COMPLETED, srv_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
-        srv_conn_notify, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, srv_completed, s, MHD_OPTION_UNESCAPE_CALLBACK, srv_unescape,
+        NULL, MHD_OPTION_NOTIFY_CONNECTION, srv_conn_notify, s, MHD_OPTION_LISTENING_ADDRESS_REUSE,
+        1u, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (s->d && s->opt.request_timeout_s) {
         if (pthread_create(&s->watchdog, NULL, srv_watchdog, s)) {

@@ -260,6 +260,8 @@ def test_static(d, web):
                  "/%2fetc/passwd", "/etc/passwd", "/\\etc\\passwd", "/%5cetc%5cpasswd",
                  "/c:/windows/win.ini", "/C:\\Windows\\win.ini", "/file:///etc/passwd",
                  "http://x/../secret.txt")
+    # a NUL cannot cut a path short: "/index.html%00.js" is not index.html
+    traversal += ("/index.html%00.js", "/index.html%00", "/%00", "/v1/models%00")
     for path in traversal + ("/out/passwd", "/outfile", "/sub/", "/sub", "/.hidden", "/nope.html"):
         raw = d.raw(("GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path).encode())
         line = raw.split(b"\r\n", 1)[0]
