@@ -50,7 +50,7 @@ void *cuda_stage_begin(CudaBackend *cb, size_t bytes) {
     size_t need = (bytes + 255) / 256 * 256; // each upload 256-byte aligned
     if (need > cb->stage_cap && stage_grow(cb, 2 * need)) return NULL;
     if (cb->stage_off + need > cb->stage_cap) { // wrap: every earlier copy must be done
-        cudaEventSynchronize(cb->stage_done);
+        if (cuda_check(cb, cudaEventSynchronize(cb->stage_done))) return NULL;
         cb->stage_off = 0;
     }
     return cb->stage_host + cb->stage_off;
@@ -120,8 +120,11 @@ static const void *cuda_weights_map(KgBackend *be, const void *host, size_t byte
         cudaGetLastError();
         return NULL;
     }
-    // synchronous: the host copy may be a mapping the caller unmaps right after
-    if (cuda_check(cb, cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice))) {
+    // on the ops' stream (a pageable cudaMemcpy on the legacy stream may return before its
+    // DMA lands, and the non-blocking stream would not wait for it), then waited for: the
+    // host copy may be a mapping the caller unmaps right after
+    if (cuda_check(cb, cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, cb->stream)) ||
+        cuda_check(cb, cudaStreamSynchronize(cb->stream))) {
         cudaFree(d);
         return NULL;
     }
@@ -165,6 +168,9 @@ static void cuda_synchronize(KgBackend *be) {
 static int cuda_status(KgBackend *be, char *err) {
     CudaBackend *cb = cuda_use(be);
     cuda_check(cb, cudaGetLastError()); // a launch that failed without a checked call
+    // a kernel's fault shows only once its stream is waited for: the callers (the end of a
+    // forward or an optimizer step) wait anyway
+    cuda_check(cb, cudaStreamSynchronize(cb->stream));
     if (cb->first_error == cudaSuccess) return KG_OK;
     return kg_err(err, KG_EIO, "%s: %s", cb->name, cudaGetErrorString(cb->first_error));
 }
