@@ -51,9 +51,11 @@ static int parse_fields(Gpt2Config *c, const cJSON *j_root, char *err) {
 
     const cJSON *j_eps = cJSON_GetObjectItemCaseSensitive(j_root, "layer_norm_epsilon");
     if (j_eps) {
-        if (!cJSON_IsNumber(j_eps) || !(j_eps->valuedouble > 0 && j_eps->valuedouble < 1))
+        // checked as the float it becomes: 1e-50 would round to 0, 0.99999999999 to 1
+        float eps = cJSON_IsNumber(j_eps) ? (float)j_eps->valuedouble : NAN;
+        if (!(eps > 0 && eps < 1))
             return kg_err(err, KG_EFORMAT, "config.json: layer_norm_epsilon must be in (0, 1)");
-        c->ln_eps = (float)j_eps->valuedouble;
+        c->ln_eps = eps;
     }
     const cJSON *j_act = cJSON_GetObjectItemCaseSensitive(j_root, "activation_function");
     if (j_act) {

@@ -5,7 +5,9 @@
 # Tests: PyTorch and NumPy (reference forward/backward passes), python3-sentencepiece and the
 # npm package @huggingface/tokenizers (reference tokenizers), Chromium + playwright-core (the
 # Explorer in a browser; Debian's Chromium, never a downloaded one), a Korean font for its
-# screenshots, nginx (the fleet test of docker/nginx.conf), clang-format, valgrind.
+# screenshots, nginx (the fleet test of docker/nginx.conf), clang-format, valgrind, clang with
+# its libFuzzer runtime (scripts/fuzz.sh). CUDA (nvcc, cuBLAS, NCCL) is not from Debian: the
+# CUDA backend is built when a toolkit is found in /usr/local/cuda or on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
@@ -15,7 +17,8 @@ apt-get install -y -qq --no-install-recommends \
     libcjson-dev libmicrohttpd-dev libsentencepiece-dev sentencepiece libutf8proc-dev \
     libopenblas-dev zlib1g-dev libopenmpi-dev openmpi-bin \
     python3 python3-torch python3-numpy python3-sentencepiece \
-    chromium fonts-nanum nginx python3-yaml clang-format valgrind >/dev/null
+    chromium fonts-nanum nginx python3-yaml clang-format valgrind \
+    clang libclang-rt-14-dev >/dev/null
 # Node.js for the reference tokenizer and the browser test: Debian's, unless a Node.js with
 # npm is already installed (a distribution of Node.js that bundles npm conflicts with Debian's)
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then

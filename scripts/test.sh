@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every test: formatting, a -Werror build with the whole ctest suite, then the suite
-# again under AddressSanitizer + UndefinedBehaviorSanitizer, then valgrind over the
-# command-line paths. Tests that need ../shared (data) or a reference implementation that
+# Runs every test: formatting, a -Werror build with the whole ctest suite (the CUDA backend
+# is built and linked when nvcc is found; its GPU tests skip without a GPU), then the suite
+# again under AddressSanitizer + UndefinedBehaviorSanitizer, a minute of each libFuzzer
+# target, then valgrind over the command-line paths. Tests that need ../shared (data) or a reference implementation that
 # is not installed are reported as skipped, never as passed.
 #   scripts/test.sh            everything
 #   scripts/test.sh quick      the -Werror build and ctest only
@@ -29,6 +30,9 @@ cmake --build build-asan
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --output-on-failure -j "$jobs" -E 'kogpt2_(f32|f16|bf16)')
+
+echo "== libFuzzer targets, 60 s each (scripts/fuzz.sh; crashes in build-fuzz/crashes/)"
+scripts/fuzz.sh 60
 
 echo "== valgrind memcheck over the command line"
 scripts/valgrind.sh build

@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of tests/fuzz/corpus/<target>/ (run from anywhere; rewrites them).
+
+Small, meaningful seeds: valid inputs of each format plus the edge cases the parsers must
+refuse. The fuzzers grow their own corpora in temporary copies (scripts/fuzz.sh), so what
+is committed stays this small set."""
+import json
+import os
+import shutil
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "corpus")
+
+
+def write(target, name, data):
+    d = os.path.join(CORPUS, target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+# --- safetensors: 8-byte little-endian header length, JSON header, data ---
+def st_file(header, data=b"", pad=True, hlen=None):
+    h = json.dumps(header, separators=(",", ":")).encode()
+    if pad:
+        h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h) if hlen is None else hlen) + h + data
+
+
+def st_seeds():
+    t = "fuzz_safetensors"
+    write(t, "f32_2x2", st_file({"a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}},
+                                bytes(range(16))))
+    write(t, "meta_f16_bf16", st_file({
+        "__metadata__": {"format": "pt"},
+        "transformer.wte.weight": {"dtype": "F16", "shape": [4, 2], "data_offsets": [0, 16]},
+        "transformer.h.0.ln_1.bias": {"dtype": "BF16", "shape": [2], "data_offsets": [16, 20]},
+    }, bytes(20)))
+    write(t, "gpt2_names", st_file({
+        "wpe.weight": {"dtype": "F32", "shape": [2, 2], "data_offsets": [16, 32]},
+        "wte.weight": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+        "lm_head.weight": {"dtype": "F32", "shape": [1, 2], "data_offsets": [32, 40]},
+        "h.0.attn.c_attn.weight": {"dtype": "F32", "shape": [2, 6], "data_offsets": [40, 88]},
+    }, bytes(88)))
+    write(t, "other_dtypes", st_file({
+        "i64": {"dtype": "I64", "shape": [1], "data_offsets": [0, 8]},
+        "f64": {"dtype": "F64", "shape": [1], "data_offsets": [8, 16]},
+        "u8": {"dtype": "U8", "shape": [3], "data_offsets": [16, 19]},
+        "b": {"dtype": "BOOL", "shape": [1], "data_offsets": [19, 20]},
+        "f8": {"dtype": "F8_E4M3", "shape": [2, 2], "data_offsets": [20, 24]},
+        "i16": {"dtype": "I16", "shape": [2], "data_offsets": [24, 28]},
+        "u32": {"dtype": "U32", "shape": [1], "data_offsets": [28, 32]},
+    }, bytes(32)))
+    write(t, "scalar_and_empty", st_file({
+        "scalar": {"dtype": "F32", "shape": [], "data_offsets": [0, 4]},
+        "empty": {"dtype": "F32", "shape": [0, 3], "data_offsets": [4, 4]},
+    }, bytes(4)))
+    write(t, "empty_header", st_file({}))
+    write(t, "max_dims", st_file({"d": {"dtype": "U8", "shape": [1] * 8, "data_offsets": [0, 1]}},
+                                 b"\x01"))
+    # refused: each breaks one rule
+    write(t, "bad_overlap", st_file({
+        "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+        "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]},
+    }, bytes(12)))
+    write(t, "bad_misaligned", st_file({"a": {"dtype": "F32", "shape": [1], "data_offsets": [1, 5]}},
+                                       bytes(5)))
+    write(t, "bad_past_end", st_file({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}},
+                                     bytes(8)))
+    write(t, "bad_shape_size", st_file({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}},
+                                       bytes(8)))
+    write(t, "bad_dtype", st_file({"a": {"dtype": "Q4", "shape": [1], "data_offsets": [0, 1]}}, b"x"))
+    write(t, "bad_huge_dims", st_file({"a": {"dtype": "U8", "shape": [4294967296, 4294967296],
+                                             "data_offsets": [0, 0]}}))
+    write(t, "bad_hlen", st_file({"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}}, b"x",
+                                 hlen=1 << 40))
+    write(t, "bad_not_object", st_file([1, 2, 3]))
+    dup = (b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},'
+           b'"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}')
+    dup += b" " * (-len(dup) % 8)
+    write(t, "bad_dup_names", struct.pack("<Q", len(dup)) + dup + b"xy")
+    write(t, "bad_short", b"\x10\x00\x00")
+
+
+# --- config.json ---
+def config_seeds():
+    t = "fuzz_config"
+    write(t, "default_model", json.dumps({
+        "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_layer": 6, "n_head": 8,
+        "n_embd": 256, "n_positions": 512, "n_ctx": 512, "vocab_size": 12000, "n_inner": 1024,
+        "layer_norm_epsilon": 1e-05, "activation_function": "gelu_new",
+        "tie_word_embeddings": True, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": None},
+        indent="\t"))
+    write(t, "kogpt2_v2", json.dumps({
+        "_name_or_path": "skt/kogpt2-base-v2", "activation_function": "gelu_new",
+        "bos_token_id": 0, "eos_token_id": 1, "pad_token_id": 3, "n_ctx": 1024, "n_embd": 768,
+        "n_head": 12, "n_inner": None, "n_layer": 12, "n_positions": 1024, "vocab_size": 51200,
+        "layer_norm_epsilon": 1e-05, "id2label": {"0": "LABEL_0"}, "torch_dtype": "float32"},
+        indent=2))
+    write(t, "kogpt2_v1_gelu", '{"n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12, '
+          '"vocab_size": 50000, "activation_function": "gelu", "tie_word_embeddings": false}\n')
+    write(t, "empty_object", "{}")
+    write(t, "tanh_alias", '{"activation_function":"gelu_pytorch_tanh","n_embd":64,"n_head":4}')
+    write(t, "bad_divisible", '{"n_embd": 100, "n_head": 3}')
+    write(t, "bad_types", '{"n_layer": "12", "layer_norm_epsilon": true}')
+    write(t, "bad_range", '{"n_layer": 1e30, "vocab_size": -1, "n_positions": 0.5}')
+    write(t, "bad_trailing", '{"n_layer": 2} x')
+    write(t, "bad_activation", '{"activation_function": "relu"}')
+    write(t, "bad_not_object", '[12, 768]')
+    write(t, "bad_truncated", '{"n_layer": 2, "n_he')
+
+
+# --- tokenizers: byte 0 even = encode the rest, odd = decode 2-byte ids ---
+TEXTS = [
+    "안녕하세요. 한국어 GPT-2 입니다.",
+    "옛날 옛적에 호랑이가 살았습니다.\n그리고 ",
+    "서울특별시 2024년 3월 15일 (금) 오후 3:30, 기온 12.5°C",
+    "  두 칸  띄어쓰기\t탭\r\n줄바꿈  ",
+    "emoji 😤🇰🇷👍🏽 and ASCII: Hello, world! <s></s><unk><pad><|endoftext|>",
+    "漢字 ひらがな カタカナ ▁ U+2581 and ⁇ and \ufeffBOM",
+    "ᄀᄀ ㄱㅏ 가가가가가가가가가가가가가가가가가가가가",
+    "",
+]
+
+
+def tok_seeds(t):
+    for i, s in enumerate(TEXTS):
+        write(t, "encode_%d" % i, b"\x00" + s.encode("utf-8"))
+    write(t, "encode_invalid_utf8", b"\x00abc\xc3\x28 \xed\xa0\x80 \xf4\x90\x80\x80 \xe2\x82")
+    write(t, "encode_overlong", b"\x00\xc0\xaf\xe0\x80\xaf")
+    write(t, "encode_nul", b"\x00a\x00b")
+    ids = lambda xs: b"\x01" + b"".join(struct.pack("<H", x + 1) for x in xs)  # id -1 .. V
+    write(t, "decode_small", ids([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]))
+    write(t, "decode_mid", ids([100, 2000, 3000, 4000, 5000, 7000, 9000, 11000, 11999]))
+    write(t, "decode_bytes", ids(list(range(250, 300))))
+    write(t, "decode_out_of_range", ids([5, -1, 6]))
+    write(t, "decode_empty", b"\x01")
+
+
+# --- HTTP: byte 0 picks the JSON route, in route_table() order ---
+ROUTES = ["next-token", "generate", "completions", "tokenize", "detokenize"]
+
+
+def http_seeds():
+    t = "fuzz_http"
+
+    def req(route, body, name):
+        b = body if isinstance(body, (bytes, str)) else json.dumps(body, ensure_ascii=False)
+        if isinstance(b, str):
+            b = b.encode("utf-8")
+        write(t, "%s_%s" % (route, name), bytes([ROUTES.index(route)]) + b)
+
+    req("next-token", {"text": "여러분 2019년 수고하셨습니다. 올해에는", "top_k": 10}, "text")
+    req("next-token", {"tokens": [1, 2, 3], "top_k": 100, "temperature": 0.5,
+                       "speculate": True}, "tokens")
+    req("next-token", {"text": "a", "tokens": [1]}, "both")
+    req("next-token", {"top_k": 0, "text": "x"}, "bad_top_k")
+    req("next-token", {"text": ""}, "empty")
+    req("generate", {"text": "옛날 옛적에", "max_tokens": 32, "temperature": 0.8, "top_p": 0.95,
+                     "seed": 7, "stop": ["\n", "다."], "stream": True}, "stream")
+    req("generate", {"tokens": [10, 20], "max_tokens": 1, "temperature": 0, "top_k": 5,
+                     "logprobs": 20, "ignore_eos": True, "seed": 9007199254740991}, "logprobs")
+    req("generate", {"text": "x", "stop": "끝", "top_p": 0}, "bad_top_p")
+    req("generate", {"text": "x", "max_tokens": 513}, "bad_max_tokens")
+    req("generate", {"text": "x", "stop": ["a", "b", "c", "d", "e"]}, "bad_stop")
+    req("completions", {"prompt": "한국어 모델은", "max_tokens": 16, "logprobs": 5}, "text")
+    req("completions", {"prompt": [[5, 6, 7]], "echo": True, "stream": True, "n": 1,
+                        "model": "kogpt2"}, "ids_echo")
+    req("completions", {"prompt": ["하나"], "echo": True, "stream": False}, "echo")
+    req("completions", {"prompt": "a", "echo": True, "logprobs": 1}, "echo_logprobs")
+    req("completions", {"prompt": ["a", "b"], "n": 2}, "batch")
+    req("tokenize", {"text": "안녕하세요"}, "text")
+    req("tokenize", {"text": "\ud55c\uae00 \\u0000 escape \u00e9"}, "escapes")
+    req("tokenize", b'{"text": "\\ud800"}', "lone_surrogate")
+    req("detokenize", {"tokens": [25, 86, 1000, 11999]}, "tokens")
+    req("detokenize", {"tokens": [12000]}, "bad_id")
+    req("detokenize", {"tokens": [1.5, "x", None]}, "bad_types")
+    req("tokenize", b'{"text": "a"} trailing', "trailing")
+    req("tokenize", b'{"text": "a"', "truncated")
+    req("tokenize", b"[1]", "not_object")
+
+
+def main():
+    shutil.rmtree(CORPUS, ignore_errors=True)
+    st_seeds()
+    config_seeds()
+    tok_seeds("fuzz_tok_spm")
+    tok_seeds("fuzz_tok_bpe")
+    http_seeds()
+
+
+if __name__ == "__main__":
+    main()
