@@ -86,6 +86,12 @@ typedef struct {
     // out (N, OC) = inp (N, C) @ w (C, OC) + bias (OC); bias may be NULL.
     void (*matmul_forward)(KgBackend *be, float *out, const float *inp, KgMat w, const float *bias,
                            size_t N, size_t C, size_t OC);
+    // The MLP's first half in one call: out (N, OC) = gelu(inp @ w + bias), and pre (N, OC),
+    // when not NULL, = inp @ w + bias before the GELU (training keeps it for the backward).
+    // A GPU fuses bias and GELU into the matmul's epilogue (the seeds' "fused GELU"), one
+    // pass over the output instead of three; the CPU runs matmul_forward then gelu_forward.
+    void (*matmul_gelu_forward)(KgBackend *be, float *out, float *pre, const float *inp, KgMat w,
+                                const float *bias, size_t N, size_t C, size_t OC, Gpt2Gelu kind);
     // Causal multi-head attention: out (N, C) from q (N, ld_q) (head h at columns h*hs,
     // pre-scaling) and each sequence's keys/values. Softmax over (q.k) / sqrt(hs).
     void (*attention_forward)(KgBackend *be, float *out, const float *q, size_t ld_q,

@@ -452,8 +452,7 @@ int gpt2_forward(const Gpt2 *m, Gpt2State *s, Gpt2Seq *seqs, size_t n_seq, char 
         op->matmul_forward(be, s->ln, s->atty, lw->attproj_w, lw->attproj_b, N, C, C);
         op->residual_forward(be, s->x, s->x, s->ln, N * C); // x += attention
         op->layernorm_forward(be, s->ln, NULL, NULL, s->x, lw->ln2_w, lw->ln2_b, N, C, c->ln_eps);
-        op->matmul_forward(be, s->fc, s->ln, lw->fc_w, lw->fc_b, N, C, F);
-        op->gelu_forward(be, s->fc, s->fc, N * F, c->gelu);
+        op->matmul_gelu_forward(be, s->fc, NULL, s->ln, lw->fc_w, lw->fc_b, N, C, F, c->gelu);
         op->matmul_forward(be, s->ln, s->fc, lw->fcproj_w, lw->fcproj_b, N, F, C);
         op->residual_forward(be, s->x, s->x, s->ln, N * C); // x += mlp
     }

@@ -352,8 +352,7 @@ static void layer_forward(const Gpt2 *m, Gpt2Train *t, size_t l) {
     op->residual_forward(be, a->resid2, x, t->tmp, N * C);
     op->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->resid2, lw->ln2_w, lw->ln2_b, N,
                           C, c->ln_eps);
-    op->matmul_forward(be, a->fch, a->ln2, lw->fc_w, lw->fc_b, N, C, F);
-    op->gelu_forward(be, a->fch_gelu, a->fch, N * F, c->gelu);
+    op->matmul_gelu_forward(be, a->fch_gelu, a->fch, a->ln2, lw->fc_w, lw->fc_b, N, C, F, c->gelu);
     op->matmul_forward(be, t->tmp, a->fch_gelu, lw->fcproj_w, lw->fcproj_b, N, F, C);
     op->residual_forward(be, t->resid[l + 1], a->resid2, t->tmp, N * C);
 }

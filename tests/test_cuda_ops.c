@@ -285,8 +285,39 @@ static void matmul_case(size_t N, size_t C, size_t OC, int transposed, int with_
     pair_free(&out);
 }
 
+// The MLP's fused matmul + bias + GELU, with and without the pre-GELU output, both GELUs
+// (the GPU's tanh runs in cuBLASLt's epilogue, erf as two ops), f32 and f16 weights.
+static void matmul_gelu_case(size_t N, size_t C, size_t OC) {
+    char what[128];
+    Pair inp = pair_rnd(N * C, 1.0f), bias = pair_rnd(OC, 1.0f);
+    Pair out = pair_rnd(N * OC, 1.0f), pre = pair_rnd(N * OC, 1.0f);
+    for (KgDtype dt = KG_F32; dt <= KG_F16; dt++)
+        for (int kind = GPT2_GELU_TANH; kind <= GPT2_GELU_ERF; kind++)
+            for (int with_pre = 0; with_pre < 2; with_pre++) {
+                Pair w = pair_weights(C * OC, dt, 0.1f);
+                g_cpu->ops->matmul_gelu_forward(g_cpu, out.c, with_pre ? pre.c : NULL, inp.c,
+                                                (KgMat){w.c, dt, 0}, bias.c, N, C, OC,
+                                                (Gpt2Gelu)kind);
+                g_gpu->ops->matmul_gelu_forward(g_gpu, out.g, with_pre ? pre.g : NULL, inp.g,
+                                                (KgMat){w.g, dt, 0}, bias.g, N, C, OC,
+                                                (Gpt2Gelu)kind);
+                snprintf(what, sizeof what, "matmul_gelu_forward %zux%zux%zu %s %s%s", N, C, OC,
+                         dt_name(dt), kind == GPT2_GELU_TANH ? "tanh" : "erf",
+                         with_pre ? " +pre" : "");
+                compare(what, out, N * OC, weight_tol(dt, KG_F32));
+                if (with_pre) compare(what, pre, N * OC, weight_tol(dt, KG_F32));
+                pair_free(&w);
+            }
+    pair_free(&inp);
+    pair_free(&bias);
+    pair_free(&out);
+    pair_free(&pre);
+}
+
 static void test_matmul(void) {
     printf("matmul\n");
+    matmul_gelu_case(5, 48, 64);
+    matmul_gelu_case(128, 768, 3072);  // KoGPT2's c_fc
     matmul_case(1, 64, 192, 0, 1);     // a decode step
     matmul_case(5, 48, 37, 0, 0);      // odd everything
     matmul_case(5, 48, 37, 1, 1);      // transposed, odd

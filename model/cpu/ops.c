@@ -36,6 +36,16 @@ static void cpu_copy_rows(KgBackend *be, float *dst, size_t ld_dst, const float 
         memmove(dst + r * ld_dst, src + r * ld_src, cols * sizeof *dst);
 }
 
+// No fusion to gain on the CPU: the matmul's output tiles are long gone from cache by the
+// time a fused GELU could touch them, so this is the two ops in a row.
+static void cpu_matmul_gelu_forward(KgBackend *be, float *out, float *pre, const float *inp,
+                                    KgMat w, const float *bias, size_t N, size_t C, size_t OC,
+                                    Gpt2Gelu kind) {
+    float *lin = pre ? pre : out;
+    cpu_matmul_forward(be, lin, inp, w, bias, N, C, OC);
+    cpu_gelu_forward(be, out, lin, N * OC, kind);
+}
+
 static void cpu_synchronize(KgBackend *be) { (void)be; }
 
 static int cpu_status(KgBackend *be, char *err) {
@@ -65,6 +75,7 @@ const KgBackendOps CPU_OPS_NAME(CPU_ISA_UPPER) = {
     .encoder_forward = cpu_encoder_forward,
     .layernorm_forward = cpu_layernorm_forward,
     .matmul_forward = cpu_matmul_forward,
+    .matmul_gelu_forward = cpu_matmul_gelu_forward,
     .attention_forward = cpu_attention_forward,
     .gelu_forward = cpu_gelu_forward,
     .residual_forward = cpu_residual_forward,

@@ -189,6 +189,7 @@ static void cuda_destroy(KgBackend *be) {
     cudaFree(cb->topk_dev);
     cudaFreeHost(cb->topk_host);
     if (cb->stage_done) cudaEventDestroy(cb->stage_done);
+    if (cb->lt) cublasLtDestroy(cb->lt);
     if (cb->blas) cublasDestroy(cb->blas);
     if (cb->stream) cudaStreamDestroy(cb->stream);
     free(cb);
@@ -211,6 +212,7 @@ static const KgBackendOps CUDA_OPS = {
     .encoder_forward = cuda_encoder_forward,
     .layernorm_forward = cuda_layernorm_forward,
     .matmul_forward = cuda_matmul_forward,
+    .matmul_gelu_forward = cuda_matmul_gelu_forward,
     .attention_forward = cuda_attention_forward,
     .gelu_forward = cuda_gelu_forward,
     .residual_forward = cuda_residual_forward,
@@ -278,7 +280,9 @@ extern "C" KgBackend *kg_cuda_backend_new(int device, char *err) {
     const char *what = "stream";
     if (cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking) != cudaSuccess) goto fail;
     what = "cuBLAS";
-    if (cublasCreate(&cb->blas) != CUBLAS_STATUS_SUCCESS) goto fail;
+    if (cublasCreate(&cb->blas) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtCreate(&cb->lt) != CUBLAS_STATUS_SUCCESS)
+        goto fail;
     // plain f32 (no TF32): matches the CPU to ~1e-6; mixed precision is asked for explicitly
     if (cublasSetStream(cb->blas, cb->stream) != CUBLAS_STATUS_SUCCESS ||
         cublasSetMathMode(cb->blas, CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS)

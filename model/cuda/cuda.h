@@ -7,6 +7,7 @@
 #ifndef CUDA_CUDA_H
 #define CUDA_CUDA_H
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -26,6 +27,7 @@ typedef struct {
     char name[160];
     cudaStream_t stream; // every op runs on it, in the order the graph calls them
     cublasHandle_t blas;
+    cublasLtHandle_t lt; // matmul_gelu_forward's fused bias + GELU epilogue
     // Staging for host arrays the ops receive (tokens, targets, attention descriptors):
     // a ring of pinned host memory mirrored by a ring of device memory. An upload copies
     // into the host ring at off and queues host -> device; before the ring wraps,
@@ -102,6 +104,8 @@ void cuda_layernorm_backward(KgBackend *be, float *dinp, float *dw, float *db, c
 // matmul.cu
 void cuda_matmul_forward(KgBackend *be, float *out, const float *inp, KgMat w, const float *bias,
                          size_t N, size_t C, size_t OC);
+void cuda_matmul_gelu_forward(KgBackend *be, float *out, float *pre, const float *inp, KgMat w,
+                              const float *bias, size_t N, size_t C, size_t OC, Gpt2Gelu kind);
 void cuda_matmul_backward(KgBackend *be, float *dinp, float *dw, float *dbias, const float *dout,
                           const float *inp, KgMat w, size_t N, size_t C, size_t OC);
 // attention.cu

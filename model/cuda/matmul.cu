@@ -6,7 +6,8 @@
 // out^T (OC, N) = W^T (OC, C) @ inp^T (C, N) needs no copies; a transposed W is the same
 // call with op T on W. f16/bf16 operands (an f16/bf16 W, or be->mixed with f32 weights)
 // are rounded into scratch by kgmath.h's conversions and multiplied by cublasGemmEx with
-// f32 accumulation and an f32 result. Plain f32 uses CUBLAS_COMPUTE_32F (no TF32).
+// f32 accumulation and an f32 result. Plain f32 uses CUBLAS_COMPUTE_32F (no TF32). The MLP's
+// first matmul goes through cuBLASLt instead, with bias and GELU in its epilogue.
 #include "cuda.h"
 
 // The type both operands are multiplied in: an f16/bf16 weight's own, else be->mixed.
@@ -110,6 +111,65 @@ void cuda_matmul_forward(KgBackend *be, float *out, const float *inp, KgMat w, c
     // column-major with ld OC, a transposed W (OC, C) is (C, OC) column-major: op T
     gemm(cb, w.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, OC, N, C, o.w,
          w.transposed ? C : OC, o.inp, C, beta, out, OC, cuda_type(dt));
+}
+
+// Sets one attribute of a cuBLASLt matmul description; 1 on success.
+static int lt_set(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, const void *v,
+                  size_t size) {
+    return cublasLtMatmulDescSetAttribute(d, a, v, size) == CUBLAS_STATUS_SUCCESS;
+}
+
+// out (N, OC) = gelu(inp @ W + bias) in one cuBLASLt call, bias and the tanh GELU in its
+// epilogue, with pre (when not NULL) getting the values before the GELU (the epilogue's aux
+// output, f32, ld OC). Operands as cuda_matmul_forward lays them out. 0 when it ran; -1 when
+// cuBLASLt does not take this shape or type (the caller then runs the two ops).
+static int matmul_gelu_lt(CudaBackend *cb, float *out, float *pre, const Operands *o, KgMat w,
+                          const float *bias, size_t N, size_t C, size_t OC, KgDtype dt) {
+    cudaDataType t = cuda_type(dt);
+    cublasLtMatmulDesc_t desc = NULL;
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+    cublasOperation_t ta = w.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
+    cublasLtEpilogue_t ep = pre ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_BIAS;
+    int64_t ld_aux = (int64_t)OC;
+    const float one = 1.0f, zero = 0.0f;
+    // out^T (OC, N) = W^T (OC, C) @ inp^T (C, N): A = W as stored, (OC, C) column-major, or
+    // (C, OC) with op T when transposed; B = inp, (C, N); D = out, (OC, N); bias per row of D
+    int ok =
+        cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
+        lt_set(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) &&
+        lt_set(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) &&
+        lt_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep) &&
+        lt_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) &&
+        (!pre || (lt_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pre, sizeof pre) &&
+                  lt_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof ld_aux))) &&
+        cublasLtMatrixLayoutCreate(&la, t, w.transposed ? C : OC, w.transposed ? OC : C,
+                                   (int64_t)(w.transposed ? C : OC)) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatrixLayoutCreate(&lb, t, C, N, (int64_t)C) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, OC, N, (int64_t)OC) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmul(cb->lt, desc, &one, o->w, la, o->inp, lb, &zero, out, lc, out, lc, NULL,
+                       NULL, 0, cb->stream) == CUBLAS_STATUS_SUCCESS;
+    if (lc) cublasLtMatrixLayoutDestroy(lc);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+    return ok ? 0 : -1;
+}
+
+void cuda_matmul_gelu_forward(KgBackend *be, float *out, float *pre, const float *inp, KgMat w,
+                              const float *bias, size_t N, size_t C, size_t OC, Gpt2Gelu kind) {
+    CudaBackend *cb = cuda_use(be);
+    if (!N) return;
+    // cuBLASLt's GELU epilogue is the tanh form (GPT-2's gelu_new); the erf GELU (KoGPT2 v1)
+    // and a matmul without bias take the two ops
+    if (kind == GPT2_GELU_TANH && bias) {
+        KgDtype dt = matmul_type(be, w);
+        Operands o;
+        if (round_operands(cb, &o, dt, w, inp, NULL, N, C, OC)) return;
+        if (!matmul_gelu_lt(cb, out, pre, &o, w, bias, N, C, OC, dt)) return;
+    }
+    float *lin = pre ? pre : out;
+    cuda_matmul_forward(be, lin, inp, w, bias, N, C, OC);
+    cuda_gelu_forward(be, out, lin, N * OC, kind);
 }
 
 void cuda_matmul_backward(KgBackend *be, float *dinp, float *dw, float *dbias, const float *dout,
