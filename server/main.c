@@ -367,8 +367,9 @@ int main(int argc, char **argv) {
     double deadline = srv_now() + (double)a.timeout_s;
     main_wait_idle(srv, deadline);
     double left = deadline - srv_now();
-    sched_stop(sched, left > 0 ? (int)(left * 1e3) : 0); // cancels what is still running
-    sched = NULL;
+    // cancels what is still running; a request still arriving on a kept-alive connection
+    // gets 503 (the engine refuses it, and is freed only once the HTTP server has stopped)
+    sched_stop(sched, left > 0 ? (int)(left * 1e3) : 0);
     main_wait_idle(srv, srv_now() + 2); // cancelled requests answer their 503s
     rc = 0;
     goto out;
@@ -376,8 +377,9 @@ fail:
     fprintf(stderr, "kogpt2d: %s\n", err);
     srv_drain(srv);
 out:
-    if (sched) sched_stop(sched, 0);
-    srv_stop(srv);
+    sched_stop(sched, 0);
+    srv_stop(srv); // joins every HTTP thread: nothing can reach the engine after this
+    sched_free(sched);
     if (model_open) gpt2_close(&model);
     if (be) kg_backend_free(be);
     tok_free(tok);

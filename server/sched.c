@@ -90,6 +90,7 @@ struct Sched {
     size_t n_queued;
     size_t n_busy; // jobs taken off the queue and not yet dropped (at most max_batch)
     int stopping;
+    int joined; // the engine thread was joined (sched_stop); only its owner reads it
     double stop_deadline;
     SchedGauges gauges;
 };
@@ -691,13 +692,19 @@ fail:
 }
 
 void sched_stop(Sched *s, int timeout_ms) {
-    if (!s) return;
+    if (!s || s->joined) return;
     pthread_mutex_lock(&s->mu);
     s->stopping = 1;
     s->stop_deadline = now_ms() + timeout_ms;
     pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->thread, NULL);
+    s->joined = 1;
+}
+
+void sched_free(Sched *s) {
+    if (!s) return;
+    sched_stop(s, 0);
     for (int i = 0; i < SCHED_SPEC_K; i++)
         kv_free(&s->spec_kv[i], s->m);
     free(s->spec.prompt);

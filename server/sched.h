@@ -89,10 +89,14 @@ typedef struct {
 // KG_OK and *out, or an error (KG_ENOMEM, KG_EINVAL for bad options).
 int sched_start(Sched **out, const Gpt2 *m, const Tokenizer *tok, const SchedOptions *opt,
                 char *err);
-// Stops taking jobs, lets the running ones finish (up to timeout_ms, then cancels them),
-// joins the thread and frees everything. Jobs still held by callers stay valid until
+// Stops taking jobs (sched_submit answers KG_ECANCEL from here on), lets the running ones
+// finish (up to timeout_ms, then cancels them) and joins the engine thread. The engine's
+// memory stays until sched_free(), so an HTTP thread still dispatching a request gets that
+// clean refusal instead of freed memory. Jobs still held by callers stay valid until
 // released.
 void sched_stop(Sched *s, int timeout_ms);
+// Frees the engine (stopping it first if needed), once nothing can call sched_* any more.
+void sched_free(Sched *s);
 
 // Queues a job. KG_EBUSY when the queue is full (HTTP 429), KG_ERANGE when the prompt is
 // longer than max_prompt or a token id is outside the vocabulary (message says which),

@@ -315,7 +315,7 @@ static void test_queue_full(const Gpt2 *m, const Tokenizer *tok) {
     CHECK(ok == 3 && busy == 5); // one batch slot and two queue places
     for (int i = 0; i < ok; i++)
         sched_job_release(jobs[i]); // released: cancelled
-    sched_stop(s, 1000);
+    sched_free(s);
 }
 
 // A model with rows past the tokenizer's vocabulary (padded to 51,264): those ids are never
@@ -375,7 +375,7 @@ static void test_padded_vocab(const Tokenizer *tok) {
     printf("padded vocabulary (51,264 rows, 51,200 pieces): %s\n",
            ok ? "every token spelled" : "FAILED");
     CHECK(ok);
-    sched_stop(s, 1000);
+    sched_free(s);
     gpt2_close(&m);
     kg_backend_free(be);
     char cmd[1100];
@@ -529,7 +529,7 @@ int main(void) {
     test_text_and_stop(s, tok);
     test_limits(s, m.config.n_ctx);
     test_prompt_scoring(s, &m, tok);
-    sched_stop(s, 1000);
+    sched_free(s);
     test_queue_full(&m, tok);
     test_padded_vocab(tok);
 
