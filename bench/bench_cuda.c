@@ -18,6 +18,7 @@
 #include "model/gpt2.h"
 #include "model/kg.h"
 
+#include "bench_speeds.h"
 #include "bench_util.h"
 #include "tests/testmodel.h"
 
@@ -32,54 +33,6 @@ static const GpuPeak PEAKS[] = {
     {"H100 PCIe", 51.0, 756.0, 2000.0}, {"H100", 67.0, 989.0, 3350.0},
     {"A100", 19.5, 312.0, 2039.0},      {"L40S", 91.6, 362.0, 864.0},
 };
-
-typedef struct {
-    double prefill64, prefill512, decode;
-} Speeds;
-
-static int run_speeds(KgBackend *be, const char *dir, Speeds *out, size_t *weight_bytes,
-                      char *err) {
-    Gpt2 m;
-    Gpt2State s = {0};
-    KvCache kv = {0};
-    int rc = gpt2_open(&m, dir, be, GPT2_DTYPE_AUTO, err);
-    if (rc) return rc;
-    size_t V = m.config.vocab_size;
-    *weight_bytes = gpt2_weight_bytes(&m);
-    if ((rc = gpt2_state_init(&s, &m, 512, 1, err)) || (rc = kv_init(&kv, &m, 1024, err))) goto end;
-    int tokens[640];
-    uint64_t rng = 7;
-    for (int i = 0; i < 640; i++)
-        tokens[i] = (int)(bench_rand(&rng) % V);
-    // warm-up: cuBLAS picks its kernels, the staging ring and scratch reach their sizes
-    if ((rc = gpt2_prefill(&m, &s, &kv, tokens, 512, 1, err))) goto end;
-    size_t lens[2] = {64, 512};
-    double *dst[2] = {&out->prefill64, &out->prefill512};
-    for (int i = 0; i < 2; i++) {
-        double best = 1e30;
-        for (int rep = 0; rep < 5; rep++) { // gpt2_prefill waits for the logits: timed whole
-            kv_truncate(&kv, 0);
-            double t0 = bench_now();
-            if ((rc = gpt2_prefill(&m, &s, &kv, tokens, lens[i], 1, err))) goto end;
-            double dt = bench_now() - t0;
-            best = dt < best ? dt : best;
-        }
-        *dst[i] = (double)lens[i] / best;
-    }
-    kv_truncate(&kv, 0);
-    if ((rc = gpt2_prefill(&m, &s, &kv, tokens, 64, 1, err))) goto end;
-    double t0 = bench_now();
-    for (int step = 0; step < 128; step++) {
-        Gpt2Seq q = {&kv, &tokens[64 + step], 1, GPT2_LOGITS_LAST};
-        if ((rc = gpt2_forward(&m, &s, &q, 1, err))) goto end;
-    }
-    out->decode = 128.0 / (bench_now() - t0);
-end:
-    kv_free(&kv, &m);
-    gpt2_state_free(&s, &m);
-    gpt2_close(&m);
-    return rc;
-}
 
 // Seconds per optimizer step (zero, forward, backward, AdamW over every parameter) of
 // B x T tokens on config c, best of a few after a warm-up.
@@ -105,14 +58,7 @@ static int run_train(KgBackend *be, const Gpt2Config *c, size_t B, size_t T, dou
     }
     *sec = 1e30;
     for (int step = 1; step <= 6; step++) { // step 1 warms up
-        KgAdamWStep a = {.lr = 1e-4f,
-                         .beta1 = 0.9f,
-                         .beta2 = 0.95f,
-                         .eps = 1e-8f,
-                         .weight_decay = 0.0f,
-                         .grad_scale = 1.0f};
-        a.b1c = 1.0f - powf(a.beta1, (float)step);
-        a.b2c = 1.0f - powf(a.beta2, (float)step);
+        KgAdamWStep a = kg_adamw_step(1e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, (uint64_t)step);
         float loss;
         double t0 = bench_now();
         gpt2_train_zero_grad(t);
@@ -184,10 +130,11 @@ int main(int argc, char **argv) {
         char mdir[600];
         snprintf(mdir, sizeof mdir, "%s-%s", dir, names[d]);
         sh.dtype = kinds[d];
-        Speeds sp;
+        BenchSpeeds sp;
         size_t wbytes = 0;
+        // warm-up with 512 tokens: cuBLAS picks its kernels, staging and scratch reach size
         if ((rc = testmodel_write(mdir, &sh, err)) ||
-            (rc = run_speeds(be, mdir, &sp, &wbytes, err)))
+            (rc = bench_speeds(be, mdir, 512, &sp, &wbytes, err)))
             break;
         printf(
             "%-4s prefill64 %.0f tok/s  prefill512 %.0f tok/s  decode %.1f tok/s (%.0f MB/token, "

@@ -25,61 +25,9 @@
 #include "model/kgmath.h"
 #include "model/safetensors.h"
 
+#include "bench_speeds.h"
 #include "bench_util.h"
 #include "tests/testmodel.h"
-
-typedef struct {
-    double prefill20_ms, prefill64, prefill512, decode;
-} Speeds;
-
-static int run_speeds(const char *dir, int threads, Speeds *out, size_t *weight_bytes, char *err) {
-    KgBackend *be = kg_cpu_backend_new(threads, err);
-    if (!be) return KG_ENOMEM;
-    Gpt2 m;
-    Gpt2State s = {0};
-    KvCache kv = {0};
-    int rc = gpt2_open(&m, dir, be, GPT2_DTYPE_AUTO, err);
-    if (rc) goto end0;
-    size_t V = m.config.vocab_size;
-    *weight_bytes = gpt2_weight_bytes(&m);
-    if ((rc = gpt2_state_init(&s, &m, 512, 1, err)) || (rc = kv_init(&kv, &m, 1024, err))) goto end;
-    int tokens[640];
-    uint64_t rng = 7;
-    for (int i = 0; i < 640; i++)
-        tokens[i] = (int)(bench_rand(&rng) % V);
-    // warm-up: touch every weight page once
-    if ((rc = gpt2_prefill(&m, &s, &kv, tokens, 8, 1, err))) goto end;
-    size_t lens[3] = {20, 64, 512}; // 20: a typical cold prompt in the Explorer
-    double best[3];
-    for (int i = 0; i < 3; i++) {
-        best[i] = 1e30;
-        for (int rep = 0; rep < (lens[i] < 512 ? 5 : 2); rep++) {
-            kv_truncate(&kv, 0);
-            double t0 = bench_now();
-            if ((rc = gpt2_prefill(&m, &s, &kv, tokens, lens[i], 1, err))) goto end;
-            double dt = bench_now() - t0;
-            best[i] = dt < best[i] ? dt : best[i];
-        }
-    }
-    out->prefill20_ms = best[0] * 1e3;
-    out->prefill64 = 64 / best[1];
-    out->prefill512 = 512 / best[2];
-    kv_truncate(&kv, 0);
-    if ((rc = gpt2_prefill(&m, &s, &kv, tokens, 64, 1, err))) goto end;
-    double t0 = bench_now();
-    for (int step = 0; step < 128; step++) {
-        Gpt2Seq q = {&kv, &tokens[64 + step], 1, GPT2_LOGITS_LAST};
-        if ((rc = gpt2_forward(&m, &s, &q, 1, err))) goto end;
-    }
-    out->decode = 128.0 / (bench_now() - t0);
-end:
-    kv_free(&kv, &m);
-    gpt2_state_free(&s, &m);
-    gpt2_close(&m);
-end0:
-    kg_backend_free(be);
-    return rc;
-}
 
 // Splits "1,2" into ints.
 static size_t parse_list(const char *s, int *out, size_t cap) {
@@ -155,9 +103,13 @@ int main(int argc, char **argv) {
             return 1;
         }
         for (size_t ti = 0; ti < n_threads; ti++) {
-            Speeds sp;
+            BenchSpeeds sp;
             size_t wbytes = 0;
-            if (run_speeds(mdir, threads[ti], &sp, &wbytes, err)) {
+            KgBackend *be = kg_cpu_backend_new(threads[ti], err);
+            // warm-up: 8 tokens touch every weight page once
+            int rc = be ? bench_speeds(be, mdir, 8, &sp, &wbytes, err) : KG_ENOMEM;
+            kg_backend_free(be);
+            if (rc) {
                 fprintf(stderr, "bench_model: %s\n", err);
                 return 1;
             }

@@ -9,7 +9,9 @@
 #ifndef BACKEND_H
 #define BACKEND_H
 
+#include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "config.h"
@@ -45,6 +47,19 @@ typedef struct {
     float grad_scale;   // folds in 1/accumulation steps, clipping and loss unscaling
     float b1c, b2c;     // bias corrections 1 - beta1^t, 1 - beta2^t for this step t
 } KgAdamWStep;
+
+// The scalars of AdamW step t (1-based); the bias corrections follow from the betas and t.
+static inline KgAdamWStep kg_adamw_step(float lr, float beta1, float beta2, float eps,
+                                        float weight_decay, float grad_scale, uint64_t t) {
+    return (KgAdamWStep){.lr = lr,
+                         .beta1 = beta1,
+                         .beta2 = beta2,
+                         .eps = eps,
+                         .weight_decay = weight_decay,
+                         .grad_scale = grad_scale,
+                         .b1c = 1.0f - powf(beta1, (float)t),
+                         .b2c = 1.0f - powf(beta2, (float)t)};
+}
 
 typedef struct KgBackend KgBackend;
 

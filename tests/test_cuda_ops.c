@@ -457,14 +457,7 @@ static void test_adamw(void) {
     free(zeros);
     for (int t = 1; t <= 3; t++) {
         Pair g = pair_rnd(n, 1.0f);
-        KgAdamWStep a = {.lr = 1e-3f,
-                         .beta1 = 0.9f,
-                         .beta2 = 0.95f,
-                         .eps = 1e-8f,
-                         .weight_decay = 0.1f,
-                         .grad_scale = 0.5f};
-        a.b1c = 1.0f - powf(a.beta1, (float)t);
-        a.b2c = 1.0f - powf(a.beta2, (float)t);
+        KgAdamWStep a = kg_adamw_step(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, (uint64_t)t);
         g_cpu->ops->adamw_update(g_cpu, p.c, g.c, m.c, v.c, n, &a);
         g_gpu->ops->adamw_update(g_gpu, p.g, g.g, m.g, v.g, n, &a);
         pair_free(&g);
@@ -675,14 +668,7 @@ static void test_train(Gpt2Gelu gelu) {
     float *mg_m = g_gpu->ops->alloc(g_gpu, P * 4), *mg_v = g_gpu->ops->alloc(g_gpu, P * 4);
     REQUIRE(mc_m && mc_v && mg_m && mg_v, "alloc");
     for (int step = 1; step <= 3; step++) {
-        KgAdamWStep a = {.lr = 1e-3f,
-                         .beta1 = 0.9f,
-                         .beta2 = 0.95f,
-                         .eps = 1e-8f,
-                         .weight_decay = 0.0f,
-                         .grad_scale = 1.0f};
-        a.b1c = 1.0f - powf(a.beta1, (float)step);
-        a.b2c = 1.0f - powf(a.beta2, (float)step);
+        KgAdamWStep a = kg_adamw_step(1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, (uint64_t)step);
         if (step > 1) {
             gpt2_train_zero_grad(tc);
             gpt2_train_zero_grad(tg);

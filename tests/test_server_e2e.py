@@ -20,16 +20,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_server_lib as lib  # noqa: E402
 
-FAILURES = []
-CHECKS = [0]
-
-
-def check(cond, what):
-    CHECKS[0] += 1
-    if not cond:
-        FAILURES.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
+# the shared check(): records a failure and goes on
+check, FAILURES, CHECKS = lib.check, lib.FAILURES, lib.CHECKS
 
 
 def expect_error(d, method, path, body, status, what, headers=None, param=None):

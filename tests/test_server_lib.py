@@ -19,6 +19,20 @@ import time
 SKIP = 77
 
 
+# Every check of a test script: counted, and a failure printed and kept (the script exits 1
+# at the end if any failed), so one run reports every broken thing at once.
+FAILURES = []
+CHECKS = [0]
+
+
+def check(cond, what):
+    CHECKS[0] += 1
+    if not cond:
+        FAILURES.append(what)
+        print("FAIL:", what, flush=True)
+    return cond
+
+
 def shared_tokenizer():
     """The v2 tokenizer.json, or exit 77 (skip) when the shared data is absent."""
     shared = os.environ.get("KG_SHARED_DIR") or os.path.join(

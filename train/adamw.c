@@ -28,13 +28,7 @@ void adamw_free(AdamW *o) {
 void adamw_step(AdamW *o, float *params, const float *grads, const Gpt2ParamTensor *tensors,
                 size_t n_tensors, float lr, float grad_scale, const AdamWHyper *h) {
     o->t++;
-    KgAdamWStep a = {.lr = lr,
-                     .beta1 = h->beta1,
-                     .beta2 = h->beta2,
-                     .eps = h->eps,
-                     .grad_scale = grad_scale,
-                     .b1c = 1.0f - powf(h->beta1, (float)o->t),
-                     .b2c = 1.0f - powf(h->beta2, (float)o->t)};
+    KgAdamWStep a = kg_adamw_step(lr, h->beta1, h->beta2, h->eps, 0.0f, grad_scale, o->t);
     for (size_t k = 0; k < n_tensors; k++) {
         const Gpt2ParamTensor *pt = &tensors[k];
         a.weight_decay = pt->decay ? h->weight_decay : 0.0f;

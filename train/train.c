@@ -221,11 +221,11 @@ static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) 
     // several ranks on a node each take their own GPU: "cuda" means GPU <local rank>
     char device[32];
     snprintf(device, sizeof device, "%s", a->device);
+    int n_gpu = d->size > 1 && !strcmp(a->device, "auto") ? kg_cuda_device_count(NULL, 0) : 0;
     if (d->size > 1 && !strcmp(a->device, "cuda"))
         snprintf(device, sizeof device, "cuda:%d", dist_local_rank());
-    if (d->size > 1 && !strcmp(a->device, "auto") && kg_cuda_device_count(NULL, 0) > 0)
-        snprintf(device, sizeof device, "cuda:%d",
-                 dist_local_rank() % kg_cuda_device_count(NULL, 0));
+    else if (n_gpu > 0)
+        snprintf(device, sizeof device, "cuda:%d", dist_local_rank() % n_gpu);
     if (!(r->be = kg_backend_new(device, a->threads, d->rank == 0 ? log : NULL, err)))
         return KG_EIO;
     r->be->mixed = (KgDtype)a->precision;

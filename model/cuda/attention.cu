@@ -18,6 +18,20 @@
 #define ATT_MAX_HS 256 // head channels a warp keeps in registers (8 per lane)
 #define ATT_REGS   (ATT_MAX_HS / 32)
 
+// acc (this lane's channels lane, lane + 32, ... of one head) += the sum over j < nt of
+// w_j * row j, where lane j holds w_j and row j is base + j * ld: a warp adds nt weighted
+// key or value rows at once, lanes spread over the channels (coalesced).
+__device__ __forceinline__ void warp_add_rows(float *acc, float w, const float *base, size_t ld,
+                                              size_t nt, unsigned lane, size_t hs) {
+    for (size_t j = 0; j < nt; j++) {
+        float wj = __shfl_sync(0xffffffffu, w, (int)j);
+        const float *row = base + j * ld;
+#pragma unroll
+        for (int i = 0; i < ATT_REGS; i++)
+            if (lane + 32 * i < hs) acc[i] += wj * row[lane + 32 * i];
+    }
+}
+
 // One warp's work: a query row i of sequence seq (forward, dq) or a key i (dk, dv); base
 // is the index of the sequence's first row task (row tasks go sequence by sequence).
 typedef struct {
@@ -107,13 +121,7 @@ __global__ void attention_forward_kernel(float *out, const float *q, size_t ld_q
         float e = t <= p ? kg_expf(sc - m) : 0.0f;
         l += cuda_warp_sum(e);
         size_t nt = p + 1 - t0 < 32 ? p + 1 - t0 : 32;
-        for (size_t j = 0; j < nt; j++) {
-            float ej = __shfl_sync(0xffffffffu, e, (int)j);
-            const float *v = V + (t0 + j) * ld;
-#pragma unroll
-            for (int i = 0; i < ATT_REGS; i++)
-                if (lane + 32 * i < hs) acc[i] += ej * v[lane + 32 * i];
-        }
+        warp_add_rows(acc, e, V + t0 * ld, ld, nt, lane, hs);
     }
     // merge the warps: a warp that saw no key has m = -inf, l = 0, acc = 0 (weight 0)
     if (lane == 0) {
@@ -203,13 +211,7 @@ __global__ void attention_dq_kernel(float *dq, float *D, const float *dout, size
             dp = a[u] * (datt - sum) * scale;
         }
         size_t nt = p + 1 - t0 < 32 ? p + 1 - t0 : 32;
-        for (size_t j = 0; j < nt; j++) {
-            float dj = __shfl_sync(0xffffffffu, dp, (int)j);
-            const float *k = K + (t0 + j) * ld;
-#pragma unroll
-            for (int i = 0; i < ATT_REGS; i++)
-                if (lane + 32 * i < hs) acc[i] += dj * k[lane + 32 * i];
-        }
+        warp_add_rows(acc, dp, K + t0 * ld, ld, nt, lane, hs);
     }
     float *dqr = dq + row * ld_q + h * hs;
 #pragma unroll
