@@ -3,16 +3,23 @@
 // N = rows, C = channels in, OC = channels out.
 //
 // Two regimes, measured in bench/bench_model.c:
-// - few rows (decode, small batches): memory bound. Each task owns a slice of the output
-//   columns and streams its part of W exactly once, widening f16/bf16 in registers, so a
-//   decode step reads every weight byte once and reads half the bytes from f16 files.
-// - many rows (prefill): compute bound. OpenBLAS sgemm per column slice; f16/bf16 panels are
-//   widened into per-thread scratch first (cost O(C*OC), amortized over the N rows).
+// - few rows (decode, small batches): memory bound. Each task owns a stretch of W's rows
+//   and streams it exactly once, widening f16/bf16 in registers, so a decode step reads every
+//   weight byte once and reads half the bytes from f16 files.
+// - more rows (prompts): compute bound. A register-tiled kernel over W packed block by block
+//   into per-thread scratch (widened to f32 there once, for all the rows). It beats OpenBLAS
+//   sgemm from 16 rows (sgemm's packing walks W down its columns, which the prefetcher does
+//   not follow) and matches it at 512, so OpenBLAS is left with the transposed LM head over
+//   many rows and the backward pass.
 // Part of ops.c (compiled once per instruction set).
 
-// Below this many rows our streaming kernel beats OpenBLAS sgemm, whose packing costs more
-// than it saves on a few rows. Measured on a 768 x 3072 matrix, 1 thread (Xeon, AVX-512):
-// f32 crosses over near 16 rows; f16 near 32, since sgemm first needs f32 panels.
+// From this many rows on, the tiled kernel; below, the streaming kernel. Measured on the
+// layers of the KoGPT2-base shape, 2 threads (Xeon, AVX-512), f32 and f16 alike: the two
+// tie near 12 rows; at 16 the tiled kernel is 10-25 % faster and the gap grows with N.
+#define MATMUL_TILE_MIN_ROWS 16
+// Below this many rows the streaming kernel beats OpenBLAS sgemm on the transposed LM head,
+// whose packing costs more than it saves on a few rows: f32 crosses over near 16 rows; f16
+// near 32, since sgemm first needs f32 panels.
 #define MATMUL_SGEMM_MIN_ROWS_F32  16
 #define MATMUL_SGEMM_MIN_ROWS_HALF 32
 // Row chunks of W in the streaming kernel: each a contiguous stretch read by one task.
@@ -44,9 +51,12 @@ static inline __attribute__((always_inline)) void matmul_rows_block(const Matmul
     const float *x = j->inp + n0 * C;
     const size_t jv = OC / VLEN * VLEN; // vector part [0, jv), scalar tail
     const void *w = j->w.data;
+    const size_t es = dt == KG_F32 ? 4 : 2;
     size_t k = k0;
     for (; k + 8 <= k1; k += 8) {
+        const char *next = (const char *)w + (k + 8) * OC * es; // the next 8 rows, contiguous
         for (size_t c = 0; c < jv; c += VLEN) {
+            if (k + 16 <= k1) prefetch_span(next + 8 * c * es, 8 * VLEN * es);
             vf w0 = vf_load_as(w, dt, (k + 0) * OC + c), w1 = vf_load_as(w, dt, (k + 1) * OC + c);
             vf w2 = vf_load_as(w, dt, (k + 2) * OC + c), w3 = vf_load_as(w, dt, (k + 3) * OC + c);
             vf w4 = vf_load_as(w, dt, (k + 4) * OC + c), w5 = vf_load_as(w, dt, (k + 5) * OC + c);
@@ -78,11 +88,14 @@ static inline __attribute__((always_inline)) void matmul_rows_t(const MatmulJob 
     const size_t kv = C / VLEN * VLEN;
     const void *w = j->w.data;
     size_t c = j0;
+    const size_t es = dt == KG_F32 ? 4 : 2;
     for (; c + 4 <= j1; c += 4)
         for (size_t n = 0; n < j->N; n++) {
             const float *xn = j->inp + n * C;
+            const char *next = (const char *)w + (c + 4) * C * es; // the next 4 rows, contiguous
             vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
             for (size_t k = 0; k < kv; k += VLEN) {
+                if (n == 0 && c + 8 <= j1) prefetch_span(next + 4 * k * es, 4 * VLEN * es);
                 vf xv = vf_load(xn + k);
                 a0 += xv * vf_load_as(w, dt, (c + 0) * C + k);
                 a1 += xv * vf_load_as(w, dt, (c + 1) * C + k);
@@ -103,6 +116,138 @@ static inline __attribute__((always_inline)) void matmul_rows_t(const MatmulJob 
                 s += j->inp[n * C + k] * load_as(w, dt, c * C + k);
             j->out[n * OC + c] = s;
         }
+}
+
+// Tiled kernel, W (C, OC), N >= MATMUL_TILE_MIN_ROWS. A task owns a slice of output
+// columns and walks W's rows in blocks of TILE_KB: the block's slice is packed (widened to
+// f32) into the thread's scratch, then every row tile of the output is computed from it.
+// An output tile of TILE_R rows x TILE_V vectors stays in registers while k runs over the
+// block; per k, TILE_V loads of the panel and TILE_R broadcasts of x feed TILE_R * TILE_V
+// FMAs, so the loop is bound by FMAs, not loads. Each output's sum runs over k in order,
+// whatever the thread count.
+#if VLEN == 16
+#define TILE_V 4 // 24 accumulators of the 32 vector registers
+#else
+#define TILE_V 2 // 12 of 16
+#endif
+#define TILE_R  6
+#define TILE_KB 96 // rows of W per packed block: 32 to 128 measured, 128 best by ~10 %
+
+// panel <- W[k0:k1, c0:c1] widened to f32, strip by strip: strip s (columns
+// c0 + s * TILE_V * VLEN..) is a (k1 - k0, TILE_V * VLEN) block, so the row tiles read
+// consecutive lines. W is read in its own order, row segment after row segment, which the
+// hardware prefetcher follows (a walk down one strip's columns would jump a row each step).
+static inline __attribute__((always_inline)) void matmul_pack(float *panel, const MatmulJob *j,
+                                                              size_t c0, size_t c1, size_t k0,
+                                                              size_t k1, KgDtype dt) {
+    const size_t OC = j->OC, tw = TILE_V * VLEN, kb = k1 - k0;
+    for (size_t k = k0; k < k1; k++)
+        for (size_t c = c0; c < c1; c += VLEN) {
+            size_t s = (c - c0) / tw, v = (c - c0) % tw;
+            vf_store(panel + (s * kb + (k - k0)) * tw + v, vf_load_as(j->w.data, dt, k * OC + c));
+        }
+}
+
+// out[n0:n0+nr, c:c+TILE_V*VLEN] (+)= xt @ strip over the block k0..k1, with xt the rows'
+// x packed (k1 - k0, TILE_R) and strip (k1 - k0, TILE_V * VLEN); the bias after the last block.
+static inline __attribute__((always_inline)) void matmul_tile(const MatmulJob *j, const float *xt,
+                                                              const float *strip, size_t n0,
+                                                              size_t c, size_t k0, size_t k1,
+                                                              int nr) {
+    const size_t OC = j->OC;
+    float *out = j->out + n0 * OC + c;
+    vf acc[TILE_R][TILE_V];
+    for (int r = 0; r < nr; r++)
+        for (int v = 0; v < TILE_V; v++)
+            acc[r][v] = k0 ? vf_load(out + r * OC + v * VLEN) : (vf){0};
+    for (size_t k = 0; k < k1 - k0; k++) {
+        const float *p = strip + k * TILE_V * VLEN;
+        for (int r = 0; r < nr; r++) {
+            float xk = xt[k * TILE_R + r];
+            for (int v = 0; v < TILE_V; v++)
+                acc[r][v] += xk * vf_load(p + v * VLEN);
+        }
+    }
+    for (int r = 0; r < nr; r++)
+        for (int v = 0; v < TILE_V; v++) {
+            if (k1 == j->C && j->bias) acc[r][v] += vf_load(j->bias + c + v * VLEN);
+            vf_store(out + r * OC + v * VLEN, acc[r][v]);
+        }
+}
+
+// Every strip of the block for the row tile n0 (nr rows, a constant once inlined).
+static inline __attribute__((always_inline)) void
+matmul_row_tile(const MatmulJob *j, const float *panel, const float *xt, size_t n0, size_t c0,
+                size_t cv, size_t k0, size_t k1, int nr) {
+    const size_t tw = TILE_V * VLEN;
+    for (size_t c = c0; c < cv; c += tw)
+        matmul_tile(j, xt, panel + (c - c0) * (k1 - k0), n0, c, k0, k1, nr);
+}
+
+// Columns [c0, c1) of the output, every row, by tiles; columns past the last whole tile
+// (OC not a multiple of TILE_V * VLEN) one at a time, in the same k order. scratch holds
+// the block's panel, then the row tile's x packed k-major (the broadcasts then read
+// consecutive floats instead of TILE_R rows C apart).
+static inline __attribute__((always_inline)) void matmul_tiles(const MatmulJob *j, float *scratch,
+                                                               size_t c0, size_t c1, KgDtype dt) {
+    const size_t N = j->N, C = j->C, OC = j->OC, tw = TILE_V * VLEN;
+    const size_t cv = c0 + (c1 - c0) / tw * tw;
+    float *panel = scratch, *xt = scratch + TILE_KB * (cv - c0);
+    for (size_t k0 = 0; k0 < C; k0 += TILE_KB) {
+        size_t k1 = k0 + TILE_KB < C ? k0 + TILE_KB : C;
+        matmul_pack(panel, j, c0, cv, k0, k1, dt);
+        for (size_t n0 = 0; n0 < N; n0 += TILE_R) {
+            size_t nr = N - n0 < TILE_R ? N - n0 : TILE_R;
+            for (size_t k = k0; k < k1; k++)
+                for (size_t r = 0; r < nr; r++)
+                    xt[(k - k0) * TILE_R + r] = j->inp[(n0 + r) * C + k];
+            switch (nr) { // the row count a constant in each copy
+            case 1:
+                matmul_row_tile(j, panel, xt, n0, c0, cv, k0, k1, 1);
+                break;
+            case 2:
+                matmul_row_tile(j, panel, xt, n0, c0, cv, k0, k1, 2);
+                break;
+            case 3:
+                matmul_row_tile(j, panel, xt, n0, c0, cv, k0, k1, 3);
+                break;
+            case 4:
+                matmul_row_tile(j, panel, xt, n0, c0, cv, k0, k1, 4);
+                break;
+            case 5:
+                matmul_row_tile(j, panel, xt, n0, c0, cv, k0, k1, 5);
+                break;
+            default:
+                matmul_row_tile(j, panel, xt, n0, c0, cv, k0, k1, TILE_R);
+                break;
+            }
+        }
+    }
+    for (size_t n = 0; n < N; n++)
+        for (size_t c = cv; c < c1; c++) {
+            float s = 0.0f;
+            for (size_t k = 0; k < C; k++)
+                s += j->inp[n * C + k] * load_as(j->w.data, dt, k * OC + c);
+            j->out[n * OC + c] = s + (j->bias ? j->bias[c] : 0.0f);
+        }
+}
+
+static void matmul_tile_task(void *ctx, size_t t, int thread) {
+    const MatmulJob *j = ctx;
+    float *panel = j->scratch[thread];
+    size_t c0 = t * j->cols_per_task,
+           c1 = c0 + j->cols_per_task < j->OC ? c0 + j->cols_per_task : j->OC;
+    switch (j->w.dtype) {
+    case KG_F16:
+        matmul_tiles(j, panel, c0, c1, KG_F16);
+        break;
+    case KG_BF16:
+        matmul_tiles(j, panel, c0, c1, KG_BF16);
+        break;
+    default:
+        matmul_tiles(j, panel, c0, c1, KG_F32);
+        break;
+    }
 }
 
 // One task of the streaming path. W (C, OC) is split by rows: task t reads rows
@@ -162,70 +307,48 @@ static void matmul_stream_task(void *ctx, size_t t, int thread) {
 }
 
 #ifdef KG_HAVE_OPENBLAS
-// Widens columns [j0, j0 + w) of W into panel as a row-major (C, w) matrix
-// (transposed storage: rows [j0, j0 + w) of the (OC, C) matrix, kept (w, C)).
-static void widen_panel(float *panel, const MatmulJob *j, size_t j0, size_t w) {
-    const size_t C = j->C, OC = j->OC;
-    const uint16_t *src = j->w.data;
+// The transposed LM head over many rows. Rows [j0, j0 + w) of W (OC, C) widened to f32 into
+// panel, kept (w, C).
+static void widen_rows(float *panel, const MatmulJob *j, size_t j0, size_t w) {
+    const uint16_t *src = (const uint16_t *)j->w.data + j0 * j->C;
+    const size_t n = w * j->C;
     const int f16 = j->w.dtype == KG_F16;
-    if (j->w.transposed) {
-        src += j0 * C;
-        size_t n = w * C, i = 0;
-        if (f16)
-            for (; i + VLEN <= n; i += VLEN)
-                vf_store(panel + i, vf_load_f16(src + i));
-        else
-            for (; i + VLEN <= n; i += VLEN)
-                vf_store(panel + i, vf_load_bf16(src + i));
-        for (; i < n; i++)
-            panel[i] = f16 ? kg_f16_to_f32(src[i]) : kg_bf16_to_f32(src[i]);
-        return;
-    }
-    for (size_t k = 0; k < C; k++) {
-        const uint16_t *row = src + k * OC + j0;
-        float *dst = panel + k * w;
-        size_t i = 0;
-        if (f16)
-            for (; i + VLEN <= w; i += VLEN)
-                vf_store(dst + i, vf_load_f16(row + i));
-        else
-            for (; i + VLEN <= w; i += VLEN)
-                vf_store(dst + i, vf_load_bf16(row + i));
-        for (; i < w; i++)
-            dst[i] = f16 ? kg_f16_to_f32(row[i]) : kg_bf16_to_f32(row[i]);
-    }
+    size_t i = 0;
+    if (f16)
+        for (; i + VLEN <= n; i += VLEN)
+            vf_store(panel + i, vf_load_f16(src + i));
+    else
+        for (; i + VLEN <= n; i += VLEN)
+            vf_store(panel + i, vf_load_bf16(src + i));
+    for (; i < n; i++)
+        panel[i] = f16 ? kg_f16_to_f32(src[i]) : kg_bf16_to_f32(src[i]);
 }
 
-// out[:, j0:j0+w] = inp @ Wpanel + bias, with Wpanel (C, w) or, transposed, (w, C).
-static void sgemm_slice(const MatmulJob *j, const float *wp, size_t ldw, int transposed, size_t j0,
-                        size_t w) {
+// out[:, j0:j0+w] = inp @ Wrows^T + bias, with Wrows (w, C).
+static void sgemm_slice(const MatmulJob *j, const float *wrows, size_t j0, size_t w) {
     float beta = 0.0f;
     if (j->bias) {
         for (size_t n = 0; n < j->N; n++)
             memcpy(j->out + n * j->OC + j0, j->bias + j0, w * 4);
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, transposed ? CblasTrans : CblasNoTrans, (int)j->N,
-                (int)w, (int)j->C, 1.0f, j->inp, (int)j->C, wp, (int)ldw, beta, j->out + j0,
-                (int)j->OC);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)j->N, (int)w, (int)j->C, 1.0f, j->inp,
+                (int)j->C, wrows, (int)j->C, beta, j->out + j0, (int)j->OC);
 }
 
 static void matmul_sgemm_task(void *ctx, size_t t, int thread) {
     const MatmulJob *j = ctx;
     size_t j0 = t * j->cols_per_task, j1 = j0 + j->cols_per_task;
     if (j1 > j->OC) j1 = j->OC;
-    const int tr = j->w.transposed;
     if (j->w.dtype == KG_F32) {
-        const float *w = j->w.data;
-        sgemm_slice(j, tr ? w + j0 * j->C : w + j0, tr ? j->C : j->OC, tr, j0, j1 - j0);
+        sgemm_slice(j, (const float *)j->w.data + j0 * j->C, j0, j1 - j0);
         return;
     }
-    size_t pw = CPU_SCRATCH_FLOATS / j->C / VLEN * VLEN; // panel width that fits the scratch
-    if (pw == 0) pw = VLEN;
+    size_t pw = CPU_SCRATCH_FLOATS / j->C; // rows that fit the scratch
     for (size_t c = j0; c < j1; c += pw) {
         size_t w = j1 - c < pw ? j1 - c : pw;
-        widen_panel(j->scratch[thread], j, c, w);
-        sgemm_slice(j, j->scratch[thread], tr ? j->C : w, tr, c, w);
+        widen_rows(j->scratch[thread], j, c, w);
+        sgemm_slice(j, j->scratch[thread], c, w);
     }
 }
 #endif
@@ -235,10 +358,21 @@ static void cpu_matmul_forward(KgBackend *be, float *out, const float *inp, KgMa
     CpuBackend *cb = cpu_of(be);
     MatmulJob j = {out, inp, w, bias, N, C, OC, 0, cb->scratch, NULL, 0, 0};
     size_t threads = (size_t)cpu_pool_threads(cb->pool);
+    if (N >= MATMUL_TILE_MIN_ROWS && !w.transposed) {
+        // one slice of whole tiles per thread (more tasks measured slower: each re-reads the
+        // x rows), no wider than the scratch holds a block of
+        size_t tw = TILE_V * VLEN, tiles = (OC + tw - 1) / tw;
+        size_t per = (tiles + threads - 1) / threads;
+        if (per * tw * TILE_KB + TILE_R * TILE_KB > CPU_SCRATCH_FLOATS)
+            per = (CPU_SCRATCH_FLOATS - TILE_R * TILE_KB) / TILE_KB / tw;
+        j.cols_per_task = per * tw;
+        cpu_pool_run(cb->pool, matmul_tile_task, &j, (OC + j.cols_per_task - 1) / j.cols_per_task);
+        return;
+    }
 #ifdef KG_HAVE_OPENBLAS
     size_t min_rows = w.dtype == KG_F32 ? MATMUL_SGEMM_MIN_ROWS_F32 : MATMUL_SGEMM_MIN_ROWS_HALF;
-    // a panel must hold at least VLEN columns of C rows for the widened path
-    if (N >= min_rows && (w.dtype == KG_F32 || C * VLEN <= CPU_SCRATCH_FLOATS)) {
+    // the scratch must hold one row of W for the widened path
+    if (w.transposed && N >= min_rows && (w.dtype == KG_F32 || C <= CPU_SCRATCH_FLOATS)) {
         j.cols_per_task = MATMUL_SGEMM_COLS;
         cpu_pool_run(cb->pool, matmul_sgemm_task, &j,
                      (OC + MATMUL_SGEMM_COLS - 1) / MATMUL_SGEMM_COLS);

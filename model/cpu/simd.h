@@ -73,6 +73,13 @@ static inline __attribute__((always_inline)) float load_as(const void *p, KgDtyp
     return kg_bf16_to_f32(((const uint16_t *)p)[i]);
 }
 
+// Asks for the cache lines of [p, p + bytes) ahead of their use, where the hardware
+// prefetcher would start too late: weights read as several short streams at once.
+static inline __attribute__((always_inline)) void prefetch_span(const void *p, size_t bytes) {
+    for (size_t i = 0; i < bytes; i += 64)
+        __builtin_prefetch((const char *)p + i);
+}
+
 // Horizontal sum by halving: log2(VLEN) shuffle+add steps instead of VLEN scalar adds.
 static inline float vf_sum(vf v) {
 #if VLEN == 16
