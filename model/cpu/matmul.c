@@ -7,16 +7,18 @@
 //   and streams it exactly once, widening f16/bf16 in registers, so a decode step reads every
 //   weight byte once and reads half the bytes from f16 files.
 // - more rows (prompts): compute bound. A register-tiled kernel over W packed block by block
-//   into per-thread scratch (widened to f32 there once, for all the rows). It beats OpenBLAS
-//   sgemm from 16 rows (sgemm's packing walks W down its columns, which the prefetcher does
-//   not follow) and matches it at 512, so OpenBLAS is left with the transposed LM head over
-//   many rows and the backward pass.
+//   into per-thread scratch (widened to f32 there once, for all the rows). It is 20-40 %
+//   faster than OpenBLAS sgemm at 16 to 64 rows (sgemm's packing walks W down its columns,
+//   which the prefetcher does not follow) and matches it at 512, so OpenBLAS is left with
+//   the transposed LM head over many rows and the backward pass.
 // Part of ops.c (compiled once per instruction set).
 
 // From this many rows on, the tiled kernel; below, the streaming kernel. Measured on the
-// layers of the KoGPT2-base shape, 2 threads (Xeon, AVX-512), f32 and f16 alike: the two
-// tie near 12 rows; at 16 the tiled kernel is 10-25 % faster and the gap grows with N.
-#define MATMUL_TILE_MIN_ROWS 16
+// layers of the KoGPT2-base shape, 2 threads (Xeon, AVX-512), time streaming / tiled:
+// f32 8 rows 1.0, 12 rows 1.3, 16 rows 1.3, 24 rows 1.7; f16 (which the streaming kernel
+// reads at half the bytes) 8 rows 0.8, 12 rows 0.96, 16 rows 1.08, 24 rows 1.28.
+#define MATMUL_TILE_MIN_ROWS_F32  12
+#define MATMUL_TILE_MIN_ROWS_HALF 16
 // Below this many rows the streaming kernel beats OpenBLAS sgemm on the transposed LM head,
 // whose packing costs more than it saves on a few rows: f32 crosses over near 16 rows; f16
 // near 32, since sgemm first needs f32 panels.
@@ -118,7 +120,7 @@ static inline __attribute__((always_inline)) void matmul_rows_t(const MatmulJob 
         }
 }
 
-// Tiled kernel, W (C, OC), N >= MATMUL_TILE_MIN_ROWS. A task owns a slice of output
+// Tiled kernel, W (C, OC), N >= MATMUL_TILE_MIN_ROWS_*. A task owns a slice of output
 // columns and walks W's rows in blocks of TILE_KB: the block's slice is packed (widened to
 // f32) into the thread's scratch, then every row tile of the output is computed from it.
 // An output tile of TILE_R rows x TILE_V vectors stays in registers while k runs over the
@@ -359,7 +361,8 @@ static void cpu_matmul_forward(KgBackend *be, float *out, const float *inp, KgMa
     CpuBackend *cb = cpu_of(be);
     MatmulJob j = {out, inp, w, bias, N, C, OC, 0, cb->scratch, NULL, 0, 0};
     size_t threads = (size_t)cpu_pool_threads(cb->pool);
-    if (N >= MATMUL_TILE_MIN_ROWS && !w.transposed) {
+    size_t tile_min = w.dtype == KG_F32 ? MATMUL_TILE_MIN_ROWS_F32 : MATMUL_TILE_MIN_ROWS_HALF;
+    if (N >= tile_min && !w.transposed) {
         // one slice of whole tiles per thread (more tasks measured slower: each re-reads the
         // x rows), no wider than the scratch holds a block of
         size_t tw = TILE_V * VLEN, tiles = (OC + tw - 1) / tw;
