@@ -48,11 +48,15 @@ def byte_tokens():
 
 
 def main():
+    if len(sys.argv) != 4 or sys.argv[3] not in ("f32", "f16"):
+        sys.exit("usage: gguf_from_hf.py MODEL_DIR OUT.gguf f32|f16")
     model_dir, out_path, ftype = sys.argv[1:4]
     cfg = json.load(open(f"{model_dir}/config.json"))
     t = read_safetensors(f"{model_dir}/model.safetensors")
     p = "transformer." if "transformer.wte.weight" in t else ""
     V, C = cfg["vocab_size"], cfg["n_embd"]
+    if V < 260:
+        sys.exit("gguf_from_hf.py: the placeholder vocabulary needs vocab_size >= 260")
 
     w = gguf.GGUFWriter(out_path, "gpt2")
     w.add_name("kogpt2-bench")

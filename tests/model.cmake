@@ -18,6 +18,7 @@ endif()
 kg_test(test_model_config SOURCES test_model_config.c LIBS kgmodel LABELS model)
 kg_test(test_model_safetensors SOURCES test_model_safetensors.c LIBS kgmodel LABELS model)
 kg_test(test_kgmath SOURCES test_kgmath.c LIBS kgmodel LABELS model)
+kg_test(test_cpu_matmul SOURCES test_cpu_matmul.c LIBS kgmodel LABELS model)
 
 # The small cases in one test; the KoGPT2 shape one test per dtype so that ctest -j spreads them.
 kg_test(test_gpt2_parity SOURCES test_gpt2_parity.c LIBS kgmodel LABELS "model;parity"

@@ -8,8 +8,9 @@
 
 #include <pthread.h>
 
-// Per-thread scratch, 4 MiB each (a whole 256-column panel of a 3072-row matrix): f16/bf16
-// weight panels widened for an sgemm (matmul.c), a block of attention scores (attention.c).
+// Per-thread scratch, 4 MiB each: the tiled matmul's packed block of W (96 rows of a thread's
+// columns, widened to f32) and packed rows of x, the LM head's rows widened for an sgemm
+// (matmul.c), a block of attention scores (attention.c).
 #define CPU_SCRATCH_FLOATS (1024u * 1024u)
 
 typedef struct {

@@ -1,0 +1,139 @@
+// test_cpu_matmul.c — the CPU backend's matmul_forward on its edge cases, against a scalar
+// reference in double: every ISA this processor has (generic, AVX2, AVX-512), W in f32, f16
+// and bf16, stored (C, OC) and transposed, with and without bias, at shapes that cross the
+// kernels' boundaries — rows on both sides of the streaming/tiled switch (12 and 16) and of
+// the tiled kernel's row tile, channels in below, at and past its block of 96 rows of W,
+// channels out below one strip, between strips and with a column tail. Also: the answer is
+// bit for bit the same with 1 and 3 threads (each output's sum runs in the same order).
+//
+// Tolerance: |out - ref| <= (C + 2) * 2^-24 * sum_k |x_k w_k| + 1e-6 per element: the bound
+// on f32 rounding of a sum of C + 1 terms done one after another (blocked and vector sums
+// do better), relative to the sum of the terms' magnitudes; the weights' own rounding is
+// taken out by computing the reference from the same f16/bf16 values.
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "model/backend.h"
+#include "model/kg.h"
+#include "model/kgmath.h"
+
+static uint64_t rng_state = 88172645463325252ull;
+
+static float uniform(void) { // [-1, 1)
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) * (2.0 / 16777216.0) - 1.0);
+}
+
+// W's element (k, o) as the kernel sees it, whatever the dtype and layout.
+static double w_at(const void *w, KgDtype dt, int transposed, size_t C, size_t OC, size_t k,
+                   size_t o) {
+    size_t i = transposed ? o * C + k : k * OC + o;
+    if (dt == KG_F32) return ((const float *)w)[i];
+    uint16_t h = ((const uint16_t *)w)[i];
+    return dt == KG_F16 ? kg_f16_to_f32(h) : kg_bf16_to_f32(h);
+}
+
+typedef struct {
+    size_t N, C, OC;
+} Shape;
+
+// Runs one case on every ISA this processor has.
+static void check_case(const Shape *s, KgDtype dt, int transposed, int with_bias) {
+    const size_t N = s->N, C = s->C, OC = s->OC, es = dt == KG_F32 ? 4 : 2;
+    float *x = malloc(N * C * sizeof *x), *bias = malloc(OC * sizeof *bias);
+    void *w = malloc(C * OC * es);
+    double *ref = malloc(N * OC * sizeof *ref), *mag = malloc(N * OC * sizeof *mag);
+    float *out1 = malloc(N * OC * sizeof *out1), *out3 = malloc(N * OC * sizeof *out3);
+    REQUIRE(x && bias && w && ref && mag && out1 && out3, "out of memory");
+    for (size_t i = 0; i < N * C; i++)
+        x[i] = uniform();
+    for (size_t i = 0; i < OC; i++)
+        bias[i] = uniform();
+    for (size_t i = 0; i < C * OC; i++) {
+        float v = uniform();
+        if (dt == KG_F32)
+            ((float *)w)[i] = v;
+        else
+            ((uint16_t *)w)[i] = dt == KG_F16 ? kg_f32_to_f16(v) : kg_f32_to_bf16(v);
+    }
+    for (size_t n = 0; n < N; n++)
+        for (size_t o = 0; o < OC; o++) {
+            double acc = with_bias ? bias[o] : 0.0, m = fabs(acc);
+            for (size_t k = 0; k < C; k++) {
+                double p = (double)x[n * C + k] * w_at(w, dt, transposed, C, OC, k, o);
+                acc += p;
+                m += fabs(p);
+            }
+            ref[n * OC + o] = acc;
+            mag[n * OC + o] = m;
+        }
+    KgMat mat = {w, dt, transposed};
+    const char *isas[] = {"generic", "avx2", "avx512"};
+    for (int i = 0; i < 3; i++) {
+        char err[KG_ERRLEN];
+        KgBackend *b1 = kg_cpu_backend_new_isa(1, isas[i], err);
+        if (!b1) continue; // this processor lacks the ISA
+        KgBackend *b3 = kg_cpu_backend_new_isa(3, isas[i], err);
+        REQUIRE(b3, "backend %s: %s", isas[i], err);
+        memset(out1, 0xff, N * OC * sizeof *out1); // NaN: an output never written shows
+        memset(out3, 0xff, N * OC * sizeof *out3);
+        b1->ops->matmul_forward(b1, out1, x, mat, with_bias ? bias : NULL, N, C, OC);
+        b3->ops->matmul_forward(b3, out3, x, mat, with_bias ? bias : NULL, N, C, OC);
+        size_t bad = 0, differ = 0;
+        double worst = 0;
+        for (size_t e = 0; e < N * OC; e++) {
+            double d = fabs(out1[e] - ref[e]), tol = (double)(C + 2) * 0x1p-24 * mag[e] + 1e-6;
+            if (!(d <= tol)) bad++; // NaN counts as bad
+            if (d / (mag[e] + 1e-30) > worst) worst = d / (mag[e] + 1e-30);
+            if (memcmp(&out1[e], &out3[e], sizeof(float)) != 0) differ++;
+        }
+        CHECK_MSG(bad == 0, "%s N=%zu C=%zu OC=%zu dtype=%d%s%s: %zu of %zu outputs off", isas[i],
+                  N, C, OC, (int)dt, transposed ? " transposed" : "", with_bias ? " bias" : "", bad,
+                  N * OC);
+        CHECK_MSG(differ == 0,
+                  "%s N=%zu C=%zu OC=%zu dtype=%d%s: %zu outputs differ, 1 vs 3 threads", isas[i],
+                  N, C, OC, (int)dt, transposed ? " transposed" : "", differ);
+        if (worst > 3e-6)
+            printf("  %s N=%zu C=%zu OC=%zu dtype=%d%s: worst |d|/sum|x w| %.2e\n", isas[i], N, C,
+                   OC, (int)dt, transposed ? " T" : "", worst);
+        kg_backend_free(b1);
+        kg_backend_free(b3);
+    }
+    free(x);
+    free(bias);
+    free(w);
+    free(ref);
+    free(mag);
+    free(out1);
+    free(out3);
+}
+
+int main(void) {
+    // rows: decode, small batches, both sides of the tiled switch (12 f32, 16 half), a
+    // partial row tile, past the transposed LM head's sgemm switch (16 f32, 32 half)
+    const size_t rows[] = {1, 3, 11, 12, 13, 16, 17, 33};
+    // channels in: under one block of W (96), exactly one, past it with a short last block
+    // channels out: under one strip, a strip and a tail, several strips and a tail
+    const Shape io[] = {{0, 50, 5}, {0, 96, 70}, {0, 200, 200}, {0, 8, 129}};
+    const KgDtype dts[] = {KG_F32, KG_F16, KG_BF16};
+    int cases = 0;
+    for (size_t r = 0; r < sizeof rows / sizeof *rows; r++)
+        for (size_t s = 0; s < sizeof io / sizeof *io; s++)
+            for (int d = 0; d < 3; d++)
+                for (int tr = 0; tr < 2; tr++) {
+                    Shape sh = {rows[r], io[s].C, io[s].OC};
+                    check_case(&sh, dts[d], tr, (r + s + (size_t)d + (size_t)tr) % 2 == 0);
+                    cases++;
+                }
+    // one case at the KoGPT2 MLP's shape, many rows: whole strips and blocks, no tails
+    Shape big = {40, 768, 3072};
+    check_case(&big, KG_F16, 0, 1);
+    printf("%d matmul cases on every ISA of this processor\n", cases + 1);
+    return check_report();
+}
