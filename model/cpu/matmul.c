@@ -192,10 +192,43 @@ matmul_row_tile(const MatmulJob *j, const float *panel, const float *xt, size_t 
         matmul_tile(j, xt, panel + (c - c0) * (k1 - k0), n0, c, k0, k1, nr);
 }
 
+// The row tiles of one packed block, every strip: the dtype is gone once W is packed, so
+// this is compiled once per ISA, not once per dtype. x is packed k-major tile by tile (the
+// broadcasts then read consecutive floats instead of TILE_R rows C apart).
+static void matmul_block(const MatmulJob *j, const float *panel, float *xt, size_t c0, size_t cv,
+                         size_t k0, size_t k1) {
+    const size_t N = j->N, C = j->C;
+    for (size_t n0 = 0; n0 < N; n0 += TILE_R) {
+        size_t nr = N - n0 < TILE_R ? N - n0 : TILE_R;
+        for (size_t k = k0; k < k1; k++)
+            for (size_t r = 0; r < nr; r++)
+                xt[(k - k0) * TILE_R + r] = j->inp[(n0 + r) * C + k];
+        switch (nr) { // the row count a constant in each copy
+        case 1:
+            matmul_row_tile(j, panel, xt, n0, c0, cv, k0, k1, 1);
+            break;
+        case 2:
+            matmul_row_tile(j, panel, xt, n0, c0, cv, k0, k1, 2);
+            break;
+        case 3:
+            matmul_row_tile(j, panel, xt, n0, c0, cv, k0, k1, 3);
+            break;
+        case 4:
+            matmul_row_tile(j, panel, xt, n0, c0, cv, k0, k1, 4);
+            break;
+        case 5:
+            matmul_row_tile(j, panel, xt, n0, c0, cv, k0, k1, 5);
+            break;
+        default:
+            matmul_row_tile(j, panel, xt, n0, c0, cv, k0, k1, TILE_R);
+            break;
+        }
+    }
+}
+
 // Columns [c0, c1) of the output, every row, by tiles; columns past the last whole tile
 // (OC not a multiple of TILE_V * VLEN) one at a time, in the same k order. scratch holds
-// the block's panel, then the row tile's x packed k-major (the broadcasts then read
-// consecutive floats instead of TILE_R rows C apart).
+// the block's panel, then the row tile's packed x.
 static inline __attribute__((always_inline)) void matmul_tiles(const MatmulJob *j, float *scratch,
                                                                size_t c0, size_t c1, KgDtype dt) {
     const size_t N = j->N, C = j->C, OC = j->OC, tw = TILE_V * VLEN;
@@ -204,32 +237,7 @@ static inline __attribute__((always_inline)) void matmul_tiles(const MatmulJob *
     for (size_t k0 = 0; k0 < C; k0 += TILE_KB) {
         size_t k1 = k0 + TILE_KB < C ? k0 + TILE_KB : C;
         matmul_pack(panel, j, c0, cv, k0, k1, dt);
-        for (size_t n0 = 0; n0 < N; n0 += TILE_R) {
-            size_t nr = N - n0 < TILE_R ? N - n0 : TILE_R;
-            for (size_t k = k0; k < k1; k++)
-                for (size_t r = 0; r < nr; r++)
-                    xt[(k - k0) * TILE_R + r] = j->inp[(n0 + r) * C + k];
-            switch (nr) { // the row count a constant in each copy
-            case 1:
-                matmul_row_tile(j, panel, xt, n0, c0, cv, k0, k1, 1);
-                break;
-            case 2:
-                matmul_row_tile(j, panel, xt, n0, c0, cv, k0, k1, 2);
-                break;
-            case 3:
-                matmul_row_tile(j, panel, xt, n0, c0, cv, k0, k1, 3);
-                break;
-            case 4:
-                matmul_row_tile(j, panel, xt, n0, c0, cv, k0, k1, 4);
-                break;
-            case 5:
-                matmul_row_tile(j, panel, xt, n0, c0, cv, k0, k1, 5);
-                break;
-            default:
-                matmul_row_tile(j, panel, xt, n0, c0, cv, k0, k1, TILE_R);
-                break;
-            }
-        }
+        matmul_block(j, panel, xt, c0, cv, k0, k1);
     }
     for (size_t n = 0; n < N; n++)
         for (size_t c = cv; c < c1; c++) {
