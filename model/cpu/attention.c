@@ -52,22 +52,36 @@ weighted_sum(float *out, const float *e, const float *v, size_t ld, size_t nt, s
             out[d] += e[t] * v[t * ld + d];
 }
 
+// row[0, n) <- softmax(row[0, n)), in place. The max and the sum run in VLEN lanes and the
+// exp loop vectorizes by itself: done one element after another (a loop-carried max and
+// sum), this was most of a 512-token prompt's attention time.
+static inline void softmax_row(float *row, size_t n) {
+    vf vm = vf_set1(-INFINITY), vs = {0};
+    size_t t = 0;
+    for (; t + VLEN <= n; t += VLEN)
+        vm = vf_maxv(vm, vf_load(row + t));
+    float m = vf_max(vm);
+    for (; t < n; t++)
+        m = row[t] > m ? row[t] : m;
+    for (t = 0; t < n; t++)
+        row[t] = kg_expf(row[t] - m);
+    for (t = 0; t + VLEN <= n; t += VLEN)
+        vs += vf_load(row + t);
+    float l = vf_sum(vs);
+    for (; t < n; t++)
+        l += row[t];
+    float inv = 1.0f / l;
+    for (t = 0; t < n; t++)
+        row[t] *= inv;
+}
+
 // Training's forward: the probabilities of row q are kept in att (p + 1, then zeros up to
 // the row's end, Tk). Plain two-pass softmax: the row is short (T) and saved anyway.
 static void attend_row_saved(float *out, float *att, size_t Tk, const float *q, const float *k,
                              const float *v, size_t ld, size_t p, size_t hs, float scale) {
-    float m = -INFINITY, l = 0.0f;
-    for (size_t t = 0; t <= p; t++) {
-        att[t] = dot(q, k + t * ld, hs) * scale;
-        m = att[t] > m ? att[t] : m;
-    }
-    for (size_t t = 0; t <= p; t++) {
-        att[t] = kg_expf(att[t] - m);
-        l += att[t];
-    }
-    float inv = 1.0f / l;
     for (size_t t = 0; t <= p; t++)
-        att[t] *= inv;
+        att[t] = dot(q, k + t * ld, hs) * scale;
+    softmax_row(att, p + 1);
     for (size_t t = p + 1; t < Tk; t++)
         att[t] = 0.0f;
     memset(out, 0, hs * sizeof *out);
@@ -139,17 +153,9 @@ static void attend_block_sgemm(const AttnJob *j, const KgAttnSeq *s, size_t h, s
                 1.0f / sqrtf((float)hs), j->q + (s->row0 + r0) * j->ld_q + h * hs, (int)j->ld_q,
                 s->k + h * hs, (int)s->ld_kv, 0.0f, S, (int)Tk);
     for (size_t r = 0; r < rows; r++) {
-        float *row = S + r * Tk, m = -INFINITY, l = 0.0f;
+        float *row = S + r * Tk;
         size_t valid = s->pos0 + r0 + r + 1; // keys 0 .. position
-        for (size_t t = 0; t < valid; t++)
-            m = row[t] > m ? row[t] : m;
-        for (size_t t = 0; t < valid; t++) {
-            row[t] = kg_expf(row[t] - m);
-            l += row[t];
-        }
-        float inv = 1.0f / l;
-        for (size_t t = 0; t < valid; t++)
-            row[t] *= inv;
+        softmax_row(row, valid);
         for (size_t t = valid; t < Tk; t++)
             row[t] = 0.0f;
     }

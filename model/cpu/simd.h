@@ -100,6 +100,12 @@ static inline float vf_sum(vf v) {
     return (h4[0] + h4[2]) + (h4[1] + h4[3]);
 }
 
+// Lane-wise maximum; a NaN in b keeps a's lane (as `b > a ? b : a` does).
+static inline vf vf_maxv(vf a, vf b) {
+    vu take_b = (vu)(b > a);
+    return (vf)(((vu)b & take_b) | ((vu)a & ~take_b));
+}
+
 static inline float vf_max(vf v) {
     float m = v[0];
     for (int i = 1; i < VLEN; i++)
