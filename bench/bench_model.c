@@ -29,6 +29,15 @@
 #include "bench_util.h"
 #include "tests/testmodel.h"
 
+// The machine's limits with t threads, read again: best_bw[t] and best_peak[t] keep the best
+// reading so far. Other tenants' load lowers a reading, never raises it, so the best is the
+// closest to the machine's own limit and never flatters a fraction (a single low reading
+// once put a decode at 135 % of "its" roofline).
+static void read_limits(int t, double *best_bw, double *best_peak) {
+    best_bw[t] = fmax(best_bw[t], bench_read_bandwidth(t));
+    best_peak[t] = fmax(best_peak[t], bench_peak_flops(t));
+}
+
 // Splits "1,2" into ints.
 static size_t parse_list(const char *s, int *out, size_t cap) {
     size_t n = 0;
@@ -91,15 +100,10 @@ int main(int argc, char **argv) {
         }
         max_threads = threads[i] > max_threads ? threads[i] : max_threads;
     }
-    // The machine's limits are read again beside every configuration and the best reading
-    // per thread count is the one used: other tenants' load lowers a reading, never raises
-    // it, so the best is the closest to the machine's own limit and never flatters a
-    // fraction (a single low reading once put a decode at 135 % of "its" roofline).
+    // read once here and again beside every configuration (read_limits)
     double best_bw[65] = {0}, best_peak[65] = {0};
-    best_bw[1] = bench_read_bandwidth(1);
-    best_bw[max_threads] = fmax(best_bw[max_threads], bench_read_bandwidth(max_threads));
-    best_peak[1] = bench_peak_flops(1);
-    best_peak[max_threads] = fmax(best_peak[max_threads], bench_peak_flops(max_threads));
+    read_limits(1, best_bw, best_peak);
+    if (max_threads > 1) read_limits(max_threads, best_bw, best_peak);
     printf("machine: read bandwidth %.1f GB/s (1 thread) %.1f GB/s (%d threads); peak %.1f "
            "GFLOP/s (1 thread) %.1f GFLOP/s (%d threads)\n",
            best_bw[1] / 1e9, best_bw[max_threads] / 1e9, max_threads, best_peak[1] / 1e9,
@@ -127,10 +131,8 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "bench_model: %s\n", err);
                 return 1;
             }
-            int t = threads[ti];
-            best_bw[t] = fmax(best_bw[t], bench_read_bandwidth(t));
-            best_peak[t] = fmax(best_peak[t], bench_peak_flops(t));
-            double bw = best_bw[t], peak = best_peak[t];
+            read_limits(threads[ti], best_bw, best_peak);
+            double bw = best_bw[threads[ti]], peak = best_peak[threads[ti]];
             // prefill FLOPs per token: 2 per weight of the layers (the LM head runs once per
             // prompt, for the last token only) plus attention's q.k and p.v at ~T/2 positions
             double layer_w = (double)sh.L * 12.0 * sh.C * sh.C;

@@ -2,8 +2,8 @@
 # Runs every test: formatting, a -Werror build with the whole ctest suite (the CUDA backend
 # is built and linked when nvcc is found; its GPU tests skip without a GPU), then the suite
 # again under AddressSanitizer + UndefinedBehaviorSanitizer, a minute of each libFuzzer
-# target, then valgrind over the command-line paths. Tests that need ../shared (data) or a reference implementation that
-# is not installed are reported as skipped, never as passed.
+# target, then valgrind over the command-line paths. Tests that need ../shared (data) or a
+# reference implementation that is not installed are reported as skipped, never as passed.
 #   scripts/test.sh            everything
 #   scripts/test.sh quick      the -Werror build and ctest only
 set -euo pipefail

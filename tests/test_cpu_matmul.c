@@ -20,24 +20,9 @@
 #include "model/backend.h"
 #include "model/kg.h"
 #include "model/kgmath.h"
+#include "testmodel.h"
 
-static uint64_t rng_state = 88172645463325252ull;
-
-static float uniform(void) { // [-1, 1)
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 40) * (2.0 / 16777216.0) - 1.0);
-}
-
-// W's element (k, o) as the kernel sees it, whatever the dtype and layout.
-static double w_at(const void *w, KgDtype dt, int transposed, size_t C, size_t OC, size_t k,
-                   size_t o) {
-    size_t i = transposed ? o * C + k : k * OC + o;
-    if (dt == KG_F32) return ((const float *)w)[i];
-    uint16_t h = ((const uint16_t *)w)[i];
-    return dt == KG_F16 ? kg_f16_to_f32(h) : kg_bf16_to_f32(h);
-}
+static uint64_t rng = 88172645463325252ull;
 
 typedef struct {
     size_t N, C, OC;
@@ -45,28 +30,21 @@ typedef struct {
 
 // Runs one case on every ISA this processor has.
 static void check_case(const Shape *s, KgDtype dt, int transposed, int with_bias) {
-    const size_t N = s->N, C = s->C, OC = s->OC, es = dt == KG_F32 ? 4 : 2;
-    float *x = malloc(N * C * sizeof *x), *bias = malloc(OC * sizeof *bias);
-    void *w = malloc(C * OC * es);
+    const size_t N = s->N, C = s->C, OC = s->OC;
+    const TestModelSpec f32 = {.dtype = KG_F32}, wspec = {.dtype = dt};
+    float *x = testmodel_tensor(&f32, N * C, 1.0f, &rng),
+          *bias = testmodel_tensor(&f32, OC, 1.0f, &rng);
+    void *w = testmodel_tensor(&wspec, C * OC, 1.0f, &rng);
+    float *wf = malloc(C * OC * sizeof *wf); // W as the kernel sees it, widened
     double *ref = malloc(N * OC * sizeof *ref), *mag = malloc(N * OC * sizeof *mag);
     float *out1 = malloc(N * OC * sizeof *out1), *out3 = malloc(N * OC * sizeof *out3);
-    REQUIRE(x && bias && w && ref && mag && out1 && out3, "out of memory");
-    for (size_t i = 0; i < N * C; i++)
-        x[i] = uniform();
-    for (size_t i = 0; i < OC; i++)
-        bias[i] = uniform();
-    for (size_t i = 0; i < C * OC; i++) {
-        float v = uniform();
-        if (dt == KG_F32)
-            ((float *)w)[i] = v;
-        else
-            ((uint16_t *)w)[i] = dt == KG_F16 ? kg_f32_to_f16(v) : kg_f32_to_bf16(v);
-    }
+    REQUIRE(x && bias && w && wf && ref && mag && out1 && out3, "out of memory");
+    kg_dtype_convert(wf, KG_F32, w, dt, C * OC);
     for (size_t n = 0; n < N; n++)
         for (size_t o = 0; o < OC; o++) {
             double acc = with_bias ? bias[o] : 0.0, m = fabs(acc);
             for (size_t k = 0; k < C; k++) {
-                double p = (double)x[n * C + k] * w_at(w, dt, transposed, C, OC, k, o);
+                double p = (double)x[n * C + k] * wf[transposed ? o * C + k : k * OC + o];
                 acc += p;
                 m += fabs(p);
             }
@@ -108,6 +86,7 @@ static void check_case(const Shape *s, KgDtype dt, int transposed, int with_bias
     free(x);
     free(bias);
     free(w);
+    free(wf);
     free(ref);
     free(mag);
     free(out1);

@@ -76,7 +76,7 @@ static inline void softmax_row(float *row, size_t n) {
 }
 
 // Training's forward: the probabilities of row q are kept in att (p + 1, then zeros up to
-// the row's end, Tk). Plain two-pass softmax: the row is short (T) and saved anyway.
+// the row's end, Tk): the whole row's scores, then softmax_row, since they are saved anyway.
 static void attend_row_saved(float *out, float *att, size_t Tk, const float *q, const float *k,
                              const float *v, size_t ld, size_t p, size_t hs, float scale) {
     for (size_t t = 0; t <= p; t++)

@@ -55,7 +55,7 @@ static inline __attribute__((always_inline)) void matmul_rows_block(const Matmul
     const float *x = j->inp + n0 * C;
     const size_t jv = OC / VLEN * VLEN; // vector part [0, jv), scalar tail
     const void *w = j->w.data;
-    const size_t es = dt == KG_F32 ? 4 : 2;
+    const size_t es = kg_dtype_size(dt);
     size_t k = k0;
     for (; k + 8 <= k1; k += 8) {
         const char *next = (const char *)w + (k + 8) * OC * es; // the next 8 rows, contiguous
@@ -92,11 +92,11 @@ static inline __attribute__((always_inline)) void matmul_rows_t(const MatmulJob 
     const size_t kv = C / VLEN * VLEN;
     const void *w = j->w.data;
     size_t c = j0;
-    const size_t es = dt == KG_F32 ? 4 : 2;
-    for (; c + 4 <= j1; c += 4)
+    const size_t es = kg_dtype_size(dt);
+    for (; c + 4 <= j1; c += 4) {
+        const char *next = (const char *)w + (c + 4) * C * es; // the next 4 rows, contiguous
         for (size_t n = 0; n < j->N; n++) {
             const float *xn = j->inp + n * C;
-            const char *next = (const char *)w + (c + 4) * C * es; // the next 4 rows, contiguous
             vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
             for (size_t k = 0; k < kv; k += VLEN) {
                 if (n == 0 && c + 8 <= j1) prefetch_span(next + 4 * k * es, 4 * VLEN * es);
@@ -113,6 +113,7 @@ static inline __attribute__((always_inline)) void matmul_rows_t(const MatmulJob 
                 j->out[n * OC + c + r] = s[r] + (j->bias ? j->bias[c + r] : 0.0f);
             }
         }
+    }
     for (; c < j1; c++)
         for (size_t n = 0; n < j->N; n++) {
             float s = j->bias ? j->bias[c] : 0.0f;
@@ -377,10 +378,10 @@ static void cpu_matmul_forward(KgBackend *be, float *out, const float *inp, KgMa
     size_t threads = (size_t)cpu_pool_threads(cb->pool);
     size_t tile_min = w.dtype == KG_F32 ? MATMUL_TILE_MIN_ROWS_F32 : MATMUL_TILE_MIN_ROWS_HALF;
     if (N >= tile_min && !w.transposed) {
-        // one slice of whole tiles per thread (more tasks measured slower: each re-reads the
-        // x rows), no wider than the scratch holds a block of
-        size_t tw = TILE_V * VLEN, tiles = (OC + tw - 1) / tw;
-        size_t per = (tiles + threads - 1) / threads;
+        // one slice of whole strips per thread (more tasks measured slower: each packs the x
+        // rows again), no wider than its packed block fits the scratch beside the packed x
+        size_t tw = TILE_V * VLEN, strips = (OC + tw - 1) / tw;
+        size_t per = (strips + threads - 1) / threads;
         if (per * tw * TILE_KB + TILE_R * TILE_KB > CPU_SCRATCH_FLOATS)
             per = (CPU_SCRATCH_FLOATS - TILE_R * TILE_KB) / TILE_KB / tw;
         j.cols_per_task = per * tw;
