@@ -46,8 +46,6 @@ const char *kg_dtype_name(KgDtype t) {
     return t == KG_F32 ? "F32" : t == KG_F16 ? "F16" : t == KG_BF16 ? "BF16" : "other";
 }
 
-size_t kg_dtype_size(KgDtype t) { return t == KG_F32 ? 4 : 2; }
-
 void kg_dtype_convert(void *dst, KgDtype to, const void *src, KgDtype from, size_t n) {
     for (size_t i = 0; i < n; i++) {
         float v = from == KG_F32   ? ((const float *)src)[i]

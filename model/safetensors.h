@@ -54,7 +54,8 @@ void safetensors_close(SafeTensors *st);
 // "F32" -> KG_F32 etc.; sizes for the names the format defines. 0 for an unknown name.
 size_t safetensors_dtype_size(const char *name);
 const char *kg_dtype_name(KgDtype t); // "F32", "F16", "BF16"
-size_t kg_dtype_size(KgDtype t);      // 4, 2, 2
+// 4, 2, 2; inline so that kernels specialized on a dtype get a constant
+static inline size_t kg_dtype_size(KgDtype t) { return t == KG_F32 ? 4 : 2; }
 // dst (n, dtype to) = src (n, dtype from), rounding to nearest even; F32/F16/BF16 only.
 void kg_dtype_convert(void *dst, KgDtype to, const void *src, KgDtype from, size_t n);
 
