@@ -66,6 +66,10 @@ typedef struct KgBackend KgBackend;
 typedef struct {
     const char *name; // e.g. "cpu-avx512"
     int host_memory;  // 1: backend memory is host memory the caller may touch (the CPU)
+    // 1: the backend reads a weight matrix fastest as (out, in) rows, so gpt2_open hands it
+    // every stored (in, out) Conv1D matrix transposed (a GPU: a decode step's matvec then
+    // reads each output's weights as one contiguous row; see cuda/matvec.cu)
+    int matrices_out_major;
 
     // --- memory ---
     // Zeroed backend memory, aligned for any vector load; NULL on OOM.

@@ -103,7 +103,22 @@ static size_t owned_bytes(const StTensor *t, const WeightSpec *s, int dtype) {
     return (b + 63) / 64 * 64;
 }
 
-// Points one weight at its data: the mapping itself, or a converted copy in *cursor.
+// dst (cols, rows) = src (rows, cols) transposed, elements of esize bytes (2 or 4), in 32 x 32
+// tiles so that both sides are walked in cache lines.
+static void transpose(void *dst, const void *src, size_t rows, size_t cols, size_t esize) {
+    for (size_t r0 = 0; r0 < rows; r0 += 32)
+        for (size_t c0 = 0; c0 < cols; c0 += 32)
+            for (size_t r = r0; r < rows && r < r0 + 32; r++)
+                for (size_t c = c0; c < cols && c < c0 + 32; c++)
+                    if (esize == 2)
+                        ((uint16_t *)dst)[c * rows + r] = ((const uint16_t *)src)[r * cols + c];
+                    else
+                        ((uint32_t *)dst)[c * rows + r] = ((const uint32_t *)src)[r * cols + c];
+}
+
+// Points one weight at its data: the mapping itself, or a converted copy in *cursor; a
+// backend that wants (out, in) matrices gets a stored (in, out) one transposed (a host copy
+// that lives only until weights_map has copied it to the device).
 static int bind_weight(Gpt2 *m, const WeightSpec *s, const StTensor *t, int dtype, char **cursor) {
     const void *src = t->data;
     KgDtype dt = t->dtype;
@@ -114,12 +129,22 @@ static int bind_weight(Gpt2 *m, const WeightSpec *s, const StTensor *t, int dtyp
         src = *cursor;
         *cursor += extra;
     }
-    const void *dev = m->be->ops->weights_map(m->be, src, t->n_elems * kg_dtype_size(dt));
+    size_t bytes = t->n_elems * kg_dtype_size(dt);
+    int transposed = s->transposed;
+    void *flipped = NULL;
+    if (s->mat && !transposed && m->be->ops->matrices_out_major) {
+        if (!(flipped = malloc(bytes))) return KG_ENOMEM;
+        transpose(flipped, src, s->rows, s->cols, kg_dtype_size(dt));
+        src = flipped;
+        transposed = 1;
+    }
+    const void *dev = m->be->ops->weights_map(m->be, src, bytes);
+    free(flipped);
     if (!dev) return KG_ENOMEM;
     if (s->vec)
         *s->vec = dev;
     else
-        *s->mat = (KgMat){dev, dt, s->transposed};
+        *s->mat = (KgMat){dev, dt, transposed};
     return KG_OK;
 }
 

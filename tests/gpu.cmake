@@ -6,4 +6,18 @@ if(NOT KG_CUDA OR NOT TARGET kgmodel)
 endif()
 
 kg_test(test_cuda_ops SOURCES test_cuda_ops.c LIBS kgmodel LABELS gpu)
-set_tests_properties(test_cuda_ops PROPERTIES TIMEOUT 600)
+get_test_property(test_cuda_ops ENVIRONMENT KG_CUDA_TEST_ENV)
+# the whole model at the KoGPT2-base shape; an injected kernel fault in a process of its own
+add_test(NAME test_cuda_kogpt2 COMMAND test_cuda_ops kogpt2)
+add_test(NAME test_cuda_fault COMMAND test_cuda_ops fault)
+set_tests_properties(test_cuda_ops test_cuda_kogpt2 test_cuda_fault PROPERTIES TIMEOUT 600
+  SKIP_RETURN_CODE 77 LABELS gpu ENVIRONMENT "${KG_CUDA_TEST_ENV}")
+
+# kogpt2d end to end on the GPU: the server tests with --device cuda (they skip without one)
+if(TARGET kogpt2d AND PYTHON3)
+  foreach(t e2e abuse)
+    add_test(NAME test_server_${t}_cuda COMMAND ${PYTHON3} ${CMAKE_SOURCE_DIR}/tests/test_server_${t}.py)
+    set_tests_properties(test_server_${t}_cuda PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu;server"
+      TIMEOUT 600 ENVIRONMENT "KG_SHARED_DIR=${KG_SHARED_DIR};KG_BUILD_DIR=${CMAKE_BINARY_DIR};KG_TEST_DEVICE=cuda")
+  endforeach()
+endif()

@@ -2,8 +2,8 @@
 // inputs, then the whole model: forward logits (prefill, token-by-token decode with the KV
 // cache, a mixed batch), training gradients and a few AdamW steps.
 //
-// Usage: test_cuda_ops   (ctest label "gpu"; without a usable GPU it prints
-// "SKIP: no CUDA device (why)" and exits 77)
+// Usage: test_cuda_ops [ops|attention|kogpt2|fault]   (ctest label "gpu"; without a usable GPU it
+// prints "SKIP: no CUDA device (why)" and exits 77)
 //
 // Errors are "max |gpu - cpu| / max |cpu|" over a whole output tensor (normwise, so a
 // near-zero element does not dominate). Tolerances, each stated beside its use:
@@ -287,7 +287,7 @@ static void matmul_case(size_t N, size_t C, size_t OC, int transposed, int with_
 
 // The MLP's fused matmul + bias + GELU, with and without the pre-GELU output, both GELUs
 // (the GPU's tanh runs in cuBLASLt's epilogue, erf as two ops), f32 and f16 weights.
-static void matmul_gelu_case(size_t N, size_t C, size_t OC) {
+static void matmul_gelu_case(size_t N, size_t C, size_t OC, int transposed) {
     char what[128];
     Pair inp = pair_rnd(N * C, 1.0f), bias = pair_rnd(OC, 1.0f);
     Pair out = pair_rnd(N * OC, 1.0f), pre = pair_rnd(N * OC, 1.0f);
@@ -296,14 +296,14 @@ static void matmul_gelu_case(size_t N, size_t C, size_t OC) {
             for (int with_pre = 0; with_pre < 2; with_pre++) {
                 Pair w = pair_weights(C * OC, dt, 0.1f);
                 g_cpu->ops->matmul_gelu_forward(g_cpu, out.c, with_pre ? pre.c : NULL, inp.c,
-                                                (KgMat){w.c, dt, 0}, bias.c, N, C, OC,
+                                                (KgMat){w.c, dt, transposed}, bias.c, N, C, OC,
                                                 (Gpt2Gelu)kind);
                 g_gpu->ops->matmul_gelu_forward(g_gpu, out.g, with_pre ? pre.g : NULL, inp.g,
-                                                (KgMat){w.g, dt, 0}, bias.g, N, C, OC,
+                                                (KgMat){w.g, dt, transposed}, bias.g, N, C, OC,
                                                 (Gpt2Gelu)kind);
-                snprintf(what, sizeof what, "matmul_gelu_forward %zux%zux%zu %s %s%s", N, C, OC,
-                         dt_name(dt), kind == GPT2_GELU_TANH ? "tanh" : "erf",
-                         with_pre ? " +pre" : "");
+                snprintf(what, sizeof what, "matmul_gelu_forward %zux%zux%zu%s %s %s%s", N, C, OC,
+                         transposed ? " T" : "", dt_name(dt),
+                         kind == GPT2_GELU_TANH ? "tanh" : "erf", with_pre ? " +pre" : "");
                 compare(what, out, N * OC, weight_tol(dt, KG_F32));
                 if (with_pre) compare(what, pre, N * OC, weight_tol(dt, KG_F32));
                 pair_free(&w);
@@ -316,14 +316,28 @@ static void matmul_gelu_case(size_t N, size_t C, size_t OC) {
 
 static void test_matmul(void) {
     printf("matmul\n");
-    matmul_gelu_case(5, 48, 64);
-    matmul_gelu_case(128, 768, 3072);  // KoGPT2's c_fc
-    matmul_case(1, 64, 192, 0, 1);     // a decode step
-    matmul_case(5, 48, 37, 0, 0);      // odd everything
-    matmul_case(5, 48, 37, 1, 1);      // transposed, odd
-    matmul_case(33, 96, 131, 0, 1);    // odd rows and columns
-    matmul_case(128, 768, 2304, 0, 1); // KoGPT2's qkv
-    matmul_case(64, 768, 1001, 1, 0);  // an LM head (tied: transposed, no bias)
+    matmul_gelu_case(5, 48, 64, 0);
+    matmul_gelu_case(128, 768, 3072, 0); // KoGPT2's c_fc
+    matmul_gelu_case(128, 768, 3072, 1); // as the GPU holds it
+    matmul_case(1, 64, 192, 0, 1);       // a decode step
+    matmul_case(5, 48, 37, 0, 0);        // odd everything
+    matmul_case(5, 48, 37, 1, 1);        // transposed, odd
+    matmul_case(33, 96, 131, 0, 1);      // odd rows and columns
+    matmul_case(128, 768, 2304, 0, 1);   // KoGPT2's qkv
+    matmul_case(64, 768, 1001, 1, 0);    // an LM head (tied: transposed, no bias)
+    // few rows (matvec.cu, transposed W: how gpt2_open hands the GPU every matrix): KoGPT2's
+    // decode shapes at every row count it takes, then shapes it leaves to cuBLAS
+    for (size_t n = 1; n <= 5; n++) {    // 5: past CUDA_MATVEC_ROWS, cuBLAS again
+        matmul_case(n, 768, 2304, 1, 1); // qkv
+        matmul_case(n, 3072, 768, 1, 1); // the MLP's projection: long rows
+        matmul_case(n, 768, 4100, 1, 0); // an LM head: a partial block of warps
+    }
+    matmul_case(3, 200, 136, 1, 1);    // C not a multiple of 32 lanes x 8
+    matmul_case(2, 8, 8, 1, 0);        // one 16-byte load per row
+    matmul_case(1, 36, 64, 1, 0);      // C not a multiple of 8: cuBLAS for f16/bf16
+    matmul_case(1, 768, 2304, 0, 1);   // W as stored (C, OC): cuBLAS
+    matmul_gelu_case(1, 768, 3072, 1); // the MLP's first matmul in a decode step
+    matmul_gelu_case(3, 64, 264, 1);
 }
 
 // One attention configuration: sequences given as (pos0, n); training (att saved, keys and
@@ -549,12 +563,13 @@ static void compare_logits(const char *what, const Gpt2State *sc, const Gpt2Stat
     compare_host(what, sg->logits_host, sc->logits_host, sc->n_logit_rows * V, tol);
 }
 
-static void test_forward(KgDtype dt) {
-    printf("gpt2_forward %s\n", dt_name(dt));
-    TestModelSpec spec = {
-        .L = 2, .C = 64, .NH = 4, .T = 96, .V = 301, .dtype = dt, .wte_std = 0.5f, .seed = 7};
+// The whole model on both backends: a prompt in two chunks, decode steps, a batch, a copied
+// cache. spec's dtype is the weights'.
+static void test_forward(TestModelSpec spec) {
+    KgDtype dt = spec.dtype;
+    printf("gpt2_forward L=%zu C=%zu V=%zu %s\n", spec.L, spec.C, spec.V, dt_name(dt));
     char err[KG_ERRLEN], mdir[512];
-    snprintf(mdir, sizeof mdir, "%s/%s", g_dir, dt_name(dt));
+    snprintf(mdir, sizeof mdir, "%s/%zu_%s", g_dir, spec.C, dt_name(dt));
     REQUIRE(!testmodel_write(mdir, &spec, err), "%s", err);
     Gpt2 mc, mg;
     REQUIRE(!gpt2_open(&mc, mdir, g_cpu, GPT2_DTYPE_AUTO, err), "%s", err);
@@ -605,6 +620,9 @@ static void test_forward(KgDtype dt) {
     gpt2_state_free(&sg, &mg);
     gpt2_close(&mc);
     gpt2_close(&mg);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", mdir); // the KoGPT2 shape is 500 MB in f32
+    if (system(cmd)) fprintf(stderr, "could not remove %s\n", mdir);
 }
 
 // Downloads a backend buffer of n floats (malloc'd).
@@ -661,6 +679,14 @@ static void test_train(Gpt2Gelu gelu) {
     gpt2_train_backward(&mg, tg);
     float *gc = fetch(g_cpu, gpt2_train_grads(tc), P), *gg = fetch(g_gpu, gpt2_train_grads(tg), P);
     compare_grads(&c, gc, gg, TOL_F32_LONG);
+    // the same step again gives the same bits (--resume continues a run exactly): no
+    // reduction may depend on the order threads arrive in (99 rows over 301 tokens repeat)
+    gpt2_train_zero_grad(tg);
+    REQUIRE(!gpt2_train_forward(&mg, tg, in, tgt, &lg, err), "%s", err);
+    gpt2_train_backward(&mg, tg);
+    float *gg2 = fetch(g_gpu, gpt2_train_grads(tg), P);
+    CHECK_MSG(!memcmp(gg, gg2, P * sizeof *gg), "a repeated training step's gradients differ");
+    free(gg2);
     free(gc);
     free(gg);
     // AdamW steps over the whole parameter buffer
@@ -711,29 +737,81 @@ static void test_train(Gpt2Gelu gelu) {
     gpt2_close(&mg);
 }
 
-int main(void) {
+// A kernel that faults (an embedding row far outside the table: an illegal address) is
+// asynchronous: the op returns as if nothing happened. The status op must name the fault,
+// keep naming it, and the backend must still be freed without a crash. The fault is sticky
+// for the process's CUDA context, hence a mode of its own (ctest test_cuda_fault).
+static void test_fault(void) {
+    printf("an injected kernel fault\n");
+    char err[KG_ERRLEN] = "";
+    const size_t C = 64;
+    Pair wte = pair_rnd(16 * C, 1.0f), wpe = pair_rnd(16 * C, 1.0f), out = pair_rnd(2 * C, 1.0f);
+    CHECK_MSG(g_gpu->ops->status(g_gpu, err) == KG_OK, "before the fault: %s", err);
+    int tokens[2] = {3, 1 << 30}, pos[2] = {0, 1}; // row 2^30 of a 16-row table
+    g_gpu->ops->encoder_forward(g_gpu, out.g, tokens, pos, (KgMat){wte.g, KG_F32, 0},
+                                (KgMat){wpe.g, KG_F32, 0}, 2, C);
+    int rc = g_gpu->ops->status(g_gpu, err);
+    printf("  status: %d %s\n", rc, err);
+    CHECK_MSG(rc != KG_OK && strstr(err, "illegal"), "the fault was not reported: %d %s", rc, err);
+    err[0] = 0;
+    CHECK_MSG(g_gpu->ops->status(g_gpu, err) != KG_OK && err[0], "the fault was forgotten");
+    pair_free(&wte);
+    pair_free(&wpe);
+    pair_free(&out);
+}
+
+// test_cuda_ops            every op, then the whole model at a small shape
+// test_cuda_ops kogpt2     the whole model at the KoGPT2-base shape, f32, f16 and bf16 weights
+// test_cuda_ops fault      an injected kernel fault (leaves the GPU context unusable)
+// test_cuda_ops attention  the attention ops alone (quick under compute-sanitizer racecheck)
+int main(int argc, char **argv) {
     char why[256] = "", err[KG_ERRLEN];
+    const char *mode = argc > 1 ? argv[1] : "ops";
     if (kg_cuda_device_count(why, sizeof why) <= 0) SKIP("no CUDA device (%s)", why);
     printf("%s\n", why);
     REQUIRE(g_cpu = kg_cpu_backend_new(0, err), "%s", err);
     REQUIRE(g_gpu = kg_cuda_backend_new(0, err), "%s", err);
     printf("cpu: %s, gpu: %s\n", g_cpu->ops->name, g_gpu->ops->name);
     REQUIRE(mkdtemp(g_dir), "mkdtemp %s", g_dir);
-    test_encoder();
-    test_layernorm();
-    test_matmul();
-    test_attention();
-    test_elementwise();
-    test_crossentropy();
-    test_adamw();
-    test_topk();
-    test_forward(KG_F32);
-    test_forward(KG_F16);
-    test_forward(KG_BF16);
-    test_train(GPT2_GELU_TANH);
-    test_train(GPT2_GELU_ERF);
+    if (!strcmp(mode, "fault")) {
+        test_fault();
+    } else if (!strcmp(mode, "attention")) {
+        test_attention();
+    } else if (!strcmp(mode, "kogpt2")) {
+        for (KgDtype dt = KG_F32; dt <= KG_BF16; dt++)
+            test_forward((TestModelSpec){.L = 12,
+                                         .C = 768,
+                                         .NH = 12,
+                                         .T = 1024,
+                                         .V = 51200,
+                                         .dtype = dt,
+                                         .wte_std = 0.1f,
+                                         .seed = 11});
+    } else {
+        REQUIRE(!strcmp(mode, "ops"), "unknown mode %s (ops, attention, kogpt2, fault)", mode);
+        test_encoder();
+        test_layernorm();
+        test_matmul();
+        test_attention();
+        test_elementwise();
+        test_crossentropy();
+        test_adamw();
+        test_topk();
+        for (KgDtype dt = KG_F32; dt <= KG_BF16; dt++)
+            test_forward((TestModelSpec){.L = 2,
+                                         .C = 64,
+                                         .NH = 4,
+                                         .T = 96,
+                                         .V = 301,
+                                         .dtype = dt,
+                                         .wte_std = 0.5f,
+                                         .seed = 7});
+        test_train(GPT2_GELU_TANH);
+        test_train(GPT2_GELU_ERF);
+    }
     // no op met a CUDA or cuBLAS failure along the way (they return nothing; status says)
-    CHECK_MSG(g_gpu->ops->status(g_gpu, err) == KG_OK, "the GPU backend failed: %s", err);
+    if (strcmp(mode, "fault"))
+        CHECK_MSG(g_gpu->ops->status(g_gpu, err) == KG_OK, "the GPU backend failed: %s", err);
     char cmd[1100];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", g_dir);

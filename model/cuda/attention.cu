@@ -32,6 +32,53 @@ __device__ __forceinline__ void warp_add_rows(float *acc, float w, const float *
     }
 }
 
+// One step of warp_dot_rows' reduce-scatter: p[j] for j < O becomes this lane's row j + O
+// (bit O of the lane set) or row j, summed with the lane O away. A template, so that every
+// index is known at compile time and p stays in registers.
+template <int O> __device__ __forceinline__ void reduce_scatter_step(float *p, unsigned lane) {
+    const bool upper = lane & O; // keeps rows j + O, sends rows j
+#pragma unroll
+    for (int j = 0; j < O; j++) {
+        float send = upper ? p[j] : p[j + O], keep = upper ? p[j + O] : p[j];
+        p[j] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+    }
+}
+
+// Lane j (< nt) gets dot(x, row j) over the head's channels, where row j is base + j * ld
+// and x is held as this lane's channels lane, lane + 32, ... (xr); lanes from nt on get 0.
+// The warp reads each row together (coalesced), every lane keeping its partial sum per row,
+// then a reduce-scatter across the lanes (31 shuffles for 32 rows, where a warp sum per row
+// takes 5 each) leaves row j's total in lane j: after the step of distance o, a lane holds
+// the rows whose bit o matches its own, summed over both lanes.
+__device__ __forceinline__ float warp_dot_rows(const float *xr, const float *base, size_t ld,
+                                               size_t nt, unsigned lane, size_t hs) {
+    float p[32];
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+        p[j] = 0.0f;
+        if ((size_t)j < nt) {
+            const float *row = base + j * ld;
+#pragma unroll
+            for (int i = 0; i < ATT_REGS; i++)
+                if (lane + 32 * i < hs) p[j] += xr[i] * row[lane + 32 * i];
+        }
+    }
+    reduce_scatter_step<16>(p, lane);
+    reduce_scatter_step<8>(p, lane);
+    reduce_scatter_step<4>(p, lane);
+    reduce_scatter_step<2>(p, lane);
+    reduce_scatter_step<1>(p, lane);
+    return p[0];
+}
+
+// This lane's channels lane, lane + 32, ... of a head's row x (hs), times scale.
+__device__ __forceinline__ void warp_load_row(float *xr, const float *x, unsigned lane, size_t hs,
+                                              float scale) {
+#pragma unroll
+    for (int i = 0; i < ATT_REGS; i++)
+        xr[i] = lane + 32 * i < hs ? x[lane + 32 * i] * scale : 0.0f;
+}
+
 // One warp's work: a query row i of sequence seq (forward, dq) or a key i (dk, dv); base
 // is the index of the sequence's first row task (row tasks go sequence by sequence).
 typedef struct {
@@ -78,37 +125,31 @@ static int att_plan(CudaBackend *cb, const KgAttnSeq *seqs, size_t n_seq, int wi
 // out (N, C) from q (N, ld_q): block b does row task b / NH, head b % NH. Its ATT_SPLIT
 // warps take turns over blocks of 32 keys (warp i: keys 32 i .., 32 (i + ATT_SPLIT) ..),
 // each with its own online softmax, merged at the end: a decode step has only NH tasks, and
-// this lets ATT_SPLIT warps share each one. With s.att the probabilities of the row go to
-// att (NH, n, Tk) (zeros past the row's position): the raw scores are parked there and
+// this lets ATT_SPLIT warps share each one. The scores of 32 keys come from warp_dot_rows
+// (the query in registers, each key row read coalesced). With s.att the probabilities of the row go
+// to att (NH, n, Tk) (zeros past the row's position): the raw scores are parked there and
 // normalized once the row's max and sum are known.
 __global__ void attention_forward_kernel(float *out, const float *q, size_t ld_q,
                                          const KgAttnSeq *seqs, const AttTask *tasks, size_t NH,
                                          size_t hs, float scale) {
-    extern __shared__ float att_smem[]; // q row (hs), then per warp: m, l, acc (hs)
+    extern __shared__ float att_smem[]; // per warp: m, l, acc (hs)
     const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const AttTask task = tasks[blockIdx.x / NH];
     const KgAttnSeq s = seqs[task.seq];
     const size_t h = blockIdx.x % NH, r = (size_t)task.i, row = s.row0 + r, p = s.pos0 + r;
     const size_t Tk = s.pos0 + s.n, ld = s.ld_kv;
-    float *qs = att_smem, *wm = qs + hs, *wl = wm + ATT_SPLIT, *wacc = wl + ATT_SPLIT;
-    for (size_t d = threadIdx.x; d < hs; d += blockDim.x)
-        qs[d] = q[row * ld_q + h * hs + d];
-    __syncthreads();
+    float *wm = att_smem, *wl = wm + ATT_SPLIT, *wacc = wl + ATT_SPLIT;
+    float qr[ATT_REGS]; // this lane's channels of the query, pre-scaled
+    warp_load_row(qr, q + row * ld_q + h * hs, lane, hs, scale);
     const float *K = s.k + h * hs, *V = s.v + h * hs;
     float *att = s.att ? s.att + (h * s.n + r) * Tk : NULL;
     float acc[ATT_REGS] = {0};
     float m = -INFINITY, l = 0.0f; // this warp's running max and sum
     for (size_t t0 = 32 * warp; t0 <= p; t0 += 32 * ATT_SPLIT) {
-        size_t t = t0 + lane;
-        float sc = -INFINITY;
-        if (t <= p) {
-            const float *k = K + t * ld;
-            float dot = 0.0f;
-            for (size_t d = 0; d < hs; d++)
-                dot += qs[d] * k[d];
-            sc = dot * scale;
-            if (att) att[t] = sc;
-        }
+        size_t t = t0 + lane, nt = p + 1 - t0 < 32 ? p + 1 - t0 : 32;
+        float sc = warp_dot_rows(qr, K + t0 * ld, ld, nt, lane, hs); // key t's score
+        if (t > p) sc = -INFINITY;
+        if (att && t <= p) att[t] = sc;
         float bm = cuda_warp_max(sc); // finite: lane 0's key t0 <= p
         if (bm > m) {                 // rescale what was summed under the smaller max
             float corr = kg_expf(m - bm);
@@ -120,7 +161,6 @@ __global__ void attention_forward_kernel(float *out, const float *q, size_t ld_q
         }
         float e = t <= p ? kg_expf(sc - m) : 0.0f;
         l += cuda_warp_sum(e);
-        size_t nt = p + 1 - t0 < 32 ? p + 1 - t0 : 32;
         warp_add_rows(acc, e, V + t0 * ld, ld, nt, lane, hs);
     }
     // merge the warps: a warp that saw no key has m = -inf, l = 0, acc = 0 (weight 0)
@@ -159,7 +199,7 @@ void cuda_attention_forward(KgBackend *be, float *out, const float *q, size_t ld
     }
     AttPlan pl;
     if (att_plan(cb, seqs, n_seq, 0, &pl)) return;
-    size_t smem = (hs + ATT_SPLIT * (2 + hs)) * sizeof(float);
+    size_t smem = ATT_SPLIT * (2 + hs) * sizeof(float);
     attention_forward_kernel<<<(unsigned)(pl.M * NH), ATT_SPLIT * 32, smem, cb->stream>>>(
         out, q, ld_q, pl.seqs, pl.rows, NH, hs, 1.0f / sqrtf((float)hs));
     cuda_check(cb, cudaGetLastError());
@@ -176,7 +216,6 @@ void cuda_attention_forward(KgBackend *be, float *out, const float *q, size_t ld
 __global__ void attention_dq_kernel(float *dq, float *D, const float *dout, size_t ld_q,
                                     const KgAttnSeq *seqs, const AttTask *tasks, size_t M,
                                     size_t NH, size_t hs, float scale) {
-    extern __shared__ float att_smem[]; // (ATT_WARPS, hs): each warp's dout row
     size_t w = (size_t)blockIdx.x * ATT_WARPS + threadIdx.x / 32;
     unsigned lane = threadIdx.x % 32;
     if (w >= M * NH) return;
@@ -184,33 +223,22 @@ __global__ void attention_dq_kernel(float *dq, float *D, const float *dout, size
     const KgAttnSeq s = seqs[task.seq];
     const size_t h = w % NH, r = (size_t)task.i, row = s.row0 + r, p = s.pos0 + r;
     const size_t Tk = s.pos0 + s.n, ld = s.ld_kv, C = NH * hs;
-    float *ds = att_smem + (threadIdx.x / 32) * hs;
-    for (size_t d = lane; d < hs; d += 32)
-        ds[d] = dout[row * C + h * hs + d];
-    __syncwarp();
+    float dr[ATT_REGS]; // this lane's channels of the row's dout
+    warp_load_row(dr, dout + row * C + h * hs, lane, hs, 1.0f);
     const float *K = s.k + h * hs, *V = s.v + h * hs, *a = s.att + (h * s.n + r) * Tk;
     float sum = 0.0f; // D[r]
-    for (size_t u = lane; u <= p; u += 32) {
-        const float *v = V + u * ld;
-        float datt = 0.0f;
-        for (size_t d = 0; d < hs; d++)
-            datt += ds[d] * v[d];
-        sum += a[u] * datt;
+    for (size_t t0 = 0; t0 <= p; t0 += 32) {
+        size_t u = t0 + lane, nt = p + 1 - t0 < 32 ? p + 1 - t0 : 32;
+        float datt = warp_dot_rows(dr, V + t0 * ld, ld, nt, lane, hs);
+        if (u <= p) sum += a[u] * datt;
     }
     sum = cuda_warp_sum(sum);
     if (lane == 0) D[w] = sum; // w = task * NH + h
     float acc[ATT_REGS] = {0};
     for (size_t t0 = 0; t0 <= p; t0 += 32) {
-        size_t u = t0 + lane;
-        float dp = 0.0f;
-        if (u <= p) {
-            const float *v = V + u * ld;
-            float datt = 0.0f;
-            for (size_t d = 0; d < hs; d++)
-                datt += ds[d] * v[d];
-            dp = a[u] * (datt - sum) * scale;
-        }
-        size_t nt = p + 1 - t0 < 32 ? p + 1 - t0 : 32;
+        size_t u = t0 + lane, nt = p + 1 - t0 < 32 ? p + 1 - t0 : 32;
+        float datt = warp_dot_rows(dr, V + t0 * ld, ld, nt, lane, hs);
+        float dp = u <= p ? a[u] * (datt - sum) * scale : 0.0f;
         warp_add_rows(acc, dp, K + t0 * ld, ld, nt, lane, hs);
     }
     float *dqr = dq + row * ld_q + h * hs;
@@ -224,30 +252,23 @@ __global__ void attention_dq_kernel(float *dq, float *D, const float *dout, size
 __global__ void attention_dkv_kernel(const float *dout, const float *q, size_t ld_q, const float *D,
                                      const KgAttnSeq *seqs, const AttTask *keys, size_t nk,
                                      size_t NH, size_t hs, float scale) {
-    extern __shared__ float att_smem[]; // (ATT_WARPS, hs): each warp's value row v[u]
     size_t w = (size_t)blockIdx.x * ATT_WARPS + threadIdx.x / 32;
     unsigned lane = threadIdx.x % 32;
     if (w >= nk * NH) return;
     const AttTask key = keys[w / NH];
     const KgAttnSeq s = seqs[key.seq];
     const size_t h = w % NH, u = (size_t)key.i, Tk = s.pos0 + s.n, ld = s.ld_kv, C = NH * hs;
-    float *vs = att_smem + (threadIdx.x / 32) * hs;
-    for (size_t d = lane; d < hs; d += 32)
-        vs[d] = s.v[u * ld + h * hs + d];
-    __syncwarp();
+    float vr[ATT_REGS]; // this lane's channels of the value row v[u]
+    warp_load_row(vr, s.v + u * ld + h * hs, lane, hs, 1.0f);
     float acc_k[ATT_REGS] = {0}, acc_v[ATT_REGS] = {0};
     for (size_t r0 = u > s.pos0 ? u - s.pos0 : 0; r0 < s.n; r0 += 32) { // rows seeing u
-        size_t r = r0 + lane;
+        size_t r = r0 + lane, nr = s.n - r0 < 32 ? s.n - r0 : 32;
+        float datt = warp_dot_rows(vr, dout + (s.row0 + r0) * C + h * hs, C, nr, lane, hs);
         float dp = 0.0f, ar = 0.0f;
         if (r < s.n) {
-            const float *d_r = dout + (s.row0 + r) * C + h * hs;
-            float datt = 0.0f;
-            for (size_t d = 0; d < hs; d++)
-                datt += d_r[d] * vs[d];
             ar = s.att[(h * s.n + r) * Tk + u];
             dp = ar * (datt - D[((size_t)key.base + r) * NH + h]) * scale;
         }
-        size_t nr = s.n - r0 < 32 ? s.n - r0 : 32;
         for (size_t j = 0; j < nr; j++) {
             float dj = __shfl_sync(0xffffffffu, dp, (int)j);
             float aj = __shfl_sync(0xffffffffu, ar, (int)j);
@@ -290,12 +311,10 @@ void cuda_attention_backward(KgBackend *be, float *dq, const float *dout, const 
     if (!D || att_plan(cb, seqs, n_seq, 1, &pl)) return;
     const float scale = 1.0f / sqrtf((float)hs);
     size_t warps = pl.M * NH;
-    attention_dq_kernel<<<(unsigned)((warps + ATT_WARPS - 1) / ATT_WARPS), ATT_WARPS * 32,
-                          ATT_WARPS * hs * sizeof(float), cb->stream>>>(
-        dq, D, dout, ld_q, pl.seqs, pl.rows, pl.M, NH, hs, scale);
+    attention_dq_kernel<<<(unsigned)((warps + ATT_WARPS - 1) / ATT_WARPS), ATT_WARPS * 32, 0,
+                          cb->stream>>>(dq, D, dout, ld_q, pl.seqs, pl.rows, pl.M, NH, hs, scale);
     warps = pl.nk * NH;
-    attention_dkv_kernel<<<(unsigned)((warps + ATT_WARPS - 1) / ATT_WARPS), ATT_WARPS * 32,
-                           ATT_WARPS * hs * sizeof(float), cb->stream>>>(
-        dout, q, ld_q, D, pl.seqs, pl.keys, pl.nk, NH, hs, scale);
+    attention_dkv_kernel<<<(unsigned)((warps + ATT_WARPS - 1) / ATT_WARPS), ATT_WARPS * 32, 0,
+                           cb->stream>>>(dout, q, ld_q, D, pl.seqs, pl.keys, pl.nk, NH, hs, scale);
     cuda_check(cb, cudaGetLastError());
 }

@@ -21,6 +21,7 @@ extern "C" {
 #define CUDA_SUM_BLOCKS    256        // sum_squares: fixed split, so the sum is deterministic
 #define CUDA_TOPK_MAX      1024       // logits_topk on the device up to this k
 #define CUDA_ELEMWISE_GRID 4096       // most blocks an element-wise kernel launches
+#define CUDA_MATVEC_ROWS   4          // matmuls of up to this many rows take matvec.cu
 
 typedef struct {
     int device;
@@ -101,6 +102,11 @@ void cuda_layernorm_forward(KgBackend *be, float *out, float *mean, float *rstd,
 void cuda_layernorm_backward(KgBackend *be, float *dinp, float *dw, float *db, const float *dout,
                              const float *inp, const float *w, const float *mean, const float *rstd,
                              size_t N, size_t C);
+// matvec.cu: out = gelu(inp @ W + bias) for N <= CUDA_MATVEC_ROWS and a transposed W (gelu
+// -1: none; pre, when not NULL, gets the values before the GELU). -1 when the shape or
+// alignment is not one it takes (nothing queued), else 0.
+int cuda_matvec(CudaBackend *cb, float *out, float *pre, const float *inp, KgMat w,
+                const float *bias, size_t N, size_t C, size_t OC, int gelu);
 // matmul.cu
 void cuda_matmul_forward(KgBackend *be, float *out, const float *inp, KgMat w, const float *bias,
                          size_t N, size_t C, size_t OC);

@@ -1,41 +1,53 @@
 // layernorm.cu — layer normalization over the channels of each row. N = rows, C = channels.
-// One warp per row, statistics in f32 by two passes (mean, then the centred variance) as
-// on the CPU. Every backward output is accumulated with +=.
+// Statistics in f32 by two passes (mean, then the centred variance) as on the CPU. The
+// forward gives each row a block (a decode step has one row: a warp alone would walk its
+// 768 channels in 24 dependent steps); the backward a warp per row. Every backward output
+// is accumulated with +=.
 #include "cuda.h"
 
-#define LN_WARPS 8 // rows per block
+#define LN_WARPS   8   // backward: rows per block
+#define LN_THREADS 256 // forward: threads per row
+
+// The sum of x over the block (every thread gets it); red: LN_THREADS / 32 floats.
+__device__ float ln_block_sum(float x, float *red) {
+    x = cuda_warp_sum(x);
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = x;
+    __syncthreads();
+    float s = 0.0f;
+    for (int w = 0; w < LN_THREADS / 32; w++)
+        s += red[w];
+    __syncthreads(); // red is reused by the next sum
+    return s;
+}
 
 // out (N, C) = (inp - mean) * rstd * w + b; mean, rstd (N) saved when not NULL.
-// out may equal inp: each lane reads its elements before it writes them.
+// out may equal inp: each thread reads its elements before it writes them.
 __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd, const float *inp,
-                                         const float *w, const float *b, size_t N, size_t C,
-                                         float eps) {
-    size_t row = (size_t)blockIdx.x * LN_WARPS + threadIdx.x / 32;
-    unsigned lane = threadIdx.x % 32;
-    if (row >= N) return;
+                                         const float *w, const float *b, size_t C, float eps) {
+    __shared__ float red[LN_THREADS / 32];
+    const size_t row = blockIdx.x;
     const float *x = inp + row * C;
     float s = 0.0f;
-    for (size_t i = lane; i < C; i += 32)
+    for (size_t i = threadIdx.x; i < C; i += LN_THREADS)
         s += x[i];
-    float m = cuda_warp_sum(s) / (float)C;
+    float m = ln_block_sum(s, red) / (float)C;
     float v = 0.0f;
-    for (size_t i = lane; i < C; i += 32)
+    for (size_t i = threadIdx.x; i < C; i += LN_THREADS)
         v += (x[i] - m) * (x[i] - m);
-    float r = 1.0f / sqrtf(cuda_warp_sum(v) / (float)C + eps);
+    float r = 1.0f / sqrtf(ln_block_sum(v, red) / (float)C + eps);
     float *o = out + row * C;
-    for (size_t i = lane; i < C; i += 32)
+    for (size_t i = threadIdx.x; i < C; i += LN_THREADS)
         o[i] = (x[i] - m) * r * w[i] + b[i];
-    if (lane == 0 && mean) mean[row] = m;
-    if (lane == 0 && rstd) rstd[row] = r;
+    if (threadIdx.x == 0 && mean) mean[row] = m;
+    if (threadIdx.x == 0 && rstd) rstd[row] = r;
 }
 
 void cuda_layernorm_forward(KgBackend *be, float *out, float *mean, float *rstd, const float *inp,
                             const float *w, const float *b, size_t N, size_t C, float eps) {
     CudaBackend *cb = cuda_use(be);
     if (!N) return;
-    unsigned blocks = (unsigned)((N + LN_WARPS - 1) / LN_WARPS);
-    layernorm_forward_kernel<<<blocks, LN_WARPS * 32, 0, cb->stream>>>(out, mean, rstd, inp, w, b,
-                                                                       N, C, eps);
+    layernorm_forward_kernel<<<(unsigned)N, LN_THREADS, 0, cb->stream>>>(out, mean, rstd, inp, w, b,
+                                                                         C, eps);
     cuda_check(cb, cudaGetLastError());
 }
 

@@ -7,7 +7,8 @@
 // call with op T on W. f16/bf16 operands (an f16/bf16 W, or be->mixed with f32 weights)
 // are rounded into scratch by kgmath.h's conversions and multiplied by cublasGemmEx with
 // f32 accumulation and an f32 result. Plain f32 uses CUBLAS_COMPUTE_32F (no TF32). The MLP's
-// first matmul goes through cuBLASLt instead, with bias and GELU in its epilogue.
+// first matmul goes through cuBLASLt instead, with bias and GELU in its epilogue. Up to
+// CUDA_MATVEC_ROWS rows (decode) take matvec.cu's kernels instead of either.
 #include "cuda.h"
 
 // The type both operands are multiplied in: an f16/bf16 weight's own, else be->mixed.
@@ -98,7 +99,7 @@ static void gemm(CudaBackend *cb, cublasOperation_t ta, cublasOperation_t tb, si
 void cuda_matmul_forward(KgBackend *be, float *out, const float *inp, KgMat w, const float *bias,
                          size_t N, size_t C, size_t OC) {
     CudaBackend *cb = cuda_use(be);
-    if (!N) return;
+    if (!N || !cuda_matvec(cb, out, NULL, inp, w, bias, N, C, OC, -1)) return; // few rows
     KgDtype dt = matmul_type(be, w);
     Operands o;
     if (round_operands(cb, &o, dt, w, inp, NULL, N, C, OC)) return;
@@ -158,7 +159,7 @@ static int matmul_gelu_lt(CudaBackend *cb, float *out, float *pre, const Operand
 void cuda_matmul_gelu_forward(KgBackend *be, float *out, float *pre, const float *inp, KgMat w,
                               const float *bias, size_t N, size_t C, size_t OC, Gpt2Gelu kind) {
     CudaBackend *cb = cuda_use(be);
-    if (!N) return;
+    if (!N || !cuda_matvec(cb, out, pre, inp, w, bias, N, C, OC, kind)) return; // few rows
     // cuBLASLt's GELU epilogue is the tanh form (GPT-2's gelu_new); the erf GELU (KoGPT2 v1)
     // and a matmul without bias take the two ops
     if (kind == GPT2_GELU_TANH && bias) {
