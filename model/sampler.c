@@ -5,27 +5,41 @@
 
 #include "kgmath.h"
 
+// A temperature in the range the arithmetic takes: below SAMPLER_MIN_TEMPERATURE (or NaN),
+// that minimum (see sampler.h).
+static float usable_temperature(float temperature) {
+    return temperature >= SAMPLER_MIN_TEMPERATURE ? temperature : SAMPLER_MIN_TEMPERATURE;
+}
+
 double sampler_logsumexp(const float *logits, size_t V, float temperature) {
-    float inv_t = 1.0f / temperature;
+    float inv_t = 1.0f / usable_temperature(temperature);
     float mx = -INFINITY;
     for (size_t i = 0; i < V; i++)
         mx = logits[i] > mx ? logits[i] : mx;
     // eight independent partial sums: a loop the compiler can vectorize without reordering
+    // a NaN logit adds nothing (kg_expf passes NaN through; the select drops it)
     float part[8] = {0};
     size_t i = 0;
     for (; i + 8 <= V; i += 8)
-        for (int k = 0; k < 8; k++)
-            part[k] += kg_expf((logits[i + k] - mx) * inv_t);
+        for (int k = 0; k < 8; k++) {
+            float e = kg_expf((logits[i + k] - mx) * inv_t);
+            part[k] += e == e ? e : 0.0f;
+        }
     double sum = 0;
-    for (; i < V; i++)
-        sum += kg_expf((logits[i] - mx) * inv_t);
+    for (; i < V; i++) {
+        float e = kg_expf((logits[i] - mx) * inv_t);
+        sum += e == e ? e : 0.0f;
+    }
     for (int k = 0; k < 8; k++)
         sum += part[k];
     return (double)mx * inv_t + log(sum);
 }
 
-// a ranks before b: higher logit, then lower id
+// a ranks before b: higher logit, then lower id; a NaN logit ranks after every number (the
+// order stays total, so the heaps and the sort stay consistent)
 static int ranks_before(const KgCandidate *a, const KgCandidate *b) {
+    if (isnan(a->logit) || isnan(b->logit))
+        return isnan(b->logit) && (!isnan(a->logit) || a->id < b->id);
     return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
 }
 
@@ -62,9 +76,12 @@ size_t sampler_topk(const float *logits, size_t V, float temperature, size_t k, 
         }
     }
     qsort(out, k, sizeof *out, cmp_rank);
+    // logit x inv_t as sampler_logsumexp forms it (a float's product is exact in double), so
+    // that the max's share cancels exactly however small the temperature
+    double inv_t = 1.0f / usable_temperature(temperature);
     double lse = sampler_logsumexp(logits, V, temperature);
     for (size_t i = 0; i < k; i++) {
-        out[i].logprob = (float)((double)out[i].logit / temperature - lse);
+        out[i].logprob = (float)((double)out[i].logit * inv_t - lse);
         out[i].prob = expf(out[i].logprob);
     }
     return k;
@@ -79,7 +96,7 @@ Sampler *sampler_new(size_t V, float temperature, size_t top_k, float top_p, uin
         return NULL;
     }
     s->V = V;
-    s->temperature = temperature;
+    s->temperature = temperature >= SAMPLER_MIN_TEMPERATURE ? temperature : 0.0f; // else greedy
     s->top_k = top_k;
     s->top_p = top_p;
     // splitmix64 of the seed: any seed, 0 included, gives a good non-zero xorshift state
@@ -128,7 +145,8 @@ static size_t nucleus(KgCandidate *c, size_t n, float top_p) {
         sift_down_max(c, n, i);
     double mass = 0;
     size_t k = 0, heap = n;
-    while (heap && mass < top_p) { // move the best of the heap to the end of the heap region
+    // at least the best one: a top_p at (or rounded to) 0 keeps only it
+    while (heap && (k == 0 || mass < top_p)) { // move the heap's best to the end of its region
         KgCandidate best = c[0];
         c[0] = c[--heap];
         sift_down_max(c, heap, 0);
@@ -144,11 +162,14 @@ static size_t nucleus(KgCandidate *c, size_t n, float top_p) {
     return k;
 }
 
-// Draws from the candidates c[0..n) (probabilities need not sum to 1) with u in [0, 1).
+// Draws from the candidates c[0..n) (probabilities need not sum to 1) with u in [0, 1); the
+// first one when their mass is not a positive number, -1 when there are none.
 static int draw(const KgCandidate *c, size_t n, float u) {
     double total = 0, acc = 0;
     for (size_t i = 0; i < n; i++)
         total += c[i].prob;
+    if (n == 0) return -1;
+    if (!(total > 0)) return c[0].id;
     double r = u * total;
     for (size_t i = 0; i < n; i++) {
         acc += c[i].prob;
@@ -157,14 +178,20 @@ static int draw(const KgCandidate *c, size_t n, float u) {
     return c[n - 1].id;
 }
 
+// The index of the largest logit, the lowest of equals, NaN skipped; -1 when all are NaN.
+static int argmax(const float *logits, size_t V) {
+    int best = -1;
+    for (size_t i = 0; i < V; i++)
+        if (!isnan(logits[i]) && (best < 0 || logits[i] > logits[best])) best = (int)i;
+    return best;
+}
+
 int sampler_sample(Sampler *s, const float *logits) {
     const size_t V = s->V;
-    if (s->temperature <= 0.0f) { // greedy
-        size_t best = 0;
-        for (size_t i = 1; i < V; i++)
-            if (logits[i] > logits[best]) best = i;
-        return (int)best;
-    }
+    int best = argmax(logits, V);
+    // greedy; and where softmax has no numbers to give: no finite logit beside NaNs (all
+    // -inf: any is as good), or a +inf one (it takes all the mass)
+    if (s->temperature <= 0.0f || best < 0 || isinf(logits[best])) return best;
     float u = rng_uniform(&s->rng);
     size_t n;
     if (s->top_k && s->top_k < V) { // the k best, with full-vocabulary probabilities

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test: formatting, a -Werror build with the whole ctest suite (the CUDA backend
 # is built and linked when nvcc is found; its GPU tests skip without a GPU), then the suite
-# again under AddressSanitizer + UndefinedBehaviorSanitizer, a minute of each libFuzzer
-# target, then valgrind over the command-line paths. Tests that need ../shared (data) or a
+# again under AddressSanitizer + UndefinedBehaviorSanitizer, the threaded code (the CPU thread
+# pool, the kernels on it, the engine's scheduler, training's accumulation) under
+# ThreadSanitizer, a minute of each libFuzzer target, then valgrind over the command-line
+# paths. Tests that need ../shared (data) or a
 # reference implementation that is not installed are reported as skipped, never as passed.
 #   scripts/test.sh            everything
 #   scripts/test.sh quick      the -Werror build and ctest only
@@ -28,8 +30,18 @@ cmake --build build-asan
 # the full-size (KoGPT2-base) parity cases are exercised by the release run above; under
 # the sanitizers the small shapes cover the same code paths at a fraction of the time
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 KG_POOL_LOOPS=2000000 \
     ctest --output-on-failure -j "$jobs" -E 'kogpt2_(f32|f16|bf16)')
+
+echo "== ThreadSanitizer build: the thread pool, the CPU kernels, the scheduler, training"
+tsan_tests='test_cpu_pool test_cpu_matmul test_server_sched test_model_sampler test_train_accum'
+cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKG_WERROR=ON \
+    -DKG_SANITIZE=thread >/dev/null
+# shellcheck disable=SC2086 # one target per word
+cmake --build build-tsan --target $tsan_tests
+# OpenBLAS's own threads are not instrumented: one thread, so that TSan sees every access
+(cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 OPENBLAS_NUM_THREADS=1 \
+    KG_POOL_LOOPS=200000 ctest --output-on-failure -R "^($(echo $tsan_tests | tr ' ' '|'))\$")
 
 echo "== libFuzzer targets, 60 s each (scripts/fuzz.sh; crashes in build-fuzz/crashes/)"
 scripts/fuzz.sh 60

@@ -311,6 +311,10 @@ static void generate_step(Sched *s, SchedJob *j, const float *logits) {
     const size_t V = s->V;
     if (j->t_first == 0) j->t_first = now_ms();
     int id = sampler_sample(j->sampler, logits);
+    if (id < 0) { // every logit NaN: nothing to draw (a broken model; never an index)
+        job_finish(j, SCHED_DONE_ERROR, KG_EINTERNAL, "the model's logits are not numbers");
+        return;
+    }
     int eos = s->m->config.eos_id >= 0 ? s->m->config.eos_id : tok_special(s->tok).eos;
     if (id == eos && !j->p.ignore_eos) {
         size_t len;
@@ -729,9 +733,11 @@ static int check_params(const Sched *s, const SchedParams *p, char *err) {
     if (p->n_top > s->V) return kg_err(err, KG_EINVAL, "too many candidates");
     if (!(p->temperature >= 0) || (p->kind == SCHED_NEXT_TOKEN && !(p->temperature > 0)))
         return kg_err(err, KG_EINVAL, "temperature must be > 0");
-    if (p->kind == SCHED_GENERATE &&
-        ((p->max_tokens == 0 && !p->score_prompt) || !(p->top_p > 0 && p->top_p <= 1)))
-        return kg_err(err, KG_EINVAL, "max_tokens must be >= 1 and top_p in (0, 1]");
+    if (p->kind == SCHED_GENERATE && p->max_tokens == 0 && !p->score_prompt)
+        return kg_err(err, KG_EINVAL, "max_tokens must be >= 1");
+    // 0: a top_p in (0, 1] too small for a float, which acts as its limit (the best token)
+    if (p->kind == SCHED_GENERATE && !(p->top_p >= 0 && p->top_p <= 1))
+        return kg_err(err, KG_EINVAL, "top_p must be in (0, 1]");
     if (p->score_prompt && p->kind != SCHED_GENERATE)
         return kg_err(err, KG_EINVAL, "only a generation scores its prompt");
     for (size_t i = 0; i < p->n_stop; i++)

@@ -129,10 +129,93 @@ static void test_sampling(void) {
     printf("sampling: frequencies of %d draws within 4 standard errors (plain, top-k, top-p)\n", n);
 }
 
+// Tiny, denormal and NaN temperatures and top_p values at or rounding to 0 act as their limit
+// (the best token); NaN and infinite logits never reach an index: every draw is in range and
+// never a NaN logit's (issue 13: temperature 1e-40 once read before the candidates).
+static void test_limits(void) {
+    const size_t V = 50;
+    float logits[50];
+    for (size_t i = 0; i < V; i++)
+        logits[i] = (float)((i * 37) % 11) * 0.25f - 1.0f; // best: ids with (37 i) % 11 == 10
+    int best = 0;
+    for (size_t i = 1; i < V; i++)
+        if (logits[i] > logits[best]) best = (int)i;
+    logits[best] += 0.5f; // one best token (the others tie in groups)
+    const float temps[] = {1e-40f, 1.4e-45f, 1.17549435e-38f, 1e-10f, 5e-5f, NAN};
+    const float top_ps[] = {1.0f, 0.9f, 1e-30f, 0.0f};
+    const size_t top_ks[] = {0, 5};
+    int bad = 0;
+    for (size_t a = 0; a < sizeof temps / sizeof *temps; a++)
+        for (size_t b = 0; b < sizeof top_ps / sizeof *top_ps; b++)
+            for (size_t c = 0; c < 2; c++) {
+                Sampler *s = sampler_new(V, temps[a], top_ks[c], top_ps[b], 5);
+                REQUIRE(s, "oom");
+                for (int d = 0; d < 20; d++)
+                    bad += sampler_sample(s, logits) != best;
+                sampler_free(s);
+            }
+    CHECK_MSG(bad == 0, "%d draws at a tiny temperature were not the best token", bad);
+    // top_p at or rounding to 0, any temperature: the best token only
+    for (size_t b = 2; b < 4; b++) {
+        Sampler *s = sampler_new(V, 1.0f, 0, top_ps[b], 6);
+        for (int d = 0; d < 50; d++)
+            bad += sampler_sample(s, logits) != best;
+        sampler_free(s);
+    }
+    CHECK_MSG(bad == 0, "top_p ~ 0 drew another token %d times", bad);
+    // the displayed distribution at a tiny temperature: finite, all on the best
+    KgCandidate c[5];
+    sampler_topk(logits, V, 1e-40f, 5, c);
+    CHECK(c[0].id == best && fabsf(c[0].prob - 1.0f) < 1e-6f && !isnan(c[4].prob));
+    CHECK(isfinite(sampler_logsumexp(logits, V, 1e-40f)));
+
+    // NaN logits: never drawn, whatever the settings; ranked last by top-k
+    float odd[50];
+    for (size_t i = 0; i < V; i++)
+        odd[i] = i % 3 == 0 ? NAN : logits[i];
+    int nan_drawn = 0, out_of_range = 0;
+    for (size_t b = 0; b < 2; b++)
+        for (size_t c2 = 0; c2 < 2; c2++) {
+            Sampler *s = sampler_new(V, 1.5f, top_ks[c2], top_ps[b], 7);
+            for (int d = 0; d < 500; d++) {
+                int id = sampler_sample(s, odd);
+                out_of_range += id < 0 || id >= (int)V;
+                nan_drawn += id >= 0 && id < (int)V && isnan(odd[id]);
+            }
+            sampler_free(s);
+        }
+    CHECK_MSG(nan_drawn == 0 && out_of_range == 0, "NaN logits: %d drawn, %d out of range",
+              nan_drawn, out_of_range);
+    CHECK(isfinite(sampler_logsumexp(odd, V, 1.0f)));
+    KgCandidate all[50];
+    sampler_topk(odd, V, 1.0f, V, all);
+    int order_ok = 1;
+    for (size_t i = 0; i < V; i++) // the 33 numbers first, then the 17 NaNs
+        order_ok &= (i < 33) == !isnan(all[i].logit);
+    CHECK_MSG(order_ok, "top-k does not rank NaN logits last");
+    // all NaN: nothing to draw (-1), greedy too; a +inf logit takes every draw; all -inf but
+    // NaNs: some non-NaN id
+    for (size_t i = 0; i < V; i++)
+        odd[i] = NAN;
+    Sampler *g = sampler_new(V, 0.0f, 0, 1.0f, 8), *s = sampler_new(V, 1.0f, 0, 0.9f, 8);
+    CHECK(sampler_sample(g, odd) == -1 && sampler_sample(s, odd) == -1);
+    odd[17] = INFINITY;
+    odd[3] = 1.0f;
+    CHECK(sampler_sample(g, odd) == 17 && sampler_sample(s, odd) == 17);
+    odd[17] = -INFINITY;
+    odd[3] = -INFINITY;
+    int id = sampler_sample(s, odd);
+    CHECK(id == 3 || id == 17);
+    sampler_free(g);
+    sampler_free(s);
+    printf("limits: tiny temperatures and top_p act as greedy; NaN logits never drawn\n");
+}
+
 int main(void) {
     CHECK(fabs(sampler_logsumexp((const float[]){1000.0f, 1000.0f}, 2, 1.0f) - (1000 + log(2.0))) <
           1e-3); // stable: no overflow at large logits
     test_topk();
     test_sampling();
+    test_limits();
     return check_report();
 }

@@ -151,6 +151,13 @@ def test_generate(d):
           all(len(x["top"]) == 3 for x in lp["logprobs"]), "generate logprobs")
     g = generate(d, {"tokens": [1], "max_tokens": 3, "seed": 1})
     check(len(g["tokens"]) <= 3, "generate from token ids")
+    # temperatures and top_p too small for a float act as their limit, greedy (issue 13: a
+    # temperature of 1e-40 made every probability NaN and the sampler read before its array)
+    for extra in ({"temperature": 1e-40}, {"temperature": 5e-324}, {"temperature": 1e-6},
+                  {"top_p": 1e-50}, {"top_p": 1e-40, "top_k": 5}, {"temperature": 1e-40, "top_p": 1e-45}):
+        lim = generate(d, dict({"text": "오늘 날씨는", "max_tokens": 8, "seed": 3}, **extra))
+        check(lim["tokens"] == greedy["tokens"], "generate %r acts as greedy: %r vs %r"
+              % (extra, lim["tokens"], greedy["tokens"]))
 
 
 def test_completions(d):

@@ -16,6 +16,8 @@
 // Polls between yields of the core: when threads outnumber cores (other processes, a
 // second model), the thread we wait for may need this core to make progress.
 #define POOL_PAUSES_PER_YIELD 256
+// The task count of a closed loop: no task index reaches it (n_tasks < POOL_CLOSED)
+#define POOL_CLOSED UINT32_MAX
 
 // The current loop is published in one 64-bit word: the loop's number in the high half and
 // the next unclaimed task in the low half. A worker claims a task with a compare-and-swap
@@ -23,6 +25,15 @@
 // a newer loop with the older loop's function. The caller waits for the tasks to be done,
 // not for the workers to check in, so a worker the kernel has descheduled delays nothing
 // (the caller runs its share).
+//
+// Between two loops the caller first closes the finished one (its task count becomes
+// POOL_CLOSED), then writes the next loop's fn, ctx and n_tasks, then publishes its number.
+// A worker that still holds the finished loop's word (all its tasks claimed) may read the
+// new fn, ctx and n_tasks; without the close, its compare-and-swap on the old word would
+// then succeed and run a task of the new loop twice (once more when the new loop opens),
+// and its `done` would let the caller return while a task still runs. With the close, the
+// release stores of fn/ctx/n_tasks order the close before them: a worker that saw any new
+// value fails its compare-and-swap and reloads.
 typedef struct CpuPool CpuPool;
 typedef struct {
     CpuPool *pool;
@@ -69,15 +80,17 @@ static void run_tasks(CpuPool *p, uint32_t loop, int thread) {
     uint64_t v = atomic_load_explicit(&p->next, memory_order_acquire);
     for (;;) {
         if ((uint32_t)(v >> 32) != loop) return;
-        CpuTaskFn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
-        void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
-        size_t n = atomic_load_explicit(&p->n_tasks, memory_order_relaxed);
+        // acquire: if any of the three is the next loop's, so is the close before it, and the
+        // compare-and-swap below fails
+        CpuTaskFn fn = atomic_load_explicit(&p->fn, memory_order_acquire);
+        void *ctx = atomic_load_explicit(&p->ctx, memory_order_acquire);
+        size_t n = atomic_load_explicit(&p->n_tasks, memory_order_acquire);
         size_t task = (uint32_t)v;
-        if (task >= n) return;
+        if (task >= n) return; // all claimed, or closed
         if (!atomic_compare_exchange_weak_explicit(&p->next, &v, v + 1, memory_order_acq_rel,
                                                    memory_order_acquire))
             continue;          // v now holds the current value
-        fn(ctx, task, thread); // the CAS succeeded, so fn and ctx belong to this loop
+        fn(ctx, task, thread); // the CAS succeeded, so fn, ctx and n belong to this loop
         atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
         v = atomic_load_explicit(&p->next, memory_order_acquire);
     }
@@ -167,18 +180,22 @@ int cpu_pool_threads(const CpuPool *p) { return p->n_threads; }
 
 void cpu_pool_run(CpuPool *p, CpuTaskFn fn, void *ctx, size_t n_tasks) {
     if (n_tasks == 0) return;
-    pthread_mutex_lock(&p->run_mutex);       // thread 0's scratch is the caller's: one at a time
-    if (p->n_threads == 1 || n_tasks == 1) { // nothing to share: skip the hand-off
+    pthread_mutex_lock(&p->run_mutex); // thread 0's scratch is the caller's: one at a time
+    // nothing to share (or more tasks than a loop word counts): skip the hand-off
+    if (p->n_threads == 1 || n_tasks == 1 || n_tasks >= POOL_CLOSED) {
         for (size_t t = 0; t < n_tasks; t++)
             fn(ctx, t, 0);
         pthread_mutex_unlock(&p->run_mutex);
         return;
     }
-    uint32_t loop = (uint32_t)(atomic_load_explicit(&p->next, memory_order_relaxed) >> 32) + 1;
+    uint32_t prev = (uint32_t)(atomic_load_explicit(&p->next, memory_order_relaxed) >> 32);
+    uint32_t loop = prev + 1;
     if (loop == 0) loop = 1; // 0 is what idle workers have seen at start
-    atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
-    atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
-    atomic_store_explicit(&p->n_tasks, n_tasks, memory_order_relaxed);
+    // close the finished loop before its fields are rewritten (see the top of this file)
+    atomic_store_explicit(&p->next, (uint64_t)prev << 32 | POOL_CLOSED, memory_order_relaxed);
+    atomic_store_explicit(&p->fn, fn, memory_order_release);
+    atomic_store_explicit(&p->ctx, ctx, memory_order_release);
+    atomic_store_explicit(&p->n_tasks, n_tasks, memory_order_release);
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     atomic_store_explicit(&p->next, (uint64_t)loop << 32, memory_order_release);
     pthread_mutex_lock(&p->mutex); // wake the workers that went to sleep

@@ -134,6 +134,8 @@ size_t cuda_logits_topk(KgBackend *be, const float *logits, size_t V, float temp
     CudaBackend *cb = cuda_use(be);
     if (k > V) k = V;
     if (k == 0) return 0;
+    if (!(temperature >= SAMPLER_MIN_TEMPERATURE))
+        temperature = SAMPLER_MIN_TEMPERATURE; // its limit
     if (k > CUDA_TOPK_MAX) { // a near-full sort: bring the row home and use the sampler's
         float *host = (float *)malloc(V * sizeof *host);
         if (!host) return 0;
@@ -159,7 +161,7 @@ size_t cuda_logits_topk(KgBackend *be, const float *logits, size_t V, float temp
         return 0;
     for (size_t i = 0; i < k; i++) { // sampler_topk's formula, on the host as there
         out[i] = h_cand[i];
-        out[i].logprob = (float)((double)out[i].logit / temperature - *h_lse);
+        out[i].logprob = (float)((double)out[i].logit * (double)(1.0f / temperature) - *h_lse);
         out[i].prob = expf(out[i].logprob);
     }
     return k;
