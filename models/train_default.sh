@@ -3,7 +3,8 @@
 # kogpt2 serve when no --model is given) from ../shared/data/corpora.
 #
 #   models/train_default.sh [BUILD_DIR]          (default: build; needs kogpt2-train)
-#   environment: STEPS (6000), THREADS (0: all cores), WORK (BUILD_DIR/train-default: the
+#   environment: STEPS (2300; v0: 6000), SHAPE (v1; v0: the small CPU shape), DEVICE (auto: a
+#   GPU when there is one), THREADS (0: all cores), WORK (BUILD_DIR/train-default: the
 #   tokenizer text, shards and checkpoints), OUT (models/default), CORPORA (../shared/data/corpora),
 #   NP (1: ranks under mpirun, for a -DKG_MPI=ON build; --batch is per rank)
 #
@@ -13,38 +14,55 @@
 #     normalization (NFKC would turn the compatibility jamo of "ㅋㅋ" into conjoining jamo).
 #     BPE rather than unigram: the same family as KoGPT2's own tokenizers (v1 SentencePiece
 #     BPE, v2 byte-level BPE), so the Explorer's pieces read alike; its merges are
-#     deterministic. Every 100th line is left out of the tokenizer text (approximately the
-#     held-out documents; the tokenizer sees only piece statistics, never trains the model).
+#     deterministic. Whitespace is kept as written (--remove_extra_whitespaces=false, and
+#     --allow_whitespace_only_pieces for runs of spaces): runs of spaces, leading and trailing
+#     spaces, tabs and newlines (byte pieces) round-trip byte for byte. Every 100th line is
+#     left out of the tokenizer text (approximately the held-out documents; the tokenizer sees
+#     only piece statistics, never trains the model).
 #  2. Shards: `kogpt2-train prepare`, every 100th document held out for validation
 #     (WORK/data/val_*.txt is that text; it is never trained on).
-#  3. Training: 6 layers x 256 wide, 8 heads, n_ctx 512, 12,000 vocab = 7.9 M parameters
-#     (15.8 MB in f16, under the 20 MB budget); batch 16 x 256 tokens, AdamW lr 1e-3 with
-#     400 warmup steps and cosine decay to 1e-4, weight decay 0.1, grad clip 1.0; validation
-#     and a checkpoint every 500 steps; --resume continues an interrupted run exactly.
-#     The corpus is ~14.8 M training tokens (~3,600 steps an epoch); on 2 CPU cores a step
-#     takes ~2.4 s, so the default 6,000 steps (~1.7 epochs) take about 4 hours.
+#  3. Training (v1): 5 layers x 384 wide, 6 heads, n_ctx 512, 12,000 vocab = 13.7 M
+#     parameters (27.4 MB in f16, under the 30 MB budget); batch 32 x 512 tokens, AdamW lr
+#     1e-3 with 200 warmup steps and cosine decay to 1e-4, weight decay 0.1, grad clip 1.0,
+#     bf16 matmuls on a GPU; validation and a checkpoint every 100 steps; --resume continues
+#     an interrupted run exactly. 2,300 steps = 37.7 M tokens (~2.5 epochs of the ~15.1 M
+#     training tokens): ~5 minutes on one H100. On CPUs the same steps take days: STEPS and
+#     SHAPE=v0 (6 x 256, batch 16 x 256, 7.9 M parameters, ~2.4 s a step on 2 cores) give the
+#     old CPU recipe.
 #  4. Export: f16 model.safetensors + config.json + the tokenizer into OUT (other files
 #     there, such as the model card README.md, are left alone), then the validation figures:
 #     the model's bits per byte on the held-out text next to `xz -9` on the same text.
 #
 # Data (see ../shared/data/corpora/README.md for sources and licenses): nsmc (movie reviews,
 # CC0), boddari (Wikinews, UNESCO reports, book reviews, fairy tales; CC BY / CC BY-SA),
-# debian_ko (Korean lines of Debian packages; MPL/GFDL/...). Left out: korean_hate_speech
-# (toxic content: never used for training), the evaluation sets (klue_dev, kor_nlu,
-# question_pair) and chatbot_data (kept for fine-tuning).
+# debian_ko (Korean lines of Debian packages; MPL/GFDL/...), chatbot_data (Q/A pairs, MIT;
+# each pair one document: the question line, then the answer line). Left out:
+# korean_hate_speech (toxic content: never used for training) and the evaluation sets
+# (klue_dev, kor_nlu, question_pair). chatbot_data comes last so that the held-out documents
+# of the other corpora are the same as v0's.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "${1:-$root/build}" && pwd)
 corpora=${CORPORA:-$root/../shared/data/corpora}
 work=${WORK:-$B/train-default}
 out=${OUT:-$root/models/default}
-steps=${STEPS:-6000}
+shape=${SHAPE:-v1}
+device=${DEVICE:-auto}
+if [ "$shape" = v0 ]; then
+  steps=${STEPS:-6000}
+  model_flags="--n-layer 6 --n-embd 256 --n-head 8 --batch $((16 / ${NP:-1})) --seq 256"
+  sched_flags="--warmup 400 --val-every 500 --save-every 500"
+else
+  steps=${STEPS:-2300}
+  model_flags="--n-layer 5 --n-embd 384 --n-head 6 --batch $((32 / ${NP:-1})) --seq 512 --precision bf16"
+  sched_flags="--warmup 200 --val-every 100 --save-every 100"
+fi
 threads=${THREADS:-0}
 np=${NP:-1}
 [ -x "$B/kogpt2-train" ] || { echo "no $B/kogpt2-train: build first"; exit 1; }
 command -v spm_train >/dev/null || { echo "spm_train missing: apt-get install sentencepiece"; exit 1; }
 [ -d "$corpora/nsmc" ] || { echo "no corpora at $corpora"; exit 1; }
-inputs="$corpora/nsmc/nsmc_raw_reviews.tsv.gz $corpora/boddari $corpora/debian_ko"
+inputs="$corpora/nsmc/nsmc_raw_reviews.tsv.gz $corpora/boddari $corpora/debian_ko $corpora/chatbot_data/ChatbotData.csv"
 tok=$work/kogpt2-default.model
 mkdir -p "$work"
 start=$(date +%s)
@@ -55,10 +73,15 @@ if [ ! -f "$tok" ]; then
   {
     zcat "$corpora/nsmc/nsmc_raw_reviews.tsv.gz" | tail -n +2 | cut -f5
     cat "$corpora"/boddari/*.txt "$corpora"/boddari/*.csv "$corpora"/debian_ko/*.txt
+    tail -n +2 "$corpora/chatbot_data/ChatbotData.csv" | python3 -c '
+import csv, sys
+for r in csv.reader(sys.stdin):
+    print(*r[:2], sep="\n")'
   } | awk 'NR % 100 != 0 && NF > 0' > "$work/spm_text.txt"
   spm_train --input="$work/spm_text.txt" --model_prefix="$work/kogpt2-default" \
     --vocab_size=12000 --model_type=bpe --byte_fallback=true --character_coverage=0.9995 \
-    --normalization_rule_name=identity --input_sentence_size=3000000 \
+    --normalization_rule_name=identity --remove_extra_whitespaces=false \
+    --allow_whitespace_only_pieces=true --input_sentence_size=3000000 \
     --shuffle_input_sentence=true --max_sentence_length=8192 \
     --num_threads="$(nproc)" --minloglevel=1 > "$work/spm_train.log" 2>&1
 fi
@@ -80,11 +103,11 @@ if [ "$np" -gt 1 ]; then
   launch="mpirun -np $np"
   [ "$(id -u)" = 0 ] && launch="$launch --allow-run-as-root"
 fi
+# shellcheck disable=SC2086 # one word per flag
 $launch "$B/kogpt2-train" train --data "$work/data" --out "$work/ckpt" --tokenizer "$tok" \
-  --n-layer 6 --n-embd 256 --n-head 8 --n-ctx 512 --steps "$steps" --batch $((16 / np)) \
-  --seq 256 --lr 1e-3 --min-lr 1e-4 --warmup 400 --weight-decay 0.1 --clip 1.0 --seed 1337 \
-  --val-every 500 --val-tokens 262144 --save-every 500 --threads "$threads" --resume \
-  | tee -a "$work/train.log"
+  $model_flags --n-ctx 512 --steps "$steps" --lr 1e-3 --min-lr 1e-4 $sched_flags \
+  --weight-decay 0.1 --clip 1.0 --seed 1337 --val-tokens 262144 --threads "$threads" \
+  --device "$device" --resume | tee -a "$work/train.log"
 
 # 4. export and figures
 echo "== export f16 -> $out"

@@ -3,6 +3,9 @@
 # in tests/); without them they exit 77 (skipped).
 kg_test(test_tok_unit SOURCES test_tok_unit.c LIBS kgtok PkgConfig::CJSON Threads::Threads
   LABELS tokenizer)
+# the default model's tokenizer (in the repository, so this runs in a fresh clone too)
+kg_test(test_tok_default SOURCES test_tok_default.c LIBS kgtok PkgConfig::CJSON Threads::Threads
+  LABELS tokenizer)
 kg_test(test_tok_parity SOURCES test_tok_parity.c LIBS kgtok PkgConfig::CJSON ARGS v2
   LABELS "tokenizer;parity")
 # The same executable against SentencePiece: one more ctest entry, same environment.
