@@ -668,8 +668,11 @@ int srv_start(SrvServer **out, const SrvOptions *opt, char *err) {
         (unsigned)(opt->threads ? opt->threads : 4), MHD_OPTION_CONNECTION_LIMIT,
         2 * s->opt.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)opt->timeout_s,
         MHD_OPTION_NOTIFY_COMPLETED, srv_completed, s, MHD_OPTION_UNESCAPE_CALLBACK, srv_unescape,
-        NULL, MHD_OPTION_NOTIFY_CONNECTION, srv_conn_notify, s, MHD_OPTION_LISTENING_ADDRESS_REUSE,
-        1u, MHD_OPTION_END);
+        NULL, MHD_OPTION_NOTIFY_CONNECTION, srv_conn_notify, s, MHD_OPTION_END);
+    // (no MHD_OPTION_LISTENING_ADDRESS_REUSE: its SO_REUSEPORT let a second daemon bind the
+    // same port and take part of the traffic; MHD's default SO_REUSEADDR still allows a
+    // restart while old connections linger in TIME_WAIT)
+    int bind_errno = errno;
     freeaddrinfo(ai);
     if (s->d && s->opt.request_timeout_s) {
         if (pthread_create(&s->watchdog, NULL, srv_watchdog, s)) {
@@ -681,8 +684,9 @@ int srv_start(SrvServer **out, const SrvOptions *opt, char *err) {
     }
     if (!s->d) {
         srv_free(s);
-        return kg_err(err, KG_EIO, "listen on %s:%d: could not start the HTTP server",
-                      host ? host : "*", opt->port);
+        return kg_err(err, KG_EIO, "listen on %s:%d: %s", host ? host : "*", opt->port,
+                      bind_errno == EADDRINUSE ? "address already in use"
+                                               : "could not start the HTTP server");
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : opt->port;

@@ -19,7 +19,7 @@ kg_test(test_model_config SOURCES test_model_config.c LIBS kgmodel LABELS model)
 kg_test(test_model_safetensors SOURCES test_model_safetensors.c LIBS kgmodel LABELS model)
 kg_test(test_kgmath SOURCES test_kgmath.c LIBS kgmodel LABELS model)
 kg_test(test_cpu_matmul SOURCES test_cpu_matmul.c LIBS kgmodel LABELS model)
-# the thread pool under a million short loops per pool size (every task exactly once, none
+# the thread pool under 20 million short loops per pool size (every task exactly once, none
 # after return); label pool: the ThreadSanitizer stage of scripts/test.sh runs it
 kg_test(test_cpu_pool SOURCES test_cpu_pool.c LIBS kgmodel LABELS "model;pool")
 set_tests_properties(test_cpu_pool PROPERTIES TIMEOUT 600)

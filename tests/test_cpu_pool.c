@@ -4,7 +4,8 @@
 // caller's stack. Every task must run exactly once, with its own loop's function and
 // context, and none may still run after cpu_pool_run has returned.
 //
-// Usage: test_cpu_pool [loops]   (default 1,000,000 per pool size; KG_POOL_LOOPS overrides,
+// Usage: test_cpu_pool [loops]   (default 20,000,000 per pool size, about 10 s each on 2 cores:
+// the old race showed up a few times in that many; KG_POOL_LOOPS overrides,
 // the ThreadSanitizer build runs fewer)
 #include <stdatomic.h>
 #include <stdint.h>
@@ -67,7 +68,7 @@ static long one_loop(CpuPool *p, size_t n, int kind) {
 }
 
 int main(int argc, char **argv) {
-    long loops = 1000000;
+    long loops = 20000000;
     const char *env = getenv("KG_POOL_LOOPS");
     if (argc > 1)
         loops = atol(argv[1]);

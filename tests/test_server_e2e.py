@@ -10,6 +10,7 @@ Exit 0 pass, 1 fail, 77 skip (no shared data / binary).
 import json
 import math
 import os
+import subprocess
 import shutil
 import socket
 import sys
@@ -560,6 +561,18 @@ def test_sigterm(model_dir):
     d.stop()
 
 
+def test_port_in_use(d, model_dir):
+    """A second daemon on a port already served fails at once ("address already in use",
+    exit 1) instead of sharing the port's traffic (issue 13: SO_REUSEPORT let it)."""
+    device = os.environ.get("KG_TEST_DEVICE", "auto")
+    p = subprocess.run([lib.kogpt2d_path(), "--model", model_dir, "--host", "127.0.0.1",
+                        "--port", str(d.port), "--device", device, "--threads", "1"],
+                       capture_output=True, text=True, timeout=60)
+    check(p.returncode == 1 and "address already in use" in p.stderr,
+          "second daemon on a busy port: exit %d, %r" % (p.returncode, p.stderr[-300:]))
+    check(d.request("GET", "/healthz")[0] == 200, "the first daemon still serves")
+
+
 def main():
     lib.shared_tokenizer()
     lib.kogpt2d_path()
@@ -594,7 +607,8 @@ def main():
                          ("slow clients", lambda: test_slow_clients(d, timeout_s)),
                          ("disconnect", lambda: test_disconnect(d)),
                          ("concurrency", lambda: test_concurrency(d)),
-                         ("metrics", lambda: test_metrics(d))):
+                         ("metrics", lambda: test_metrics(d)),
+                         ("port in use", lambda: test_port_in_use(d, model_dir))):
             print("-", name, flush=True)
             try:
                 fn()

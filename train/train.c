@@ -381,9 +381,14 @@ int train_run(const TrainArgs *a, Dist *d, FILE *log, char *err) {
         float lr;
         int skipped;
         if ((rc = run_step(&r, a, d, step, &loss, &norm, &lr, &skipped, err))) break;
-        if (skipped && log) {
-            fprintf(log, "step %llu: gradients overflowed in f16: step skipped, loss scale %g\n",
-                    (unsigned long long)step + 1, r.scaler.scale);
+        if (skipped && log) { // an overflow is expected only of fp16's scaled gradients
+            if (r.be->mixed == KG_F16)
+                fprintf(log,
+                        "step %llu: gradients overflowed in f16: step skipped, loss scale %g\n",
+                        (unsigned long long)step + 1, r.scaler.scale);
+            else
+                fprintf(log, "step %llu: the gradient norm is %g: step skipped\n",
+                        (unsigned long long)step + 1, norm);
             fflush(log);
         }
         double t_now = now_s(), dt = t_now - t_last;
