@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kg.h"
 
@@ -120,8 +121,13 @@ int gpt2_config_parse(Gpt2Config *c, const char *json, size_t len, char *err) {
 }
 
 int gpt2_config_load(Gpt2Config *c, const char *path, char *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
+    int fd, orc = kg_open_regular(path, &fd, err);
+    if (orc) return orc;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
+    }
     char *buf = NULL;
     int rc = KG_OK;
     if (fseek(f, 0, SEEK_END) != 0) {

@@ -1,5 +1,7 @@
 #include "kg.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -20,6 +22,27 @@ int kg_err(char *err, int code, const char *fmt, ...) {
         va_end(ap);
     }
     return code;
+}
+
+int kg_open_regular(const char *path, int *fd, char *err) {
+    *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); // O_NONBLOCK: a FIFO opens at once
+    if (*fd < 0) return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(*fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(*fd);
+        *fd = -1;
+        return kg_err(err, KG_EFORMAT, "%s: not a regular file", path);
+    }
+    int fl = fcntl(*fd, F_GETFL);
+    if (fl >= 0) fcntl(*fd, F_SETFL, fl & ~O_NONBLOCK);
+    return KG_OK;
+}
+
+int kg_require_regular(const char *path, char *err) {
+    struct stat sb;
+    if (stat(path, &sb) != 0) return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) return kg_err(err, KG_EFORMAT, "%s: not a regular file", path);
+    return KG_OK;
 }
 
 const char *kg_strerror(int code) {

@@ -237,10 +237,10 @@ int safetensors_parse(SafeTensors *st, const void *buf, size_t size, char *err) 
 
 int safetensors_open(SafeTensors *st, const char *path, char *err) {
     *st = (SafeTensors){0};
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
+    int fd, orc = kg_open_regular(path, &fd, err);
+    if (orc) return orc;
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size == 0) {
+    if (fstat(fd, &sb) != 0 || sb.st_size == 0) {
         close(fd);
         return kg_err(err, KG_EFORMAT, "%s: not a regular, non-empty file", path);
     }

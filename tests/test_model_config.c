@@ -13,6 +13,7 @@
 #include "model/config.h"
 #include "model/gpt2.h"
 #include "model/kg.h"
+#include "model/safetensors.h"
 
 static char g_tmp[1024];
 
@@ -197,6 +198,28 @@ static void test_files(void) {
     kg_backend_free(be);
 }
 
+// A FIFO (or any non-regular file) as config.json or model.safetensors is refused at once:
+// opening it to read would wait for a writer forever (issue 13: start-up hung at "loading").
+// alarm() turns a hang into a failure instead of ctest's timeout.
+static void test_not_regular(void) {
+    char path[1100], err[KG_ERRLEN];
+    snprintf(path, sizeof path, "%s/fifo", g_tmp);
+    REQUIRE(mkfifo(path, 0600) == 0, "mkfifo %s: %s", path, strerror(errno));
+    alarm(20);
+    Gpt2Config c;
+    int rc = gpt2_config_load(&c, path, err);
+    CHECK_MSG(rc == KG_EFORMAT && strstr(err, "not a regular file"), "config FIFO: %d %s", rc, err);
+    SafeTensors st;
+    rc = safetensors_open(&st, path, err);
+    CHECK_MSG(rc == KG_EFORMAT && strstr(err, "not a regular file"), "weights FIFO: %d %s", rc,
+              err);
+    rc = gpt2_config_load(&c, g_tmp, err); // a directory
+    CHECK_MSG(rc == KG_EFORMAT && strstr(err, "not a regular file"), "config dir: %d %s", rc, err);
+    alarm(0);
+    printf("%-36s -> %s\n", "a FIFO as a model file", err);
+    unlink(path);
+}
+
 int main(void) {
     const char *build = getenv("KG_BUILD_DIR");
     char parent[900];
@@ -207,6 +230,7 @@ int main(void) {
     test_valid();
     test_bad();
     test_files();
+    test_not_regular();
     rmdir(g_tmp);
     return check_report();
 }

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "model/kg.h"
@@ -61,6 +63,21 @@ int main(int argc, char **argv) {
     CHECK_MSG(n == 1, "\" \" is %zu pieces", n);
     free(ids);
     printf("%zu strings round-trip byte for byte through %s\n", n_cases, path);
+    // a FIFO in a tokenizer's place is refused at once, not read forever
+    char fifo[] = "/tmp/test_tok_default.XXXXXX";
+    REQUIRE(mkdtemp(fifo), "mkdtemp");
+    char fpath[64];
+    snprintf(fpath, sizeof fpath, "%s/tokenizer.json", fifo);
+    REQUIRE(mkfifo(fpath, 0600) == 0, "mkfifo %s", fpath);
+    alarm(20);
+    Tokenizer *bad = NULL;
+    int rc = tok_open(&bad, fpath, err);
+    CHECK_MSG(rc == KG_EFORMAT && strstr(err, "not a regular file"), "FIFO: %d %s", rc, err);
+    rc = tok_open(&bad, fifo, err); // the directory: its tokenizer.json is the FIFO
+    CHECK_MSG(rc == KG_EFORMAT && strstr(err, "not a regular file"), "dir: %d %s", rc, err);
+    alarm(0);
+    unlink(fpath);
+    rmdir(fifo);
     tok_free(t);
     return check_report();
 }

@@ -84,9 +84,10 @@ int tok_open(Tokenizer **out, const char *path, char *err) {
     } else {
         snprintf(file, sizeof(file), "%s", path);
     }
+    int rc = kg_require_regular(file, err); // a FIFO would hang the loaders' reads
+    if (rc) return rc;
     Tokenizer *t = calloc(1, sizeof(*t));
     if (!t) return kg_err(err, KG_ENOMEM, "open %s: out of memory", file);
-    int rc;
     if (has_suffix(file, ".json") || looks_like_json(file)) {
         t->kind = TOK_BPE;
         rc = tok_bpe_open(&t->bpe, file, err);
