@@ -93,6 +93,41 @@ static int check_tensor(const StTensor *t, const char *name, size_t rows, size_t
     return KG_OK;
 }
 
+// The index of t's first NaN or infinite value (all exponent bits set), or -1. The first pass
+// only asks whether there is one, in a loop the compiler vectorizes (it reads memory the load
+// reads anyway); the second, only then, finds where.
+static long long first_nonfinite(const StTensor *t) {
+    const size_t n = t->n_elems;
+    if (t->dtype == KG_F32) {
+        const uint32_t *u = t->data;
+        unsigned any = 0;
+        for (size_t i = 0; i < n; i++)
+            any |= (u[i] & 0x7f800000u) == 0x7f800000u;
+        for (size_t i = 0; any && i < n; i++)
+            if ((u[i] & 0x7f800000u) == 0x7f800000u) return (long long)i;
+        return -1;
+    }
+    const uint16_t *u = t->data, mask = t->dtype == KG_F16 ? 0x7c00 : 0x7f80;
+    unsigned any = 0;
+    for (size_t i = 0; i < n; i++)
+        any |= (u[i] & mask) == mask;
+    for (size_t i = 0; any && i < n; i++)
+        if ((u[i] & mask) == mask) return (long long)i;
+    return -1;
+}
+
+// KG_OK, or KG_EFORMAT naming the tensor and the place of its first NaN or infinite value:
+// such weights would load and serve NaN probabilities.
+static int check_finite(const StTensor *t, const char *name, char *err) {
+    long long bad = first_nonfinite(t);
+    if (bad < 0) return KG_OK;
+    if (t->ndim == 2)
+        return kg_err(err, KG_EFORMAT, "tensor %s: element %lld (row %lld, column %lld) is %s",
+                      name, bad, bad / (long long)t->shape[1], bad % (long long)t->shape[1],
+                      "not a finite number");
+    return kg_err(err, KG_EFORMAT, "tensor %s: element %lld is not a finite number", name, bad);
+}
+
 // Host bytes a tensor needs beyond the mapping: f32 vectors widened from f16/bf16, and
 // matrices converted to the requested dtype.
 static size_t owned_bytes(const StTensor *t, const WeightSpec *s, int dtype) {
@@ -171,9 +206,13 @@ static int bind_all(Gpt2 *m, int dtype, char *err) {
     WeightSpec head_spec = {
         .rows = c->vocab_size, .cols = c->n_embd, .mat = &m->w.lm_head, .transposed = 1};
     if (!c->tie_embeddings) {
-        if ((rc = check_tensor(head, "lm_head.weight", c->vocab_size, c->n_embd, err))) goto end;
+        if ((rc = check_tensor(head, "lm_head.weight", c->vocab_size, c->n_embd, err)) ||
+            (rc = check_finite(head, "lm_head.weight", err)))
+            goto end;
         extra += owned_bytes(head, &head_spec, dtype);
     }
+    for (size_t i = 0; i < n; i++) // the values, once every header is known to be right
+        if ((rc = check_finite(t[i], spec[i].name, err))) goto end;
     if (extra && posix_memalign(&m->host_owned, 64, extra)) {
         m->host_owned = NULL;
         rc = kg_err(err, KG_ENOMEM, "model: out of memory for %zu bytes of converted weights",
