@@ -576,10 +576,12 @@ static void srv_log_request(SrvReq *r, int status, double dt, int aborted) {
     struct tm tm;
     gmtime_r(&now, &tm);
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    char path[sizeof r->path + 64];
+    // every client-controlled field escaped: a control byte must not forge a log line
+    char path[sizeof r->path + 64], method[4 * sizeof r->method + 8];
     srv_log_escape(path, sizeof path, r->path);
-    char line[512];
-    snprintf(line, sizeof line, "%s %s \"%s %s\" %d %zuB %.1fms%s", when, addr, r->method, path,
+    srv_log_escape(method, sizeof method, r->method);
+    char line[640];
+    snprintf(line, sizeof line, "%s %s \"%s %s\" %d %zuB %.1fms%s", when, addr, method, path,
              status, r->bytes_out, dt * 1e3, aborted ? " aborted" : "");
     r->srv->opt.log(line);
 }

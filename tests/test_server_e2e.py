@@ -387,6 +387,17 @@ def test_bad_http(d):
     d.raw(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + os.urandom(64))
     d.raw(b"GET /" + b"a" * 100000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
     check(d.request("GET", "/healthz")[0] == 200, "daemon lives after garbage and huge URLs")
+    # control bytes in the method and the path reach the access log escaped, never raw (a
+    # raw ESC or CR could rewrite the terminal or forge a log line)
+    d.raw(b"G\x1b[2JE\x08T /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    d.raw(b"GET /\x1b[31mred\x7f HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    time.sleep(0.3)
+    with open(d.log_path, "rb") as f:
+        log = f.read()
+    check(not any(c in log for c in (b"\x1b", b"\x08", b"\x7f")),
+          "no raw control byte in the access log")
+    check(b"G\\x1b[2JE\\x08" in log and b"/\\x1b[31mred\\x7f" in log,
+          "the method and the path logged escaped: %r" % log[-400:])
 
 
 def test_slow_clients(d, timeout_s):
