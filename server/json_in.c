@@ -25,6 +25,17 @@ int json_parse_object(const char *body, size_t len, cJSON **out, char *err) {
         cJSON_Delete(j_root);
         return kg_err(err, KG_EINVAL, "body: expected a JSON object");
     }
+    // cJSON turns \u0000 into a NUL that ends its C string: "ab\u0000cd" would read as "ab".
+    // Refused instead of cut. Each backslash starts an escape (outside strings the parse
+    // above failed), so pairs are skipped and \\u0000 (a literal backslash) is not one.
+    for (size_t i = 0; i + 1 < len; i++)
+        if (body[i] == '\\') {
+            if (body[i + 1] == 'u' && i + 5 < len && !strncmp(body + i + 2, "0000", 4)) {
+                cJSON_Delete(j_root);
+                return kg_err(err, KG_ERANGE, "body: a string holds \\u0000 (NUL) at byte %zu", i);
+            }
+            i++;
+        }
     *out = j_root;
     return KG_OK;
 }

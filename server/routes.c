@@ -359,7 +359,13 @@ static enum MHD_Result route_detokenize(SrvReq *r, const cJSON *j_req) {
     if (!rc && n > app->max_tokenize)
         rc = kg_err(err, KG_ERANGE, "n_tokens (%zu) exceeds --max-tokenize (%zu)", n,
                     app->max_tokenize);
-    if (!rc) rc = tok_decode(app->tok, ids, n, &text, NULL, err);
+    size_t len = 0;
+    if (!rc) rc = tok_decode(app->tok, ids, n, &text, &len, err);
+    // a byte token 0x00 decodes to a NUL, which a JSON string of cJSON would silently end at:
+    // refused, never cut
+    if (!rc && memchr(text, 0, len))
+        rc = kg_err(err, KG_ERANGE, "tokens: their text holds a NUL byte (at byte %zu)",
+                    (size_t)((const char *)memchr(text, 0, len) - text));
     free(ids);
     if (rc) return srv_reply_kg(r, rc, err, "tokens");
     cJSON *j_root = cJSON_CreateObject();

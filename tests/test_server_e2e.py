@@ -572,6 +572,40 @@ def test_sigterm(model_dir):
     d.stop()
 
 
+def test_nul(d):
+    """U+0000 in a text is refused with 422, never cut at (issue 13: "ab\\u0000cd" tokenized
+    as "ab"); an escaped backslash before u0000 is plain text."""
+    for path, key in (("/v1/tokenize", "text"), ("/v1/next-token", "text"),
+                      ("/v1/generate", "text"), ("/v1/completions", "prompt")):
+        st, _, data = d.request("POST", path, b'{"%s": "ab\\u0000cd"}' % key.encode(),
+                                {"Content-Type": "application/json"})
+        check(st == 422 and b"u0000" in data, "%s with a NUL: %d %r" % (path, st, data[:120]))
+    st, _, data = d.request("POST", "/v1/tokenize", b'{"text": "ab\\\\u0000cd"}',
+                            {"Content-Type": "application/json"})
+    pieces = json.loads(data).get("pieces", []) if st == 200 else []
+    check(st == 200 and "u0000" in "".join(pieces), "a literal \\u0000 is text: %d %r" % (st, data[:120]))
+
+
+def test_detokenize_nul():
+    """A byte token 0x00 (SentencePiece byte fallback: the default model's tokenizer) makes
+    /v1/detokenize refuse with 422 instead of cutting its text at the NUL."""
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    model = os.path.join(src, "models", "default")
+    if not os.path.isfile(os.path.join(model, "kogpt2-default.model")):
+        return
+    d = lib.Daemon(model, log=os.path.join(tempfile.mkdtemp(prefix="kg_nul_"), "d.log"))
+    try:
+        st, _, data = d.request("POST", "/v1/tokenize", {"text": "a\x01"})
+        out = json.loads(data)
+        one = out["tokens"][out["pieces"].index("<0x01>")]
+        st, _, data = d.request("POST", "/v1/detokenize", {"tokens": [one - 1, one]})
+        check(st == 422 and b"NUL" in data, "detokenize of <0x00>: %d %r" % (st, data[:160]))
+        st, _, data = d.request("POST", "/v1/detokenize", {"tokens": [one]})
+        check(st == 200 and json.loads(data)["text"] == "\x01", "detokenize of <0x01>: %r" % data)
+    finally:
+        d.stop()
+
+
 def test_port_in_use(d, model_dir):
     """A second daemon on a port already served fails at once ("address already in use",
     exit 1) instead of sharing the port's traffic (issue 13: SO_REUSEPORT let it)."""
@@ -619,7 +653,8 @@ def main():
                          ("disconnect", lambda: test_disconnect(d)),
                          ("concurrency", lambda: test_concurrency(d)),
                          ("metrics", lambda: test_metrics(d)),
-                         ("port in use", lambda: test_port_in_use(d, model_dir))):
+                         ("port in use", lambda: test_port_in_use(d, model_dir)),
+                         ("NUL", lambda: test_nul(d)), ("detokenize NUL", test_detokenize_nul)):
             print("-", name, flush=True)
             try:
                 fn()
