@@ -6,9 +6,11 @@
 // Start-up order: HTTP first (so /healthz answers and /readyz says 503 while loading),
 // then tokenizer, weights, engine, one warm-up step, then /readyz turns 200.
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,23 +280,83 @@ static int main_warm_up(Sched *s, int token, char *err) {
     return rc;
 }
 
-// Waits until no request is in flight or the deadline (monotonic seconds) passes.
-static void main_wait_idle(SrvServer *srv, double deadline) {
-    while (srv_in_flight(srv) > 0 && srv_now() < deadline)
-        nanosleep(&(struct timespec){0, 10000000}, NULL);
+// SIGTERM and SIGINT write their number into this pipe; main reads it. A handler, not a
+// blocked mask and sigwait(): a process-directed signal goes to any thread that does not block
+// it, and libraries start threads before main runs (OpenBLAS's workers), which with the
+// default action would kill the daemon at once and cut every stream.
+static int g_signal_pipe[2] = {-1, -1};
+
+static void main_on_signal(int sig) {
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    if (write(g_signal_pipe[1], &b, 1) < 0) { // full: signals are pending already
+    }
+    errno = saved;
+}
+
+// SIGBUS: the mapped model file shrank under the daemon (a cp or a truncate over it while it
+// serves); the page it reads no longer exists. One line says so, then the default action
+// (SA_RESETHAND) ends the process as before: nothing else can be done with the mapping.
+static void main_on_sigbus(int sig) {
+    static const char msg[] =
+        "kogpt2d: SIGBUS: the model file changed or shrank while it was mapped (replace a served "
+        "model by renaming a new file over it, never by writing into it); exiting\n";
+    (void)sig;
+    if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0) {
+    }
+}
+
+// The handlers above; SIGHUP ignored (nothing to reload: a terminal's hang-up must not kill
+// the daemon), SIGPIPE ignored (a write to a closed socket fails instead). 0 or -1.
+static int main_signals(void) {
+    if (pipe(g_signal_pipe)) return -1;
+    fcntl(g_signal_pipe[1], F_SETFL, O_NONBLOCK); // the handler never blocks
+    for (int i = 0; i < 2; i++)
+        fcntl(g_signal_pipe[i], F_SETFD, FD_CLOEXEC);
+    struct sigaction sa = {.sa_handler = main_on_signal, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    struct sigaction bus = {.sa_handler = main_on_sigbus, .sa_flags = SA_RESETHAND};
+    sigemptyset(&bus.sa_mask);
+    return sigaction(SIGTERM, &sa, NULL) || sigaction(SIGINT, &sa, NULL) ||
+                   sigaction(SIGBUS, &bus, NULL) || signal(SIGHUP, SIG_IGN) == SIG_ERR ||
+                   signal(SIGPIPE, SIG_IGN) == SIG_ERR
+               ? -1
+               : 0;
+}
+
+// The next signal's number from the pipe, waiting up to timeout_ms (-1: forever); 0 if none.
+static int main_next_signal(int timeout_ms) {
+    struct pollfd pfd = {.fd = g_signal_pipe[0], .events = POLLIN};
+    int n;
+    while ((n = poll(&pfd, 1, timeout_ms)) < 0 && errno == EINTR) {
+    }
+    unsigned char b = 0;
+    if (n > 0 && read(g_signal_pipe[0], &b, 1) == 1) return b;
+    return 0;
+}
+
+// Waits until no request is in flight or the deadline (monotonic seconds) passes; a further
+// SIGTERM or SIGINT ends the wait at once (returns 1).
+static int main_wait_idle(SrvServer *srv, double deadline) {
+    while (srv_in_flight(srv) > 0 && srv_now() < deadline) {
+        int sig = main_next_signal(10);
+        if (sig) {
+            fprintf(stderr, "kogpt2d: %s again: ending the requests in flight now\n",
+                    strsignal(sig));
+            return 1;
+        }
+    }
+    return 0;
 }
 
 int main(int argc, char **argv) {
     MainArgs a;
     main_parse(&a, argc, argv);
 
-    // Signals go to sigwait() below, never to MHD's or the engine's threads.
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    if (main_signals()) {
+        fprintf(stderr, "kogpt2d: signal handlers: %s\n", strerror(errno));
+        return 1;
+    }
 
     char err[KG_ERRLEN], web_buf[PATH_MAX], name_buf[PATH_MAX];
     snprintf(name_buf, sizeof name_buf, "%s", a.model);
@@ -360,12 +422,11 @@ int main(int argc, char **argv) {
             app.model_name, model.config.n_layer, model.config.n_embd, n_ctx, app.vocab_size,
             be->ops->name);
 
-    int sig = 0;
-    sigwait(&sigs, &sig);
+    int sig = main_next_signal(-1);
     fprintf(stderr, "kogpt2d: %s: draining (up to %lds)\n", strsignal(sig), a.timeout_s);
     srv_drain(srv); // /readyz 503, no new connections
     double deadline = srv_now() + (double)a.timeout_s;
-    main_wait_idle(srv, deadline);
+    if (main_wait_idle(srv, deadline)) deadline = srv_now(); // a second signal: no more waiting
     double left = deadline - srv_now();
     // cancels what is still running; a request still arriving on a kept-alive connection
     // gets 503 (the engine refuses it, and is freed only once the HTTP server has stopped)

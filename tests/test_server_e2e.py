@@ -12,6 +12,7 @@ import math
 import os
 import subprocess
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -572,6 +573,74 @@ def test_sigterm(model_dir):
     d.stop()
 
 
+def test_signals(model_dir):
+    """SIGHUP does not kill the daemon; a second SIGTERM during the drain ends the requests in
+    flight at once, each stream with a final event, and the daemon still exits 0 (issue 13:
+    a thread started before main took the signals' default action and cut every stream)."""
+    d = lib.Daemon(model_dir, "--timeout", "60", log=os.path.join(model_dir, "signals.log"))
+    d.proc.send_signal(signal.SIGHUP)
+    time.sleep(0.3)
+    check(d.proc.poll() is None and d.request("GET", "/healthz")[0] == 200,
+          "alive and serving after SIGHUP")
+    results = []
+
+    def client(i):
+        try:
+            results.append(d.request("POST", "/v1/generate", {
+                "text": "안녕", "max_tokens": 120, "ignore_eos": True, "seed": i, "stream": True}))
+        except OSError as e:
+            results.append((None, {}, repr(e).encode()))
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)
+    d.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    d.proc.send_signal(signal.SIGHUP)  # ignored during the drain too
+    d.proc.send_signal(signal.SIGTERM)
+    for t in threads:
+        t.join(60)
+    ended = 0  # streams whose last event is the final one: done, or an error saying why
+    for st, _, data in results:
+        ev = lib.sse_events(data) if st == 200 else []
+        last = json.loads(ev[-1]) if ev else {}
+        ended += "done" in last or "error" in last
+    check(len(results) == 4 and ended == 4,
+          "every stream ends with a final event after a second SIGTERM: %d of %d (%r)"
+          % (ended, len(results), [r[0] for r in results]))
+    try:
+        rc = d.proc.wait(30)
+    except subprocess.TimeoutExpired:
+        rc = None
+    check(rc == 0, "exit 0 after a second SIGTERM (rc %r)" % rc)
+    d.stop()
+
+
+def test_truncated_model(model_dir):
+    """The served model.safetensors truncated under the daemon: the mapping loses its pages and
+    the next read is a SIGBUS. The daemon dies (nothing can be done with the mapping), but says
+    why in one line first (issue 13: it died with no log line)."""
+    tmp = tempfile.mkdtemp(prefix="kg_trunc_")
+    copy = os.path.join(tmp, "model")
+    shutil.copytree(model_dir, copy)
+    d = lib.Daemon(copy, "--cache-mb", "0", log=os.path.join(tmp, "d.log"))
+    with open(os.path.join(copy, "model.safetensors"), "r+b") as f:
+        f.truncate(4096)
+    try:
+        d.request("POST", "/v1/next-token", {"text": "새로운 문장을 하나 보냅니다"}, timeout=10)
+    except OSError:
+        pass
+    try:
+        rc = d.proc.wait(30)
+    except subprocess.TimeoutExpired:
+        rc = None
+    log = d.log_text()
+    check(rc == -signal.SIGBUS and "SIGBUS: the model file changed or shrank" in log,
+          "a truncated model: rc %r, log %r" % (rc, log[-300:]))
+    d.stop()
+
+
 def test_nul(d):
     """U+0000 in a text is refused with 422, never cut at (issue 13: "ab\\u0000cd" tokenized
     as "ab"); an escaped backslash before u0000 is plain text."""
@@ -676,7 +745,11 @@ def main():
     test_auth_cors_busy(model_dir)
     print("- SIGTERM under load", flush=True)
     test_sigterm(model_dir)
-    for name in ("auth.log", "term.log"):
+    print("- SIGHUP, a second SIGTERM", flush=True)
+    test_signals(model_dir)
+    print("- the model file truncated while served", flush=True)
+    test_truncated_model(model_dir)
+    for name in ("auth.log", "term.log", "signals.log"):
         with open(os.path.join(model_dir, name)) as f:
             text = f.read()
         check("Sanitizer" not in text and "runtime error" not in text,
