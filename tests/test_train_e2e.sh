@@ -43,6 +43,21 @@ paste -d' ' "$w/l32" "$w/l16" | awk '{ n++; d = $1 - $3; if (d < 0) d = -d; if (
     r = ($2 - $4) / $2; if (r < 0) r = -r; if (r > q) q = r }
   END { printf "fp16 loss scaling vs f32: %d steps, max |d loss| %g, max rel d norm %g\n", n, m, q
         exit !(n == 8 && m <= 1e-5 && q <= 1e-4) }'
+# --out with a trailing slash saves (and exports) as without; an output path that cannot be
+# written fails before the first step, not after the run at its first save (issue 13)
+tiny="--tokenizer $fx/tok.model --n-layer 1 --n-embd 16 --n-head 2 --n-ctx 16 --batch 2 --seq 8"
+# shellcheck disable=SC2086 # one word per flag
+"$B/kogpt2-train" train --data "$fx/data" $tiny --steps 2 --save-every 1 --val-every 0 \
+  --threads 2 --out "$w/slash/" > "$w/slash.log"
+"$B/kogpt2-train" export --from "$w/slash/" --out "$w/slash_f16/" >> "$w/slash.log"
+[ -f "$w/slash/train_state.bin" ] && [ -f "$w/slash_f16/model.safetensors" ] ||
+  { echo "FAIL: --out DIR/ did not save"; cat "$w/slash.log"; exit 1; }
+rc=0
+# shellcheck disable=SC2086
+"$B/kogpt2-train" train --data "$fx/data" $tiny --steps 2 --val-every 0 --threads 2 \
+  --out "$w/no/such/dir" > "$w/nodir.log" 2>&1 || rc=$?
+[ $rc = 1 ] && ! grep -q '^step 1/' "$w/nodir.log" && grep -q 'cannot write checkpoints' "$w/nodir.log" ||
+  { echo "FAIL: an unwritable --out gave $rc"; cat "$w/nodir.log"; exit 1; }
 rc=0; "$B/kogpt2-train" train --data "$fx/data" --out "$w/x" --tokenizer "$fx/tok.model" \
   --steps 1 --precision fp8 2>/dev/null || rc=$?
 [ $rc = 2 ] || { echo "FAIL: --precision fp8 gave $rc"; exit 1; }

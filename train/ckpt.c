@@ -270,6 +270,17 @@ static void sync_files(const char *dir) {
     closedir(d);
 }
 
+int ckpt_probe(const char *dir, char *err) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", dir);
+    if (is_dir(tmp)) return KG_OK; // a previous run's: ckpt_recover removes it
+    if (mkdir(tmp, 0755))
+        return kg_err(err, KG_EIO, "cannot write checkpoints to %s: mkdir %s: %s", dir, tmp,
+                      strerror(errno));
+    rmdir(tmp);
+    return KG_OK;
+}
+
 int ckpt_recover(const char *dir, char *err) {
     char tmp[4096], old[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", dir);

@@ -41,6 +41,10 @@ typedef struct {
 int ckpt_save(const char *dir, const Gpt2 *m, KgDtype dtype, const char *tok_file,
               const CkptState *st, const AdamW *o, char *err);
 
+// Checks, before any work, that checkpoints can be written as dir (its parent exists and
+// is writable): creates and removes dir's temporary sibling. KG_OK or KG_EIO naming the path.
+int ckpt_probe(const char *dir, char *err);
+
 // Repairs what a kill during ckpt_save can leave: DIR missing but DIR.old there -> rename
 // back; a stale DIR.tmp -> removed. KG_OK when there is nothing to do.
 int ckpt_recover(const char *dir, char *err);

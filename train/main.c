@@ -47,6 +47,14 @@ static void usage(FILE *f) {
         "Under mpirun --batch is per rank; only rank 0 prints and writes checkpoints.\n");
 }
 
+// A directory argument without its trailing slashes ("ckpt/" -> "ckpt"; "/" stays): the
+// checkpoint's temporary and old siblings are named by appending to it.
+static char *dir_arg(char *p) {
+    for (size_t n = strlen(p); n > 1 && p[n - 1] == '/';)
+        p[--n] = '\0';
+    return p;
+}
+
 // Parses a non-negative integer flag value; -1 on junk or out of range.
 static long long parse_count(const char *s) {
     char *end;
@@ -212,7 +220,7 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
             a->data_dir = optarg;
             break;
         case OPT_OUT:
-            a->out_dir = optarg;
+            a->out_dir = dir_arg(optarg);
             break;
         case OPT_INIT:
             a->init = optarg;
@@ -372,7 +380,7 @@ static int cmd_export(int argc, char **argv) {
         } else if (c == 'f')
             from = optarg;
         else if (c == 'o')
-            out = optarg;
+            out = dir_arg(optarg);
         else if (c == 'd' && (!strcmp(optarg, "f16") || !strcmp(optarg, "f32")))
             dtype = !strcmp(optarg, "f16") ? KG_F16 : KG_F32;
         else {

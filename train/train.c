@@ -213,7 +213,9 @@ static int run_model(Run *r, const TrainArgs *a, int resuming, char *err) {
 
 static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) {
     int rc;
-    if (d->rank == 0 && (rc = ckpt_recover(a->out_dir, err))) return rc;
+    if (d->rank == 0 &&
+        ((rc = ckpt_recover(a->out_dir, err)) || (rc = ckpt_probe(a->out_dir, err))))
+        return rc; // before the first step: a run that cannot save is not started
     if ((rc = dist_barrier(d, err))) return rc;
     int resuming = a->resume && ckpt_exists(a->out_dir);
     if (a->resume && !resuming && log)
