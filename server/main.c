@@ -402,6 +402,21 @@ int main(int argc, char **argv) {
                tok_vocab_size(tok), model.config.vocab_size);
         goto fail;
     }
+    // the config's special ids must be the tokenizer's too (a short tokenizer.json would
+    // otherwise fail later as "token id 2 is outside the vocabulary")
+    const struct {
+        const char *name;
+        int id;
+    } special[] = {{"bos_token_id", model.config.bos_id},
+                   {"eos_token_id", model.config.eos_id},
+                   {"pad_token_id", model.config.pad_id}};
+    for (size_t i = 0; i < sizeof special / sizeof *special; i++)
+        if (special[i].id >= 0 && (size_t)special[i].id >= tok_vocab_size(tok)) {
+            kg_err(err, KG_EFORMAT,
+                   "%s: config.json's %s %d is not an id of the tokenizer there (it has %zu)",
+                   a.model, special[i].name, special[i].id, tok_vocab_size(tok));
+            goto fail;
+        }
     size_t n_ctx = model.config.n_ctx;
     if (a.ctx_size > 0 && (size_t)a.ctx_size < n_ctx) n_ctx = (size_t)a.ctx_size;
     SchedOptions sopt = {.max_batch = (size_t)a.max_batch,

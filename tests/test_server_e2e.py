@@ -641,6 +641,34 @@ def test_truncated_model(model_dir):
     d.stop()
 
 
+def test_short_tokenizer(model_dir):
+    """A tokenizer.json with fewer ids than config.json's special ids fails at start-up with a
+    line naming the config field (issue 13: "token id 2 is outside the vocabulary (0..1)")."""
+    tmp = tempfile.mkdtemp(prefix="kg_shorttok_")
+    copy = os.path.join(tmp, "model")
+    shutil.copytree(model_dir, copy)
+    path = os.path.join(copy, "tokenizer.json")
+    with open(path) as f:
+        t = json.load(f)
+    # six ids (<unk> is 5), and an eos_token_id past them
+    t["model"]["vocab"] = {k: v for k, v in t["model"]["vocab"].items() if v < 6}
+    t["model"]["merges"] = []
+    t["added_tokens"] = [a for a in t.get("added_tokens", []) if a["id"] < 6]
+    with open(path, "w") as f:
+        json.dump(t, f)
+    cfg_path = os.path.join(copy, "config.json")
+    with open(cfg_path) as f:
+        cfg = json.load(f)
+    eos = cfg["eos_token_id"] = 9
+    with open(cfg_path, "w") as f:
+        json.dump(cfg, f)
+    device = os.environ.get("KG_TEST_DEVICE", "auto")
+    p = subprocess.run([lib.kogpt2d_path(), "--model", copy, "--host", "127.0.0.1", "--port", "0",
+                        "--device", device], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 1 and "eos_token_id %s" % eos in p.stderr and "tokenizer" in p.stderr,
+          "a tokenizer shorter than the config's ids: exit %d, %r" % (p.returncode, p.stderr[-300:]))
+
+
 def test_nul(d):
     """U+0000 in a text is refused with 422, never cut at (issue 13: "ab\\u0000cd" tokenized
     as "ab"); an escaped backslash before u0000 is plain text."""
@@ -723,7 +751,8 @@ def main():
                          ("concurrency", lambda: test_concurrency(d)),
                          ("metrics", lambda: test_metrics(d)),
                          ("port in use", lambda: test_port_in_use(d, model_dir)),
-                         ("NUL", lambda: test_nul(d)), ("detokenize NUL", test_detokenize_nul)):
+                         ("NUL", lambda: test_nul(d)), ("detokenize NUL", test_detokenize_nul),
+                         ("short tokenizer", lambda: test_short_tokenizer(model_dir))):
             print("-", name, flush=True)
             try:
                 fn()
