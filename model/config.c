@@ -121,7 +121,7 @@ int gpt2_config_parse(Gpt2Config *c, const char *json, size_t len, char *err) {
 }
 
 int gpt2_config_load(Gpt2Config *c, const char *path, char *err) {
-    int fd, orc = kg_open_regular(path, &fd, err);
+    int fd, orc = kg_open_regular(path, &fd, NULL, err);
     if (orc) return orc;
     FILE *f = fdopen(fd, "rb");
     if (!f) {

@@ -93,25 +93,17 @@ static int check_tensor(const StTensor *t, const char *name, size_t rows, size_t
     return KG_OK;
 }
 
-// The index of t's first NaN or infinite value (all exponent bits set), or -1. The first pass
-// only asks whether there is one, in a loop the compiler vectorizes (it reads memory the load
-// reads anyway); the second, only then, finds where.
+// The index of t's first NaN or infinite value (all exponent bits set), or -1: one pass over
+// memory the load reads anyway.
 static long long first_nonfinite(const StTensor *t) {
-    const size_t n = t->n_elems;
     if (t->dtype == KG_F32) {
         const uint32_t *u = t->data;
-        unsigned any = 0;
-        for (size_t i = 0; i < n; i++)
-            any |= (u[i] & 0x7f800000u) == 0x7f800000u;
-        for (size_t i = 0; any && i < n; i++)
+        for (size_t i = 0; i < t->n_elems; i++)
             if ((u[i] & 0x7f800000u) == 0x7f800000u) return (long long)i;
         return -1;
     }
     const uint16_t *u = t->data, mask = t->dtype == KG_F16 ? 0x7c00 : 0x7f80;
-    unsigned any = 0;
-    for (size_t i = 0; i < n; i++)
-        any |= (u[i] & mask) == mask;
-    for (size_t i = 0; any && i < n; i++)
+    for (size_t i = 0; i < t->n_elems; i++)
         if ((u[i] & mask) == mask) return (long long)i;
     return -1;
 }
@@ -122,9 +114,9 @@ static int check_finite(const StTensor *t, const char *name, char *err) {
     long long bad = first_nonfinite(t);
     if (bad < 0) return KG_OK;
     if (t->ndim == 2)
-        return kg_err(err, KG_EFORMAT, "tensor %s: element %lld (row %lld, column %lld) is %s",
-                      name, bad, bad / (long long)t->shape[1], bad % (long long)t->shape[1],
-                      "not a finite number");
+        return kg_err(err, KG_EFORMAT,
+                      "tensor %s: element %lld (row %lld, column %lld) is not a finite number",
+                      name, bad, bad / (long long)t->shape[1], bad % (long long)t->shape[1]);
     return kg_err(err, KG_EFORMAT, "tensor %s: element %lld is not a finite number", name, bad);
 }
 

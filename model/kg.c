@@ -24,7 +24,7 @@ int kg_err(char *err, int code, const char *fmt, ...) {
     return code;
 }
 
-int kg_open_regular(const char *path, int *fd, char *err) {
+int kg_open_regular(const char *path, int *fd, size_t *size, char *err) {
     *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); // O_NONBLOCK: a FIFO opens at once
     if (*fd < 0) return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
     struct stat sb;
@@ -35,13 +35,7 @@ int kg_open_regular(const char *path, int *fd, char *err) {
     }
     int fl = fcntl(*fd, F_GETFL);
     if (fl >= 0) fcntl(*fd, F_SETFL, fl & ~O_NONBLOCK);
-    return KG_OK;
-}
-
-int kg_require_regular(const char *path, char *err) {
-    struct stat sb;
-    if (stat(path, &sb) != 0) return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode)) return kg_err(err, KG_EFORMAT, "%s: not a regular file", path);
+    if (size) *size = (size_t)sb.st_size;
     return KG_OK;
 }
 

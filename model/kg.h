@@ -38,10 +38,9 @@ int kg_path_join(char *out, size_t cap, const char *dir, const char *name);
 
 // Opens path for reading only if it is a regular file: a FIFO, a device or a directory is
 // refused at once with "PATH: not a regular file" (opening a FIFO to read would wait for a
-// writer forever). KG_OK with *fd (blocking, close-on-exec), KG_EIO or KG_EFORMAT.
-int kg_open_regular(const char *path, int *fd, char *err);
-// The same check for a file a library opens by name: KG_OK, or KG_EFORMAT with err filled.
-int kg_require_regular(const char *path, char *err);
+// writer forever). KG_OK with *fd (blocking, close-on-exec) and, when size is not NULL, the
+// file's size; KG_EIO or KG_EFORMAT.
+int kg_open_regular(const char *path, int *fd, size_t *size, char *err);
 
 // A short stable name for a code ("invalid", "io", ...), for logs and JSON error types.
 const char *kg_strerror(int code);

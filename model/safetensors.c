@@ -237,14 +237,14 @@ int safetensors_parse(SafeTensors *st, const void *buf, size_t size, char *err) 
 
 int safetensors_open(SafeTensors *st, const char *path, char *err) {
     *st = (SafeTensors){0};
-    int fd, orc = kg_open_regular(path, &fd, err);
+    int fd;
+    size_t size;
+    int orc = kg_open_regular(path, &fd, &size, err);
     if (orc) return orc;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || sb.st_size == 0) {
+    if (size == 0) {
         close(fd);
-        return kg_err(err, KG_EFORMAT, "%s: not a regular, non-empty file", path);
+        return kg_err(err, KG_EFORMAT, "%s: an empty file", path);
     }
-    size_t size = (size_t)sb.st_size;
     void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd); // the mapping keeps the file
     if (map == MAP_FAILED) return kg_err(err, KG_EIO, "mmap %s: %s", path, strerror(errno));

@@ -5,14 +5,12 @@
 
 #include "kgmath.h"
 
-// A temperature in the range the arithmetic takes: below SAMPLER_MIN_TEMPERATURE (or NaN),
-// that minimum (see sampler.h).
-static float usable_temperature(float temperature) {
+float sampler_usable_temperature(float temperature) {
     return temperature >= SAMPLER_MIN_TEMPERATURE ? temperature : SAMPLER_MIN_TEMPERATURE;
 }
 
 double sampler_logsumexp(const float *logits, size_t V, float temperature) {
-    float inv_t = 1.0f / usable_temperature(temperature);
+    float inv_t = 1.0f / sampler_usable_temperature(temperature);
     float mx = -INFINITY;
     for (size_t i = 0; i < V; i++)
         mx = logits[i] > mx ? logits[i] : mx;
@@ -78,7 +76,7 @@ size_t sampler_topk(const float *logits, size_t V, float temperature, size_t k, 
     qsort(out, k, sizeof *out, cmp_rank);
     // logit x inv_t as sampler_logsumexp forms it (a float's product is exact in double), so
     // that the max's share cancels exactly however small the temperature
-    double inv_t = 1.0f / usable_temperature(temperature);
+    double inv_t = 1.0f / sampler_usable_temperature(temperature);
     double lse = sampler_logsumexp(logits, V, temperature);
     for (size_t i = 0; i < k; i++) {
         out[i].logprob = (float)((double)out[i].logit * inv_t - lse);
@@ -186,19 +184,21 @@ static int argmax(const float *logits, size_t V) {
     return best;
 }
 
+// Where softmax has no numbers to give, the draw is the best logit's: no finite logit beside
+// NaNs (all -inf: any is as good; all NaN: -1), or a +inf one (it takes all the mass). The
+// sampling paths find these from what they compute anyway (the best of the top k; a log-sum-
+// exp that is not finite), so a normal step makes no extra pass over the logits.
 int sampler_sample(Sampler *s, const float *logits) {
     const size_t V = s->V;
-    int best = argmax(logits, V);
-    // greedy; and where softmax has no numbers to give: no finite logit beside NaNs (all
-    // -inf: any is as good), or a +inf one (it takes all the mass)
-    if (s->temperature <= 0.0f || best < 0 || isinf(logits[best])) return best;
-    float u = rng_uniform(&s->rng);
+    if (s->temperature <= 0.0f) return argmax(logits, V);
     size_t n;
     if (s->top_k && s->top_k < V) { // the k best, with full-vocabulary probabilities
         n = sampler_topk(logits, V, s->temperature, s->top_k, s->work);
+        if (!isfinite(s->work[0].logit)) return isnan(s->work[0].logit) ? -1 : s->work[0].id;
     } else {
-        float lse = (float)sampler_logsumexp(logits, V, s->temperature);
-        float inv_t = 1.0f / s->temperature;
+        double lse_d = sampler_logsumexp(logits, V, s->temperature);
+        if (!isfinite(lse_d)) return argmax(logits, V);
+        float lse = (float)lse_d, inv_t = 1.0f / s->temperature;
         // tokens outside the nucleus all have p < (1 - top_p) / V: their total mass is below
         // 1 - top_p, so the nucleus lies among the rest and only those are kept
         float floor_p = s->top_p < 1.0f ? (1.0f - s->top_p) / (float)V : 0.0f;
@@ -210,5 +210,5 @@ int sampler_sample(Sampler *s, const float *logits) {
         }
     }
     if (s->top_p < 1.0f) n = nucleus(s->work, n, s->top_p);
-    return draw(s->work, n, u);
+    return draw(s->work, n, rng_uniform(&s->rng));
 }

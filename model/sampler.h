@@ -18,6 +18,10 @@ typedef struct {
 // the best logit unless others are within ~1e-4 of it). Smaller ones would overflow 1 / T.
 #define SAMPLER_MIN_TEMPERATURE 1e-4f
 
+// A temperature in the range the arithmetic takes: below SAMPLER_MIN_TEMPERATURE (or NaN),
+// that minimum.
+float sampler_usable_temperature(float temperature);
+
 // log(sum_i exp(logits[i] / temperature)) over V logits, stable (max subtracted first).
 // A NaN logit counts as probability 0.
 double sampler_logsumexp(const float *logits, size_t V, float temperature);

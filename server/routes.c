@@ -363,9 +363,10 @@ static enum MHD_Result route_detokenize(SrvReq *r, const cJSON *j_req) {
     if (!rc) rc = tok_decode(app->tok, ids, n, &text, &len, err);
     // a byte token 0x00 decodes to a NUL, which a JSON string of cJSON would silently end at:
     // refused, never cut
-    if (!rc && memchr(text, 0, len))
+    const char *nul = rc ? NULL : memchr(text, 0, len);
+    if (nul)
         rc = kg_err(err, KG_ERANGE, "tokens: their text holds a NUL byte (at byte %zu)",
-                    (size_t)((const char *)memchr(text, 0, len) - text));
+                    (size_t)(nul - text));
     free(ids);
     if (rc) return srv_reply_kg(r, rc, err, "tokens");
     cJSON *j_root = cJSON_CreateObject();

@@ -625,6 +625,12 @@ static void test_forward(TestModelSpec spec) {
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", mdir);
 }
 
+// test_forward with shape's weights in f32, f16 and bf16.
+static void test_forward_dtypes(TestModelSpec shape) {
+    for (shape.dtype = KG_F32; shape.dtype <= KG_BF16; shape.dtype++)
+        test_forward(shape);
+}
+
 // Downloads a backend buffer of n floats (malloc'd).
 static float *fetch(KgBackend *be, const float *dev, size_t n) {
     float *h = malloc(n * sizeof *h + 4);
@@ -778,15 +784,8 @@ int main(int argc, char **argv) {
     } else if (!strcmp(mode, "attention")) {
         test_attention();
     } else if (!strcmp(mode, "kogpt2")) {
-        for (KgDtype dt = KG_F32; dt <= KG_BF16; dt++)
-            test_forward((TestModelSpec){.L = 12,
-                                         .C = 768,
-                                         .NH = 12,
-                                         .T = 1024,
-                                         .V = 51200,
-                                         .dtype = dt,
-                                         .wte_std = 0.1f,
-                                         .seed = 11});
+        test_forward_dtypes((TestModelSpec){
+            .L = 12, .C = 768, .NH = 12, .T = 1024, .V = 51200, .wte_std = 0.1f, .seed = 11});
     } else {
         REQUIRE(!strcmp(mode, "ops"), "unknown mode %s (ops, attention, kogpt2, fault)", mode);
         test_encoder();
@@ -797,15 +796,8 @@ int main(int argc, char **argv) {
         test_crossentropy();
         test_adamw();
         test_topk();
-        for (KgDtype dt = KG_F32; dt <= KG_BF16; dt++)
-            test_forward((TestModelSpec){.L = 2,
-                                         .C = 64,
-                                         .NH = 4,
-                                         .T = 96,
-                                         .V = 301,
-                                         .dtype = dt,
-                                         .wte_std = 0.5f,
-                                         .seed = 7});
+        test_forward_dtypes((TestModelSpec){
+            .L = 2, .C = 64, .NH = 4, .T = 96, .V = 301, .wte_std = 0.5f, .seed = 7});
         test_train(GPT2_GELU_TANH);
         test_train(GPT2_GELU_ERF);
     }

@@ -662,9 +662,7 @@ def test_short_tokenizer(model_dir):
     eos = cfg["eos_token_id"] = 9
     with open(cfg_path, "w") as f:
         json.dump(cfg, f)
-    device = os.environ.get("KG_TEST_DEVICE", "auto")
-    p = subprocess.run([lib.kogpt2d_path(), "--model", copy, "--host", "127.0.0.1", "--port", "0",
-                        "--device", device], capture_output=True, text=True, timeout=60)
+    p = lib.kogpt2d_run(copy, "--port", "0")
     check(p.returncode == 1 and "eos_token_id %s" % eos in p.stderr and "tokenizer" in p.stderr,
           "a tokenizer shorter than the config's ids: exit %d, %r" % (p.returncode, p.stderr[-300:]))
 
@@ -706,10 +704,7 @@ def test_detokenize_nul():
 def test_port_in_use(d, model_dir):
     """A second daemon on a port already served fails at once ("address already in use",
     exit 1) instead of sharing the port's traffic (issue 13: SO_REUSEPORT let it)."""
-    device = os.environ.get("KG_TEST_DEVICE", "auto")
-    p = subprocess.run([lib.kogpt2d_path(), "--model", model_dir, "--host", "127.0.0.1",
-                        "--port", str(d.port), "--device", device, "--threads", "1"],
-                       capture_output=True, text=True, timeout=60)
+    p = lib.kogpt2d_run(model_dir, "--port", str(d.port), "--threads", "1")
     check(p.returncode == 1 and "address already in use" in p.stderr,
           "second daemon on a busy port: exit %d, %r" % (p.returncode, p.stderr[-300:]))
     check(d.request("GET", "/healthz")[0] == 200, "the first daemon still serves")

@@ -113,6 +113,19 @@ def free_port():
     return port
 
 
+def kogpt2d_cmd(model_dir, *args):
+    """kogpt2d on model_dir, on the device KG_TEST_DEVICE names (cpu, cuda, ...; kogpt2d's own
+    default is auto: a GPU when there is one); the last --device in args wins."""
+    return [kogpt2d_path(), "--model", model_dir, "--host", "127.0.0.1",
+            "--device", os.environ.get("KG_TEST_DEVICE", "auto")] + list(args)
+
+
+def kogpt2d_run(model_dir, *args):
+    """kogpt2d run to its end (a start-up that must fail): the CompletedProcess, text output."""
+    return subprocess.run(kogpt2d_cmd(model_dir, *args), capture_output=True, text=True,
+                          timeout=60)
+
+
 class Daemon:
     """build/kogpt2d on 127.0.0.1; waits for /readyz; its stderr goes to a log file."""
 
@@ -120,12 +133,9 @@ class Daemon:
         self.port = free_port()
         self.log_path = log or os.path.join(model_dir, "kogpt2d.log")
         self.log = open(self.log_path, "w")
-        # KG_TEST_DEVICE (cpu, cuda, ...) runs every server test on that device; kogpt2d's
-        # own default is auto (a GPU when there is one)
-        device = os.environ.get("KG_TEST_DEVICE", "auto")
-        cmd = [kogpt2d_path(), "--model", model_dir, "--host", "127.0.0.1",
-               "--port", str(self.port), "--threads", "2", "--device", device] + list(args)
+        cmd = kogpt2d_cmd(model_dir, "--port", str(self.port), "--threads", "2", *args)
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        device = cmd[len(cmd) - cmd[::-1].index("--device")]  # the last --device given
         deadline = time.time() + 60
         while time.time() < deadline:
             if self.proc.poll() is not None:

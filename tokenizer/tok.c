@@ -84,8 +84,9 @@ int tok_open(Tokenizer **out, const char *path, char *err) {
     } else {
         snprintf(file, sizeof(file), "%s", path);
     }
-    int rc = kg_require_regular(file, err); // a FIFO would hang the loaders' reads
+    int fd, rc = kg_open_regular(file, &fd, NULL, err); // a FIFO would hang the loaders' reads
     if (rc) return rc;
+    close(fd); // the loaders open it by name
     Tokenizer *t = calloc(1, sizeof(*t));
     if (!t) return kg_err(err, KG_ENOMEM, "open %s: out of memory", file);
     if (has_suffix(file, ".json") || looks_like_json(file)) {

@@ -273,7 +273,6 @@ static void sync_files(const char *dir) {
 int ckpt_probe(const char *dir, char *err) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", dir);
-    if (is_dir(tmp)) return KG_OK; // a previous run's: ckpt_recover removes it
     if (mkdir(tmp, 0755))
         return kg_err(err, KG_EIO, "cannot write checkpoints to %s: mkdir %s: %s", dir, tmp,
                       strerror(errno));

@@ -42,7 +42,8 @@ int ckpt_save(const char *dir, const Gpt2 *m, KgDtype dtype, const char *tok_fil
               const CkptState *st, const AdamW *o, char *err);
 
 // Checks, before any work, that checkpoints can be written as dir (its parent exists and
-// is writable): creates and removes dir's temporary sibling. KG_OK or KG_EIO naming the path.
+// is writable): creates and removes dir's temporary sibling, which ckpt_recover has cleared.
+// KG_OK or KG_EIO naming the path.
 int ckpt_probe(const char *dir, char *err);
 
 // Repairs what a kill during ckpt_save can leave: DIR missing but DIR.old there -> rename

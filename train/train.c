@@ -384,7 +384,7 @@ int train_run(const TrainArgs *a, Dist *d, FILE *log, char *err) {
         int skipped;
         if ((rc = run_step(&r, a, d, step, &loss, &norm, &lr, &skipped, err))) break;
         if (skipped && log) { // an overflow is expected only of fp16's scaled gradients
-            if (r.be->mixed == KG_F16)
+            if (a->precision == KG_F16)
                 fprintf(log,
                         "step %llu: gradients overflowed in f16: step skipped, loss scale %g\n",
                         (unsigned long long)step + 1, r.scaler.scale);

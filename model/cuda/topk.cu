@@ -134,8 +134,7 @@ size_t cuda_logits_topk(KgBackend *be, const float *logits, size_t V, float temp
     CudaBackend *cb = cuda_use(be);
     if (k > V) k = V;
     if (k == 0) return 0;
-    if (!(temperature >= SAMPLER_MIN_TEMPERATURE))
-        temperature = SAMPLER_MIN_TEMPERATURE; // its limit
+    temperature = sampler_usable_temperature(temperature); // a tiny one acts as its limit
     if (k > CUDA_TOPK_MAX) { // a near-full sort: bring the row home and use the sampler's
         float *host = (float *)malloc(V * sizeof *host);
         if (!host) return 0;
