@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what kogpt2 needs to build and to run its tests on Debian 12 (run as root).
-# Build: compiler, CMake, libmicrohttpd, cJSON, SentencePiece, utf8proc, OpenBLAS.
+# Build: compiler, CMake, cJSON, SentencePiece, utf8proc, OpenBLAS; libmicrohttpd 1.0 built
+# from Debian 13's source by scripts/build_mhd.sh (Debian 12's 0.9.75 frames HTTP unsafely).
 # Training: zlib (gzip corpora), OpenMPI (data parallelism).
 # Tests: PyTorch and NumPy (reference forward/backward passes), python3-sentencepiece and the
 # npm package @huggingface/tokenizers (reference tokenizers), Chromium + playwright-core (the
@@ -13,12 +14,13 @@ cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
-    build-essential cmake ninja-build pkg-config git ca-certificates \
-    libcjson-dev libmicrohttpd-dev libsentencepiece-dev sentencepiece libutf8proc-dev \
+    build-essential cmake ninja-build pkg-config git ca-certificates curl \
+    libcjson-dev libsentencepiece-dev sentencepiece libutf8proc-dev \
     libopenblas-dev zlib1g-dev libopenmpi-dev openmpi-bin \
     python3 python3-torch python3-numpy python3-sentencepiece \
     chromium fonts-nanum nginx python3-yaml clang-format valgrind \
     clang libclang-rt-14-dev >/dev/null
+scripts/build_mhd.sh /usr/local
 # Node.js for the reference tokenizer and the browser test: Debian's, unless a Node.js with
 # npm is already installed (a distribution of Node.js that bundles npm conflicts with Debian's)
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then

@@ -318,13 +318,16 @@ void srv_wake(SrvReq *r) {
     pthread_mutex_unlock(&r->mu);
 }
 
+// A read of 0 bytes is not a hang-up: a client that half-closes after its request
+// (shutdown(SHUT_WR): nc -N, scripts, some proxies) still reads the answer. Only an error on
+// the socket (a reset: the peer closed and our last write was refused) means it is gone.
 int srv_client_gone(SrvReq *r) {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return 0;
     char c;
     ssize_t n = recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
 }
 
 // --- streaming ---
@@ -361,11 +364,13 @@ enum MHD_Result srv_stream_start(SrvReq *r, SrvPull pull) {
 // --- the access handler ---
 
 // Appends one chunk of the body; over max_body it stops keeping bytes (still drained).
-static void srv_body_feed(SrvReq *r, const char *data, size_t n) {
-    if (r->body_state != SRV_BODY_OK) return; // we already know the answer: drop the rest
-    if (n > r->srv->opt.max_body - r->len) {
+// Returns 0, or -1 when the body is so far over the limit that the connection should close.
+static int srv_body_feed(SrvReq *r, const char *data, size_t n) {
+    if (r->body_state == SRV_BODY_OK && n > r->srv->opt.max_body - r->len)
         r->body_state = SRV_BODY_TOO_LARGE;
-        return;
+    if (r->body_state != SRV_BODY_OK) { // we already know the answer: drop the rest
+        r->dropped += n;
+        return r->dropped > SRV_LINGER_BYTES ? -1 : 0;
     }
     if (r->len + n + 1 > r->cap) {
         size_t cap = r->cap ? r->cap : 1024;
@@ -374,7 +379,7 @@ static void srv_body_feed(SrvReq *r, const char *data, size_t n) {
         char *body = realloc(r->body, cap);
         if (!body) {
             r->body_state = SRV_BODY_NO_MEMORY;
-            return;
+            return 0;
         }
         r->body = body; // body may move
         r->cap = cap;
@@ -382,6 +387,7 @@ static void srv_body_feed(SrvReq *r, const char *data, size_t n) {
     memcpy(r->body + r->len, data, n);
     r->len += n;
     r->body[r->len] = '\0';
+    return 0;
 }
 
 // The route for url, or NULL; *path_known says whether another method has it.
@@ -488,9 +494,18 @@ static enum MHD_Result srv_dispatch(SrvReq *r, const char *url) {
     return ret;
 }
 
-// The first call: state only, except that a connection over max_connections (503) or a
-// body announced over the limit (413) is refused at once (MHD then skips the upload and
-// closes the connection).
+// MHD_get_connection_values' iterator: counts Content-Length headers into *cls, up to 2.
+static enum MHD_Result srv_count_content_length(void *cls, enum MHD_ValueKind kind, const char *key,
+                                                const char *value) {
+    (void)kind, (void)value;
+    int *seen = cls;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) return MHD_YES;
+    return ++*seen > 1 ? MHD_NO : MHD_YES;
+}
+
+// The first call: state only, except that a connection over max_connections (503), a
+// second Content-Length (400) or a body announced far over the limit (413) is refused at
+// once (MHD then skips the upload and closes the connection).
 static enum MHD_Result srv_req_begin(SrvServer *s, struct MHD_Connection *conn, const char *url,
                                      const char *method, void **req_cls) {
     SrvReq *r = calloc(1, sizeof *r);
@@ -512,18 +527,25 @@ static enum MHD_Result srv_req_begin(SrvServer *s, struct MHD_Connection *conn, 
                  s->opt.max_connections);
         return srv_reply_error_h(r, 503, msg, NULL, "Retry-After", "1");
     }
+    // One Content-Length only: MHD reads the first, and a proxy in front may have framed the
+    // body by another (request smuggling). MHD itself refuses a malformed value, a
+    // Transfer-Encoding other than chunked, and both headers together (discipline level 1).
+    int n_content_length = 0;
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, srv_count_content_length, &n_content_length);
+    if (n_content_length > 1)
+        return srv_reply_error(r, 400, "more than one Content-Length header", NULL);
     const char *cl =
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl) {
-        char *end;
-        errno = 0;
-        unsigned long long n = strtoull(cl, &end, 10);
-        if (errno || *end || n > s->opt.max_body) {
-            char msg[96];
-            snprintf(msg, sizeof msg, "body is over the limit of %zu bytes", s->opt.max_body);
-            return srv_reply_error(r, 413, msg, NULL);
-        }
+    unsigned long long n = cl ? strtoull(cl, NULL, 10) : 0; // MHD checked the digits
+    if (n > s->opt.max_body + SRV_LINGER_BYTES) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "body is over the limit of %zu bytes", s->opt.max_body);
+        return srv_reply_error(r, 413, msg, NULL); // answered before the body: MHD closes
     }
+    // A body over the limit but within SRV_LINGER_BYTES of it is read and dropped
+    // (srv_body_feed), then answered 413: clients that send the whole body before reading
+    // (Python's http.client, requests, httpx) would see a broken pipe instead of the answer
+    // if the connection closed under them. nginx's lingering close does the same.
     return MHD_YES;
 }
 
@@ -532,9 +554,9 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
                                   size_t *upload_data_size, void **req_cls) {
     (void)version;
     SrvReq *r = *req_cls;
-    if (!r) return srv_req_begin(cls, conn, url, method, req_cls); // 1st call: state only
-    if (*upload_data_size) {                                       // middle calls: body
-        srv_body_feed(r, upload_data, *upload_data_size);
+    if (!r) return srv_req_begin(cls, conn, url, method, req_cls);           // 1st call: state only
+    if (*upload_data_size) {                                                 // middle calls: body
+        if (srv_body_feed(r, upload_data, *upload_data_size)) return MHD_NO; // close
         *upload_data_size = 0;
         return MHD_YES;
     }
@@ -635,8 +657,34 @@ static void srv_free(SrvServer *s) {
     free(s);
 }
 
+// The listening socket, made here rather than by MHD so that a bind error is named exactly.
+// SO_REUSEADDR lets a restart bind while old connections linger in TIME_WAIT; never
+// SO_REUSEPORT, which let a second daemon bind the same port and take part of the traffic.
+static int srv_listen(const struct addrinfo *ai, char *err) {
+    char host[INET6_ADDRSTRLEN] = "*", port[8] = "";
+    getnameinfo(ai->ai_addr, ai->ai_addrlen, host, sizeof host, port, sizeof port,
+                NI_NUMERICHOST | NI_NUMERICSERV);
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), on = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) ||
+        bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, SOMAXCONN)) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        kg_err(err, KG_EIO, "listen on %s:%s: %s", host, port,
+               e == EADDRINUSE ? "address already in use" : strerror(e));
+        return -1;
+    }
+    return fd;
+}
+
 int srv_start(SrvServer **out, const SrvOptions *opt, char *err) {
     *out = NULL;
+    // Built against >= 1.0 (CMake checks), but Debian 12's 0.9.75 has the same soname: if it
+    // is the one loaded, its request framing faults (see scripts/build_mhd.sh) are back.
+    if (!strncmp(MHD_get_version(), "0.", 2))
+        return kg_err(err, KG_EINVAL,
+                      "libmicrohttpd %s was loaded; kogpt2d needs 1.0 or later "
+                      "(scripts/build_mhd.sh builds it into /usr/local)",
+                      MHD_get_version());
     SrvServer *s = calloc(1, sizeof *s);
     if (!s) return kg_err(err, KG_ENOMEM, "server: out of memory");
     s->opt = *opt;
@@ -660,35 +708,35 @@ int srv_start(SrvServer **out, const SrvOptions *opt, char *err) {
         srv_free(s);
         return kg_err(err, KG_EINVAL, "--host %s: %s", host ? host : "", gai_strerror(grc));
     }
+    int fd = srv_listen(ai, err);
+    freeaddrinfo(ai);
+    if (fd < 0) {
+        srv_free(s);
+        return KG_EIO;
+    }
     unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     // MHD's limit is twice ours, so that the connections beyond ours get a 503 (from
     // srv_req_begin) instead of a silent close; past MHD's they wait in the listen backlog.
     s->d = MHD_start_daemon(
-        flags, (uint16_t)opt->port, NULL, NULL, srv_access, s, MHD_OPTION_EXTERNAL_LOGGER,
-        srv_mhd_log, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE,
+        flags, 0, NULL, NULL, srv_access, s, MHD_OPTION_EXTERNAL_LOGGER, srv_mhd_log, s,
+        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_THREAD_POOL_SIZE,
         (unsigned)(opt->threads ? opt->threads : 4), MHD_OPTION_CONNECTION_LIMIT,
         2 * s->opt.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)opt->timeout_s,
         MHD_OPTION_NOTIFY_COMPLETED, srv_completed, s, MHD_OPTION_UNESCAPE_CALLBACK, srv_unescape,
-        NULL, MHD_OPTION_NOTIFY_CONNECTION, srv_conn_notify, s, MHD_OPTION_END);
-    // (no MHD_OPTION_LISTENING_ADDRESS_REUSE: its SO_REUSEPORT let a second daemon bind the
-    // same port and take part of the traffic; MHD's default SO_REUSEADDR still allows a
-    // restart while old connections linger in TIME_WAIT)
-    int bind_errno = errno;
-    freeaddrinfo(ai);
-    if (s->d && s->opt.request_timeout_s) {
+        NULL, MHD_OPTION_NOTIFY_CONNECTION, srv_conn_notify, s, MHD_OPTION_CLIENT_DISCIPLINE_LVL, 1,
+        MHD_OPTION_END); // level 1: "suitable for highly loaded public servers"
+    if (!s->d) {
+        close(fd);
+        srv_free(s);
+        return kg_err(err, KG_EIO, "could not start the HTTP server");
+    }
+    if (s->opt.request_timeout_s) {
         if (pthread_create(&s->watchdog, NULL, srv_watchdog, s)) {
             MHD_stop_daemon(s->d);
             srv_free(s);
             return kg_err(err, KG_ENOMEM, "server: could not start the watchdog thread");
         }
         s->watchdog_on = 1;
-    }
-    if (!s->d) {
-        srv_free(s);
-        return kg_err(err, KG_EIO, "listen on %s:%d: %s", host ? host : "*", opt->port,
-                      bind_errno == EADDRINUSE ? "address already in use"
-                                               : "could not start the HTTP server");
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : opt->port;

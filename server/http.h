@@ -28,9 +28,10 @@
 
 #include "model/kg.h"
 
-#define SRV_MAX_BODY        (1u << 20) // default --max-body
-#define SRV_MAX_CONNECTIONS 256        // default --max-connections
-#define SRV_STREAM_BLOCK    4096       // bytes MHD asks a streaming reader for at most
+#define SRV_MAX_BODY        (1u << 20)  // default --max-body
+#define SRV_LINGER_BYTES    (64u << 20) // a body over --max-body: read and dropped up to this
+#define SRV_MAX_CONNECTIONS 256         // default --max-connections
+#define SRV_STREAM_BLOCK    4096        // bytes MHD asks a streaming reader for at most
 
 typedef struct SrvReq SrvReq;
 typedef struct SrvServer SrvServer;
@@ -79,6 +80,7 @@ struct SrvReq {
     double t_start; // monotonic seconds
     char *body;     // NUL-terminated, len bytes
     size_t len, cap;
+    size_t dropped; // body bytes read past the limit and dropped
     SrvBodyState body_state;
     int status; // set when a reply is queued
     size_t bytes_out;

@@ -10,10 +10,12 @@ Exit 0 pass, 1 fail, 77 skip (no shared data / binary).
 import json
 import math
 import os
+import re
 import subprocess
 import shutil
 import signal
 import socket
+import struct
 import sys
 import tempfile
 import threading
@@ -325,32 +327,49 @@ def test_bad_utf8(d):
 
 
 def test_bad_values(d):
+    """Every out-of-range value is a 422 whose error names its own parameter (a top_p or a
+    temperature in range but tiny acts as its limit, greedy: test_limits)."""
     nt, gen, cmp_ = "/v1/next-token", "/v1/generate", "/v1/completions"
     long_text = " ".join(["안녕하세요"] * 200)
     cases = [
-        (nt, {"text": ""}, "empty prompt"), (nt, {"tokens": []}, "empty token list"),
-        (gen, {"text": ""}, "empty prompt (generate)"), (cmp_, {"prompt": ""}, "empty prompt (completions)"),
-        (nt, {"tokens": list(range(5, 300))}, "over-long prompt (ids)"),
-        (nt, {"text": "a", "top_k": 0}, "top_k 0"), (nt, {"text": "a", "top_k": -1}, "top_k negative"),
-        (nt, {"text": "a", "top_k": 1000000}, "top_k huge"), (nt, {"text": "a", "top_k": 1e300}, "top_k 1e300"),
-        (gen, {"text": "a", "top_k": -5}, "generate top_k negative"),
-        (gen, {"text": "a", "top_k": 10 ** 12}, "generate top_k huge"),
-        (nt, {"tokens": [51200]}, "token id = V"), (nt, {"tokens": [-1]}, "token id negative"),
-        (nt, {"tokens": [1, 2 ** 40]}, "token id huge"),
-        ("/v1/detokenize", {"tokens": [99999]}, "detokenize id out of range"),
-        (nt, {"text": "a", "temperature": 0}, "next-token temperature 0"),
-        (gen, {"text": "a", "temperature": -1}, "temperature negative"),
-        (gen, {"text": "a", "top_p": 2}, "top_p 2"), (gen, {"text": "a", "top_p": 0}, "top_p 0"),
-        (gen, {"text": "a", "max_tokens": 0}, "max_tokens 0"),
-        (gen, {"text": "a", "max_tokens": 100000}, "max_tokens huge"),
-        (gen, {"text": "a", "seed": -5}, "seed negative"), (gen, {"text": "a", "logprobs": 21}, "logprobs 21"),
-        (gen, {"text": "a", "stop": ["a", "b", "c", "d", "e"]}, "5 stop strings"),
-        (gen, {"text": "a", "stop": [""]}, "empty stop string"),
-        (cmp_, {"prompt": "a", "n": 2}, "n 2"), (cmp_, {"prompt": "a", "logprobs": 50}, "logprobs 50"),
-        (cmp_, {"prompt": ["a", "b"]}, "two prompts"),
+        (nt, {"text": ""}, "text", "empty prompt"), (nt, {"tokens": []}, "tokens", "empty token list"),
+        (gen, {"text": ""}, "text", "empty prompt (generate)"),
+        (cmp_, {"prompt": ""}, "prompt", "empty prompt (completions)"),
+        (nt, {"tokens": list(range(5, 300))}, "tokens", "over-long prompt (ids)"),
+        (nt, {"text": "a", "top_k": 0}, "top_k", "top_k 0"),
+        (nt, {"text": "a", "top_k": -1}, "top_k", "top_k negative"),
+        (nt, {"text": "a", "top_k": 1000000}, "top_k", "top_k huge"),
+        (nt, {"text": "a", "top_k": 1e300}, "top_k", "top_k 1e300"),
+        (gen, {"text": "a", "top_k": -5}, "top_k", "generate top_k negative"),
+        (gen, {"text": "a", "top_k": 10 ** 12}, "top_k", "generate top_k huge"),
+        (nt, {"tokens": [51200]}, "tokens", "token id = V"),
+        (nt, {"tokens": [-1]}, "tokens", "token id negative"),
+        (nt, {"tokens": [1, 2 ** 40]}, "tokens", "token id huge"),
+        ("/v1/detokenize", {"tokens": [99999]}, "tokens", "detokenize id out of range"),
+        (nt, {"text": "a", "temperature": 0}, "temperature", "next-token temperature 0"),
+        (nt, {"text": "a", "temperature": 1e-50}, "temperature", "next-token temperature 1e-50"),
+        (nt, {"text": "a", "temperature": 1e9}, "temperature", "next-token temperature 1e9"),
+        (gen, {"text": "a", "temperature": -1}, "temperature", "temperature negative"),
+        (gen, {"text": "a", "temperature": 1e9}, "temperature", "temperature 1e9"),
+        (gen, {"text": "a", "top_p": 2}, "top_p", "top_p 2"), (gen, {"text": "a", "top_p": 0}, "top_p", "top_p 0"),
+        (gen, {"text": "a", "top_p": -0.5}, "top_p", "top_p negative"),
+        (gen, {"text": "a", "max_tokens": 0}, "max_tokens", "max_tokens 0"),
+        (gen, {"text": "a", "max_tokens": 100000}, "max_tokens", "max_tokens huge"),
+        (gen, {"text": "a", "max_tokens": -3}, "max_tokens", "max_tokens negative"),
+        (gen, {"text": "a", "seed": -5}, "seed", "seed negative"),
+        (gen, {"text": "a", "seed": 2 ** 60}, "seed", "seed over 2^53"),
+        (gen, {"text": "a", "logprobs": 21}, "logprobs", "logprobs 21"),
+        (gen, {"text": "a", "logprobs": -1}, "logprobs", "logprobs negative"),
+        (gen, {"text": "a", "stop": ["a", "b", "c", "d", "e"]}, "stop", "5 stop strings"),
+        (gen, {"text": "a", "stop": [""]}, "stop", "empty stop string"),
+        (gen, {"text": "a", "stop": ["x" * 1000]}, "stop", "over-long stop string"),
+        (cmp_, {"prompt": "a", "n": 2}, "n", "n 2"), (cmp_, {"prompt": "a", "best_of": 3}, "best_of", "best_of 3"),
+        (cmp_, {"prompt": "a", "logprobs": 50}, "logprobs", "logprobs 50"),
+        (cmp_, {"prompt": "a", "max_tokens": 0}, "max_tokens", "completions max_tokens 0"),
+        (cmp_, {"prompt": ["a", "b"]}, "prompt", "two prompts"),
     ]
-    for path, body, what in cases:
-        expect_error(d, "POST", path, body, 422, what)
+    for path, body, param, what in cases:
+        expect_error(d, "POST", path, body, 422, what, param=param)
     _, data = expect_error(d, "POST", nt, {"text": long_text}, 422, "over-long prompt (text)")
     msg = json.loads(data)["error"]["message"]
     check("n_prompt_tokens" in msg and "n_ctx" in msg and "128" in msg,
@@ -425,7 +444,10 @@ def test_slow_clients(d, timeout_s):
 
 
 def test_disconnect(d):
-    """A client that hangs up cancels its job: the engine is idle long before max_tokens."""
+    """A client that hangs up cancels its job: the engine is idle long before max_tokens.
+    A stream's client is gone when a write fails (a closed socket answers it with a reset);
+    a client waiting for a whole answer is gone when its socket resets (SO_LINGER 0). A bare
+    FIN is not a hang-up (test_half_close)."""
     def running():
         txt = d.request("GET", "/metrics")[2].decode()
         return [float(l.split()[1]) for l in txt.splitlines()
@@ -440,12 +462,84 @@ def test_disconnect(d):
             s.recv(100)  # the first event arrived: it is running
         else:
             time.sleep(0.3)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         s.close()
         t0 = time.time()
         while time.time() - t0 < 10 and running() != [0.0, 0.0]:
             time.sleep(0.05)
         check(running() == [0.0, 0.0], "hang-up cancels the job (stream=%s)" % streamed)
         print("  hang-up (stream=%s): engine idle after %.2fs" % (streamed, time.time() - t0))
+
+
+def test_half_close(d):
+    """A client that half-closes after its request (shutdown(SHUT_WR), as nc -N does) reads
+    the whole answer, streamed or not, and the log says 200, not 499."""
+    log_before = len(d.log_text())
+    for streamed in (False, True):
+        body = json.dumps({"text": "안녕", "max_tokens": 24, "ignore_eos": True,
+                           "stream": streamed}).encode()
+        out = d.raw(b"POST /v1/generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        head, _, payload = out.partition(b"\r\n\r\n")
+        check(head.startswith(b"HTTP/1.1 200"), "half-closed client answered (stream=%s): %r"
+              % (streamed, out[:80]))
+        if streamed:
+            check(b"data: [DONE]" in payload or b'"finish_reason"' in payload,
+                  "half-closed stream runs to its end: %r" % payload[-120:])
+        else:
+            check(json.loads(payload)["generated_tokens"] == 24,
+                  "half-closed client gets every token: %r" % payload[-120:])
+    time.sleep(0.2)
+    check(" 499 " not in d.log_text()[log_before:], "no 499 logged for a half-close")
+
+
+def test_framing(d):
+    """Ambiguous or malformed request framing gets exactly one well-formed 4xx, at once."""
+    body = b'{"text":"abc","top_k":2}'
+    head = b"POST /v1/next-token HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    cases = [(b"Content-Length: 24\r\nContent-Length: 5\r\n", 400, "two Content-Lengths"),
+             (b"Content-Length: 24\r\nContent-Length: 24\r\n", 400, "a repeated Content-Length"),
+             (b"Transfer-Encoding: gzip, chunked\r\n", 400, "an unknown Transfer-Encoding"),
+             (b"Transfer-Encoding: identity\r\nContent-Length: 24\r\n", 400, "TE identity"),
+             (b"Transfer-Encoding: chunked\r\nContent-Length: 24\r\n", 400, "TE and CL"),
+             (b"Content-Length: 18446744073709551616\r\n", 413, "Content-Length 2^64")]
+    for v in (b"-1", b"+24", b"0x18", b"24, 24", b" ", b"2 4"):
+        cases.append((b"Content-Length: " + v + b"\r\n", 400, "Content-Length %r" % v))
+    for extra, status, what in cases:
+        t0 = time.time()
+        out = d.raw(head + extra + b"\r\n" + body, shutdown=False, timeout=5)
+        dt = time.time() - t0
+        check(out.startswith(b"HTTP/1.1 %d" % status), "%s: %d, got %r" % (what, status, out[:40]))
+        check(out.count(b"HTTP/1.1 ") == 1, "%s: one response head: %r" % (what, out[:300]))
+        h, _, b = out.partition(b"\r\n\r\n")
+        m = re.search(rb"(?i)\r\ncontent-length: *(\d+)", h)
+        check(m is not None and int(m.group(1)) == len(b), "%s: the body its head announces" % what)
+        check(dt < 2, "%s: answered at once (%.2fs)" % (what, dt))
+    check(d.request("GET", "/healthz")[0] == 200, "daemon serves after bad framing")
+
+
+def test_linger(d):
+    """A body over --max-body (4096 here) sent whole before the answer is read (as Python's
+    http.client, requests and httpx do) still gets its 413, not a broken pipe; a body far over
+    the limit is refused before it is read."""
+    for size in (5000, 300000, 4 << 20):
+        c = d.conn(timeout=30)
+        try:
+            c.request("POST", "/v1/next-token", body=b"x" * size,
+                      headers={"Content-Type": "application/json"})
+            r = c.getresponse()
+            j = json.loads(r.read())
+            check(r.status == 413 and j["error"]["code"] == 413,
+                  "%d-byte body: 413 read by http.client (%d)" % (size, r.status))
+        except OSError as e:
+            check(False, "%d-byte body: %r instead of the 413" % (size, e))
+        finally:
+            c.close()
+    t0 = time.time()
+    out = d.raw(b"POST /v1/next-token HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\nxxxx" % (1 << 30), shutdown=False)
+    check(out.startswith(b"HTTP/1.1 413") and time.time() - t0 < 2,
+          "a 1 GiB body is refused at once: %r" % out[:40])
 
 
 def test_concurrency(d, n_threads=16, seconds=4):
@@ -743,6 +837,9 @@ def main():
                          ("bad HTTP", lambda: test_bad_http(d)),
                          ("slow clients", lambda: test_slow_clients(d, timeout_s)),
                          ("disconnect", lambda: test_disconnect(d)),
+                         ("half-close", lambda: test_half_close(d)),
+                         ("framing", lambda: test_framing(d)),
+                         ("lingering 413", lambda: test_linger(d)),
                          ("concurrency", lambda: test_concurrency(d)),
                          ("metrics", lambda: test_metrics(d)),
                          ("port in use", lambda: test_port_in_use(d, model_dir)),

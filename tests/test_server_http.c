@@ -320,8 +320,8 @@ static void test_live(const char *web) {
                            "                                                                   \r\n"
                            "c8\r\n                                                                 "
                            "                                                                    "
-                           "                                                                 }\r\n"
-                           "0\r\n\r\n";
+                           "                                                                  }\r\n"
+                           "0\r\n\r\n"; // two chunks of 200 bytes (0xc8)
     r = http_raw(port, chunked, sizeof chunked - 1);
     CHECK_MSG(status_of(r) == 413, "chunked over the limit: %.80s", r);
     free(r);
