@@ -35,7 +35,7 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 i=0
 while [ $i -lt $((seq / 2 + 16)) ]; do printf '가나다라 마바사 아자차카 타파하. '; i=$((i + 1)); done \
   > "$tmp/filler.txt"
-"$B/kogpt2-train" prepare --tokenizer "$tok" --input "$tmp/filler.txt" --out "$tmp/data" \
+"$B/kogpt2-train" prepare --tokenizer "$tok" --input "$tmp/filler.txt" --out "$tmp/data" --append \
   --val-every-doc 0 > /dev/null
 "$B/kogpt2-train" train --init "$model" --data "$tmp/data" --out "$tmp/ckpt" --steps 1 \
   --batch 8 --seq "$seq" --lr 0 --min-lr 0 --warmup 0 --weight-decay 0 --val-every 1 \

@@ -107,7 +107,7 @@ fi
 $launch "$B/kogpt2-train" train --data "$work/data" --out "$work/ckpt" --tokenizer "$tok" \
   $model_flags --n-ctx 512 --steps "$steps" --lr 1e-3 --min-lr 1e-4 $sched_flags \
   --weight-decay 0.1 --clip 1.0 --seed 1337 --val-tokens 262144 --threads "$threads" \
-  --device "$device" --resume | tee -a "$work/train.log"
+  --device "$device" --resume --force | tee -a "$work/train.log"
 
 # 4. export and figures
 echo "== export f16 -> $out"

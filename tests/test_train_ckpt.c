@@ -1,6 +1,7 @@
 // test_train_ckpt.c — checkpoint directories: save -> gpt2_open serves it with the same
 // weights (f32 exactly; f16 to half precision), the sidecar round-trips, a failed save
-// leaves the previous checkpoint, and ckpt_recover repairs what a kill mid-swap leaves.
+// leaves the previous checkpoint, ckpt_recover repairs what a kill mid-swap leaves, and
+// ckpt_dir_kind tells a checkpoint from a model, an empty --out and one that is no directory.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +124,24 @@ int main(void) {
     }
     CHECK_MSG(maxd == 0, "f16 export differs from rounding by %g", maxd);
     gpt2_close(&back);
+
+    // what an --out holds, for the trainer's refusals (issue 13): a checkpoint, a model
+    // without the sidecar, nothing; a file or a directory with a subdirectory is no --out
+    CkptDirKind kind;
+    char first[64];
+    CHECK(!ckpt_dir_kind(ck, &kind, first, sizeof first, err) && kind == CKPT_DIR_CKPT);
+    CHECK(!ckpt_dir_kind(ex, &kind, first, sizeof first, err) && kind == CKPT_DIR_OTHER &&
+          first[0]);
+    snprintf(path, sizeof path, "%s/none", dir);
+    CHECK(!ckpt_dir_kind(path, &kind, NULL, 0, err) && kind == CKPT_DIR_EMPTY);
+    mkdir(path, 0755);
+    CHECK(!ckpt_dir_kind(path, &kind, first, sizeof first, err) && kind == CKPT_DIR_EMPTY &&
+          !first[0]);
+    CHECK(ckpt_dir_kind(tokf, &kind, NULL, 0, err) == KG_EINVAL); // a file
+    snprintf(path, sizeof path, "%s/none/sub", dir);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/none", dir);
+    CHECK(ckpt_dir_kind(path, &kind, NULL, 0, err) == KG_EINVAL && strstr(err, "sub"));
 
     adamw_free(&o);
     adamw_free(&o2);

@@ -2,7 +2,8 @@
 # test_train_e2e.sh — a CI-sized run: a tiny model on the fixture corpus for 60 steps; the
 # loss must fall (mean of the last 5 steps at least 1.5 nats below the first step's), a
 # validation line with bits-per-byte must appear, and the checkpoint (and its f16 export)
-# must be served by `kogpt2 next`.
+# must be served by `kogpt2 next`. Also: fp16 loss scaling against f32 on the CPU, the f16
+# overflow message only in fp16 runs, --out paths and usage errors.
 set -eu
 B=${KG_BUILD_DIR:?}
 fx=${KG_TRAIN_TESTDATA:?}
@@ -43,6 +44,17 @@ paste -d' ' "$w/l32" "$w/l16" | awk '{ n++; d = $1 - $3; if (d < 0) d = -d; if (
     r = ($2 - $4) / $2; if (r < 0) r = -r; if (r > q) q = r }
   END { printf "fp16 loss scaling vs f32: %d steps, max |d loss| %g, max rel d norm %g\n", n, m, q
         exit !(n == 8 && m <= 1e-5 && q <= 1e-4) }'
+# "gradients overflowed in f16" is for fp16 runs only (issue 13): an absurd learning rate makes
+# the second step's gradients non-finite; an f32 run names the norm, an fp16 run its overflow
+for p in f32 fp16; do
+  "$B/kogpt2-train" train --data "$fx/data" --tokenizer "$fx/tok.model" --n-layer 1 --n-embd 16 \
+    --n-head 2 --n-ctx 16 --steps 3 --batch 2 --seq 8 --val-every 0 --threads 2 --device cpu \
+    --precision $p --lr 1e30 --out "$w/inf_$p" > "$w/inf_$p.log" 2>&1 || true
+done
+grep -q '^step 2: the gradient norm is .*: step skipped' "$w/inf_f32.log" &&
+  ! grep -q 'overflowed in f16' "$w/inf_f32.log" "$w/p_f32.log" &&
+  grep -q '^step 2: gradients overflowed in f16: step skipped' "$w/inf_fp16.log" ||
+  { echo "FAIL: the f16 overflow message in an f32 run, or missing in fp16"; cat "$w/inf_f32.log" "$w/inf_fp16.log"; exit 1; }
 # --out with a trailing slash saves (and exports) as without; an output path that cannot be
 # written fails before the first step, not after the run at its first save (issue 13)
 tiny="--tokenizer $fx/tok.model --n-layer 1 --n-embd 16 --n-head 2 --n-ctx 16 --batch 2 --seq 8"

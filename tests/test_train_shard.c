@@ -74,6 +74,84 @@ static void next_window(ShardLoader *l, int *in, int *tg, char *from) {
     snprintf(from, SHARD_NAME_MAX, "%s", l->cur.name);
 }
 
+// Writes n bytes to dir/in/name; path gets its path.
+static void write_bytes(char *path, size_t cap, const char *name, const char *bytes, size_t n) {
+    snprintf(path, cap, "%s/in/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    REQUIRE(f, "open %s", path);
+    fwrite(bytes, 1, n, f);
+    fclose(f);
+}
+
+// Whether data's train shards hold exactly the documents docs (each + EOS).
+static int train_ids_are(const Tokenizer *tok, int eos, const char *data, const char *const *docs,
+                         size_t n_docs) {
+    int *want = NULL;
+    size_t n_want = 0, n_got;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n_docs; i++)
+        append_doc(&want, &n_want, tok, docs[i], eos, &bytes);
+    ShardHeader sum;
+    int *got = read_all(data, "train_", &n_got, &sum);
+    int same = n_got == n_want && !memcmp(got, want, n_want * sizeof *got);
+    free(got);
+    free(want);
+    return same;
+}
+
+// Lines that are not UTF-8 or hold a NUL are dropped and counted, and a NUL does not end a
+// line early (the line after one is read whole); input with nothing else is an error that
+// leaves no directory behind; SHARD_REPLACE replaces the shards, numbered from 0 again.
+static void test_dropped(const Tokenizer *tok, int eos) {
+    char err[KG_ERRLEN], data[512], none[512], mixed[600], garbage[600], gz[600];
+    snprintf(data, sizeof data, "%s/dropped", dir);
+    snprintf(none, sizeof none, "%s/none", dir);
+    snprintf(gz, sizeof gz, "%s/in/c.txt.gz", dir);
+    const char mixed_text[] = "나는 학교에 갔다\n\xFF\xFE bad\nab\0cd\n우리는 바다에 갔다\n";
+    write_bytes(mixed, sizeof mixed, "mixed.txt", mixed_text, sizeof mixed_text - 1);
+    const char garbage_bytes[] = "\xC0\xC1\n\0\0\0\n\xED\xA0\x80\n";
+    write_bytes(garbage, sizeof garbage, "garbage.bin", garbage_bytes, sizeof garbage_bytes - 1);
+    const char *kept[] = {"나는 학교에 갔다", "우리는 바다에 갔다"};
+
+    const char *mixed_in[] = {mixed};
+    ShardPrepareArgs pa = {.inputs = mixed_in, .n_inputs = 1, .out_dir = data};
+    ShardPrepareStats st;
+    REQUIRE(!shard_prepare(tok, &pa, &st, err), "%s", err);
+    CHECK_MSG(st.docs == 2 && st.dropped_utf8 == 1 && st.dropped_nul == 1,
+              "%llu documents, %llu dropped for UTF-8, %llu for NUL", (unsigned long long)st.docs,
+              (unsigned long long)st.dropped_utf8, (unsigned long long)st.dropped_nul);
+    char summary[512];
+    shard_prepare_dropped(&st, summary, sizeof summary);
+    CHECK_MSG(strstr(summary, "2 lines dropped") && strstr(summary, "mixed.txt:2"), "%s", summary);
+    CHECK_MSG(train_ids_are(tok, eos, data, kept, 2), "ids around the dropped lines differ");
+
+    // nothing but dropped lines: an error with the counts, and no directory made
+    const char *garbage_in[] = {garbage};
+    ShardPrepareArgs bad = {.inputs = garbage_in, .n_inputs = 1, .out_dir = none};
+    CHECK(shard_prepare(tok, &bad, NULL, err) == KG_EINVAL);
+    CHECK_MSG(strstr(err, "3 lines dropped (2 not UTF-8, 1 with NUL"), "%s", err);
+    CHECK(access(none, F_OK));
+    // ... and into a directory with shards, even SHARD_REPLACE keeps them
+    bad.out_dir = data;
+    bad.mode = SHARD_REPLACE;
+    CHECK(shard_prepare(tok, &bad, NULL, err) == KG_EINVAL);
+    CHECK(train_ids_are(tok, eos, data, kept, 2));
+
+    // SHARD_REPLACE: the old shards go, the new ones are numbered from 0
+    const char *gz_in[] = {gz};
+    ShardPrepareArgs repl = {
+        .inputs = gz_in, .n_inputs = 1, .out_dir = data, .mode = SHARD_REPLACE};
+    REQUIRE(!shard_prepare(tok, &repl, &st, err), "%s", err);
+    char(*names)[SHARD_NAME_MAX];
+    size_t n;
+    REQUIRE(!shard_list(data, "", &names, &n, err), "%s", err);
+    CHECK_MSG(n == 1 && !strcmp(names[0], "train_000000.bin"), "%zu shards, the first %s", n,
+              n ? names[0] : "-");
+    free(names);
+    const char *gz_docs[] = {"선생님이 매일 바다에 갔습니다.", "아이들이 아침에 밥을 먹었다."};
+    CHECK_MSG(train_ids_are(tok, eos, data, gz_docs, 2), "the replaced shards differ");
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) SKIP("usage: test_train_shard TOKENIZER");
     char err[KG_ERRLEN];
@@ -127,7 +205,8 @@ int main(int argc, char **argv) {
     CHECK(st.files == 4);
     snprintf(never, sizeof never, "%s/korean_hate_speech/x.txt", in);
     const char *never_in[] = {never};
-    ShardPrepareArgs bad = {.inputs = never_in, .n_inputs = 1, .out_dir = data};
+    ShardPrepareArgs bad = {
+        .inputs = never_in, .n_inputs = 1, .out_dir = data, .mode = SHARD_APPEND};
     CHECK(shard_prepare(tok, &bad, NULL, err) == KG_EINVAL);
     CHECK_MSG(st.docs == n_docs, "%llu documents", (unsigned long long)st.docs);
     CHECK(st.val_docs == 3);
@@ -225,9 +304,19 @@ int main(int argc, char **argv) {
     shard_loader_close(&l2);
     shard_loader_close(&l3);
 
-    // a shard dropped in during epoch 0 joins at epoch 1, not before
+    // a second prepare into a directory with shards is refused (it would duplicate them)
+    // and adds nothing; with SHARD_APPEND it adds
     const char *more_in[] = {gz};
     ShardPrepareArgs more = {.inputs = more_in, .n_inputs = 1, .out_dir = data};
+    CHECK(shard_prepare(tok, &more, &st, err) == KG_EINVAL && strstr(err, "--append"));
+    char(*names_after)[SHARD_NAME_MAX];
+    size_t n_after;
+    REQUIRE(!shard_list(data, "train_", &names_after, &n_after, err), "%s", err);
+    CHECK_MSG(n_after == n_names, "a refused prepare left %zu train shards, not %zu", n_after,
+              n_names);
+    free(names_after);
+    // a shard dropped in during epoch 0 joins at epoch 1, not before
+    more.mode = SHARD_APPEND;
     REQUIRE(!shard_prepare(tok, &more, &st, err), "%s", err);
     char new_name[SHARD_NAME_MAX];
     snprintf(new_name, sizeof new_name, "train_%06zu.bin", n_names);
@@ -282,6 +371,8 @@ int main(int argc, char **argv) {
     fputc(0, f); // size no longer matches too
     fclose(f);
     CHECK(shard_open(&s32, data, "u32.bin", err) == KG_EFORMAT);
+
+    test_dropped(tok, eos);
 
     free(want_tr);
     free(want_va);

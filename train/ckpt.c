@@ -235,6 +235,34 @@ int ckpt_exists(const char *dir) {
     return !access(path, R_OK);
 }
 
+int ckpt_dir_kind(const char *dir, CkptDirKind *kind, char *first, size_t cap, char *err) {
+    *kind = CKPT_DIR_EMPTY;
+    if (first && cap) first[0] = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT) return KG_OK;
+        if (errno == ENOTDIR) return kg_err(err, KG_EINVAL, "--out %s is not a directory", dir);
+        return kg_err(err, KG_EIO, "opendir %s: %s", dir, strerror(errno));
+    }
+    char path[4096];
+    int rc = KG_OK;
+    for (struct dirent *e; !rc && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        kg_path_join(path, sizeof path, dir, e->d_name);
+        if (is_dir(path)) {
+            rc = kg_err(err, KG_EINVAL,
+                        "--out %s holds a directory (%s): not a checkpoint; choose another --out",
+                        dir, e->d_name);
+            break;
+        }
+        if (!strcmp(e->d_name, CKPT_STATE_FILE)) *kind = CKPT_DIR_CKPT;
+        if (*kind == CKPT_DIR_EMPTY) *kind = CKPT_DIR_OTHER;
+        if (first && cap && !first[0]) snprintf(first, cap, "%s", e->d_name);
+    }
+    closedir(d);
+    return rc;
+}
+
 // Makes the renames inside dir's parent durable.
 static void sync_parent(const char *dir) {
     char parent[4096];

@@ -53,6 +53,18 @@ int ckpt_recover(const char *dir, char *err);
 // Whether dir holds a resumable checkpoint (train_state.bin present).
 int ckpt_exists(const char *dir);
 
+// What an output directory holds, for the checks before a run (train.c decides).
+typedef enum {
+    CKPT_DIR_EMPTY, // missing or empty: a new run loses nothing there
+    CKPT_DIR_CKPT,  // holds train_state.bin: a resumable checkpoint
+    CKPT_DIR_OTHER  // holds files but no train_state.bin (an exported model, anything)
+} CkptDirKind;
+
+// Classifies dir (after ckpt_recover); first (cap bytes, may be NULL) gets the name of a
+// file in it. KG_EINVAL when dir is not a directory or holds a subdirectory: a save swaps
+// the whole directory and removes the old one's files, so it must be flat. KG_EIO.
+int ckpt_dir_kind(const char *dir, CkptDirKind *kind, char *first, size_t cap, char *err);
+
 // Reads dir/train_state.bin into st (names malloc'd: ckpt_state_free) and, when o is not
 // NULL, the moments into o (which must hold st->n_params floats: adamw_init first; o->t is
 // set). KG_EIO / KG_EFORMAT (bad magic, version, sizes) with err filled.

@@ -1,19 +1,22 @@
 // kogpt2-train — prepare token shards, train or fine-tune a GPT-2, export a model.
 //
 //   kogpt2-train prepare --tokenizer PATH --input PATH [--input PATH ...] --out DATA_DIR
+//       [--append | --force]
 //   kogpt2-train train --data DATA_DIR --out CKPT_DIR (--init MODEL_DIR | --n-layer L
 //       --n-embd C --n-head H --n-ctx T --tokenizer PATH) --steps N --batch B --seq T
-//       [--lr X] [--grad-accum K] [--seed S] [--resume] ...
+//       [--lr X] [--grad-accum K] [--seed S] [--resume] [--force] ...
 //   kogpt2-train export --from CKPT_DIR --out MODEL_DIR [--dtype f16|f32]
 //   mpirun -np N kogpt2-train train ...   (data parallel; --batch is per rank)
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dist.h"
 #include "model/backend.h"
+#include "model/hfcache.h"
 #include "model/kg.h"
 #include "model/safetensors.h"
 #include "shard.h"
@@ -24,7 +27,7 @@ static void usage(FILE *f) {
     fprintf(
         f,
         "usage: kogpt2-train prepare --tokenizer PATH --input PATH [--input PATH ...] --out DIR\n"
-        "                            [--val-every-doc N] [--shard-tokens N]\n"
+        "                            [--val-every-doc N] [--shard-tokens N] [--append | --force]\n"
         "       kogpt2-train train --data DIR --out CKPT_DIR\n"
         "                          (--init MODEL_DIR | --n-layer L --n-embd C --n-head H\n"
         "                           --n-ctx T --tokenizer PATH)\n"
@@ -38,12 +41,20 @@ static void usage(FILE *f) {
         "  --recompute       recompute activations in backward (less memory)\n"
         "  --val-every N     validate every N steps (250)    --val-tokens N (65536)\n"
         "  --save-every N    checkpoint every N steps (500)  --log-every N (1)\n"
-        "  --resume          continue from CKPT_DIR if it holds a checkpoint\n"
+        "  --resume          continue the checkpoint in CKPT_DIR (there must be one)\n"
+        "  --force           start over even if CKPT_DIR holds a checkpoint or files (they\n"
+        "                    are replaced at the first save); with --resume: resume if there\n"
+        "                    is a checkpoint, else start over\n"
         "  --stop-at N       stop after step N as an interruption would (tests)\n"
         "  --device D        auto (GPU if any), cpu, cuda, cuda:N (auto)\n"
         "  --precision P     matmuls in f32, bf16 or fp16 (dynamic loss scaling) with f32\n"
         "                    master weights; GPU only, the CPU computes in f32 (f32)\n"
         "  --loss-scale X    fp16: the loss scale's start (65536)\n"
+        "SIGINT, SIGTERM or SIGUSR1 saves a checkpoint at the end of the step under way and\n"
+        "exits 0; a second one exits at once (the last complete checkpoint stays). Under\n"
+        "mpirun send SIGUSR1 to mpirun (it forwards it) or any signal to one rank.\n"
+        "prepare: --append adds to the shards already in DIR, --force replaces them (without\n"
+        "either, a DIR that holds shards is refused).\n"
         "Under mpirun --batch is per rank; only rank 0 prints and writes checkpoints.\n");
 }
 
@@ -69,6 +80,8 @@ static int cmd_prepare(int argc, char **argv) {
                                          {"out", required_argument, 0, 'o'},
                                          {"val-every-doc", required_argument, 0, 'v'},
                                          {"shard-tokens", required_argument, 0, 's'},
+                                         {"append", no_argument, 0, 'a'},
+                                         {"force", no_argument, 0, 'f'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *tok_path = NULL;
@@ -86,6 +99,15 @@ static int cmd_prepare(int argc, char **argv) {
             break;
         case 'o':
             pa.out_dir = optarg;
+            break;
+        case 'a':
+        case 'f':
+            if (pa.mode != SHARD_NEW && pa.mode != (c == 'a' ? SHARD_APPEND : SHARD_REPLACE)) {
+                fprintf(stderr, "kogpt2-train prepare: --append and --force exclude each other\n");
+                free(inputs);
+                return 2;
+            }
+            pa.mode = c == 'a' ? SHARD_APPEND : SHARD_REPLACE;
             break;
         case 'v':
         case 's':
@@ -125,11 +147,17 @@ static int cmd_prepare(int argc, char **argv) {
         fprintf(stderr, "kogpt2-train prepare: %s\n", err);
         return 1;
     }
+    char dropped[512];
+    shard_prepare_dropped(&st, dropped, sizeof dropped);
     printf("prepared %llu files, %llu documents (%.1f MB): train %llu tokens in %d shards, "
-           "val %llu tokens (%llu documents) in %d shards -> %s\n",
+           "val %llu tokens (%llu documents) in %d shards -> %s%s%s%s\n",
            (unsigned long long)st.files, (unsigned long long)st.docs, st.bytes_in / 1e6,
            (unsigned long long)st.train_tokens, st.train_shards, (unsigned long long)st.val_tokens,
-           (unsigned long long)st.val_docs, st.val_shards, pa.out_dir);
+           (unsigned long long)st.val_docs, st.val_shards, pa.out_dir,
+           pa.mode == SHARD_APPEND    ? " (added)"
+           : pa.mode == SHARD_REPLACE ? " (replaced)"
+                                      : "",
+           dropped[0] ? "; " : "", dropped);
     return 0;
 }
 
@@ -159,6 +187,7 @@ enum {
     OPT_SAVE_EVERY,
     OPT_LOG_EVERY,
     OPT_RESUME,
+    OPT_FORCE,
     OPT_STOP_AT,
     OPT_DEVICE,
     OPT_PRECISION,
@@ -193,13 +222,13 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
                                          {"save-every", required_argument, 0, OPT_SAVE_EVERY},
                                          {"log-every", required_argument, 0, OPT_LOG_EVERY},
                                          {"resume", no_argument, 0, OPT_RESUME},
+                                         {"force", no_argument, 0, OPT_FORCE},
                                          {"stop-at", required_argument, 0, OPT_STOP_AT},
                                          {"device", required_argument, 0, OPT_DEVICE},
                                          {"precision", required_argument, 0, OPT_PRECISION},
                                          {"loss-scale", required_argument, 0, OPT_LOSS_SCALE},
                                          {"help", no_argument, 0, OPT_HELP},
                                          {0, 0, 0, 0}};
-    int have_shape = 0;
     for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
         long long v = 0;
         double x = 0;
@@ -222,27 +251,34 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
         case OPT_OUT:
             a->out_dir = dir_arg(optarg);
             break;
-        case OPT_INIT:
-            a->init = optarg;
+        case OPT_INIT: { // ORG/NAME[@REV]: the Hugging Face cache's copy
+            static char init_dir[4096];
+            char herr[KG_ERRLEN];
+            if (hfcache_resolve(optarg, init_dir, sizeof init_dir, herr)) {
+                fprintf(stderr, "kogpt2-train train: --init %s\n", herr);
+                return 2;
+            }
+            a->init = init_dir;
             break;
+        }
         case OPT_TOKENIZER:
             a->tokenizer = optarg;
             break;
         case OPT_N_LAYER:
             a->n_layer = (size_t)v;
-            have_shape = 1;
+            a->shape_given |= TRAIN_GIVEN_N_LAYER;
             break;
         case OPT_N_EMBD:
             a->n_embd = (size_t)v;
-            have_shape = 1;
+            a->shape_given |= TRAIN_GIVEN_N_EMBD;
             break;
         case OPT_N_HEAD:
             a->n_head = (size_t)v;
-            have_shape = 1;
+            a->shape_given |= TRAIN_GIVEN_N_HEAD;
             break;
         case OPT_N_CTX:
             a->n_ctx = (size_t)v;
-            have_shape = 1;
+            a->shape_given |= TRAIN_GIVEN_N_CTX;
             break;
         case OPT_STEPS:
             a->steps = (uint64_t)v;
@@ -295,6 +331,9 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
         case OPT_RESUME:
             a->resume = 1;
             break;
+        case OPT_FORCE:
+            a->force = 1;
+            break;
         case OPT_STOP_AT:
             a->stop_at = (uint64_t)v;
             break;
@@ -324,7 +363,7 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
         why = "unexpected argument";
     else if (!a->data_dir || !a->out_dir)
         why = "--data and --out are required";
-    else if (a->init && have_shape)
+    else if (a->init && a->shape_given)
         why = "--init takes the shape from the model: drop --n-*";
     else if (!a->init && !a->tokenizer)
         why = "a new model needs --tokenizer (or use --init)";
@@ -346,6 +385,39 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
     return 0;
 }
 
+// SIGINT, SIGTERM, SIGUSR1: the first asks the run to stop after the step under way
+// (train_run saves then and returns); the handler only sets the flag, which is
+// async-signal-safe. A second one takes the default action at once: a save it interrupts is
+// atomic (ckpt.h), so the last complete checkpoint stays. SIGUSR1 is for mpirun, which
+// forwards it to every rank, while it answers SIGINT/SIGTERM by killing the ranks a second
+// later (Open MPI's odls_base_sigkill_timeout) and may stop draining their output first.
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig) {
+    if (stop_signal) {
+        signal(sig, SIG_DFL); // signal() and raise() are async-signal-safe
+        raise(sig);           // delivered as the handler returns: the process ends
+        return;
+    }
+    stop_signal = sig;
+}
+
+static void catch_stop_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    // both blocked while either handler runs: a SIGTERM inside SIGINT's handler, before the
+    // flag is set, would find it clear, and both would return
+    sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGINT);
+    sigaddset(&sa.sa_mask, SIGTERM);
+    sigaddset(&sa.sa_mask, SIGUSR1);
+    sa.sa_flags = SA_RESTART; // a write of the log or a checkpoint is not cut short
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+}
+
 static int cmd_train(int argc, char **argv) {
     char err[KG_ERRLEN];
     Dist d;
@@ -359,8 +431,13 @@ static int cmd_train(int argc, char **argv) {
         dist_finalize(&d);
         return rc == 1 ? 0 : rc;
     }
+    catch_stop_signals(); // after MPI_Init, so that ours are the handlers
+    a.stop = &stop_signal;
     rc = train_run(&a, &d, d.rank == 0 ? stdout : NULL, err);
-    if (rc) fprintf(stderr, "kogpt2-train train (rank %d): %s\n", d.rank, err);
+    if (rc && d.size > 1)
+        fprintf(stderr, "kogpt2-train train (rank %d): %s\n", d.rank, err);
+    else if (rc)
+        fprintf(stderr, "kogpt2-train train: %s\n", err);
     dist_finalize(&d);
     return rc ? 1 : 0;
 }

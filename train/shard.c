@@ -86,18 +86,13 @@ static void header_encode(unsigned char *buf, const ShardHeader *h) {
     put_u64(buf + 40, h->text_bytes);
 }
 
-// Next free number after dir's existing prefix*.bin shards.
-static int next_shard_index(const char *dir, const char *prefix, char *err) {
-    char(*names)[SHARD_NAME_MAX] = NULL;
-    size_t n = 0;
-    int rc = shard_list(dir, prefix, &names, &n, err);
-    if (rc) return rc;
+// Next free number after the n existing prefix*.bin shards (shard_list's names).
+static int next_shard_index(char (*names)[SHARD_NAME_MAX], size_t n, const char *prefix) {
     int next = 0;
     for (size_t i = 0; i < n; i++) {
         int k = atoi(names[i] + strlen(prefix));
         if (k + 1 > next) next = k + 1;
     }
-    free(names);
     return next;
 }
 
@@ -193,30 +188,53 @@ static int writer_doc(ShardWriter *w, const int *ids, size_t n, int eos, const c
 
 typedef struct {
     gzFile gz;
-    char *buf; // the current line or record, NUL-terminated
+    char *buf; // the current line or record, NUL-terminated (and may hold NULs of its own)
     size_t len, cap;
-    int first; // no line read yet (a UTF-8 BOM is dropped)
+    unsigned char in[1 << 16]; // read ahead from gz: in[pos..end) not yet consumed
+    size_t pos, end;
+    int first;     // no line read yet (a UTF-8 BOM is dropped)
+    uint64_t line; // physical lines read so far
 } LineReader;
 
-// Appends the next physical line (without its newline) to r->buf. 0 at end of file.
+// Room for extra more bytes and a NUL in r->buf. -1 on OOM.
+static int line_reserve(LineReader *r, size_t extra) {
+    if (r->cap > r->len + extra) return 0;
+    size_t cap = r->cap ? r->cap : 65536;
+    while (cap <= r->len + extra)
+        cap *= 2;
+    char *p = realloc(r->buf, cap);
+    if (!p) return -1;
+    r->buf = p;
+    r->cap = cap;
+    return 0;
+}
+
+// Appends the next physical line (without its newline) to r->buf. 0 at end of file, -1 on
+// OOM; a read error ends the file (the caller asks gzerror). gzread and memchr rather than
+// gzgets: a NUL byte must not end a line early (binary input is detected, not cut).
 static int read_line_append(LineReader *r) {
     size_t start = r->len;
-    for (;;) {
-        if (r->cap - r->len < 4096) {
-            size_t cap = r->cap ? r->cap * 2 : 65536;
-            char *p = realloc(r->buf, cap);
-            if (!p) return -1;
-            r->buf = p;
-            r->cap = cap;
+    int got = 0, nl = 0;
+    while (!nl) {
+        if (r->pos == r->end) {
+            int n = gzread(r->gz, r->in, sizeof r->in);
+            if (n <= 0) break;
+            r->pos = 0;
+            r->end = (size_t)n;
         }
-        if (!gzgets(r->gz, r->buf + r->len, (int)(r->cap - r->len))) {
-            r->buf[r->len] = 0;
-            return r->len > start;
-        }
-        r->len += strlen(r->buf + r->len);
-        if (r->len > start && r->buf[r->len - 1] == '\n') break;
+        const unsigned char *p = r->in + r->pos, *q = memchr(p, '\n', r->end - r->pos);
+        size_t take = q ? (size_t)(q - p) : r->end - r->pos;
+        if (line_reserve(r, take)) return -1;
+        memcpy(r->buf + r->len, p, take);
+        r->len += take;
+        r->pos += take + (q != NULL);
+        got = 1;
+        nl = q != NULL;
     }
-    r->buf[--r->len] = 0;
+    if (line_reserve(r, 0)) return -1;
+    r->buf[r->len] = 0;
+    if (!got) return 0;
+    r->line++;
     if (r->len > start && r->buf[r->len - 1] == '\r') r->buf[--r->len] = 0;
     if (r->first && r->len - start >= 3 && !memcmp(r->buf + start, "\xEF\xBB\xBF", 3)) {
         memmove(r->buf + start, r->buf + start + 3, r->len - start - 3 + 1);
@@ -287,15 +305,27 @@ typedef struct {
     ShardPrepareStats st;
 } Prep;
 
-static int prep_doc(Prep *p, const char *text, size_t len, char *err) {
+// Counts a dropped line in *count and remembers where the first one was.
+static void prep_drop(Prep *p, uint64_t *count, const char *path, uint64_t line) {
+    (*count)++;
+    if (!p->st.first_dropped[0])
+        snprintf(p->st.first_dropped, sizeof p->st.first_dropped, "%s:%llu", path,
+                 (unsigned long long)line);
+}
+
+// Tokenizes and writes one document; *bad_utf8 = 1 when it was dropped for invalid UTF-8.
+static int prep_doc(Prep *p, const char *text, size_t len, int *bad_utf8, char *err) {
+    *bad_utf8 = 0;
     if (len == 0) return KG_OK;
     int *ids = NULL;
     size_t n = 0;
-    if (tok_encode(p->tok, text, len, &ids, &n, NULL)) return KG_OK; // invalid UTF-8: skip
+    int rc = tok_encode(p->tok, text, len, &ids, &n, err);
+    if (rc == KG_EINVAL) *bad_utf8 = 1; // tok_encode's only user error: dropped and counted
+    if (rc) return rc == KG_EINVAL ? KG_OK : rc;
     uint64_t k = p->st.docs++;
     int to_val = p->val_every && k % p->val_every == p->val_every - 1;
     ShardWriter *w = to_val ? &p->val : &p->train;
-    int rc = writer_doc(w, ids, n, p->eos, text, len, err);
+    rc = writer_doc(w, ids, n, p->eos, text, len, err);
     free(ids);
     if (rc) return rc;
     if (to_val) {
@@ -316,20 +346,26 @@ static int prep_file(Prep *p, const char *path, char *err) {
     LineReader r = {.gz = gzopen(path, "rb"), .first = 1};
     if (!r.gz) return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
     gzbuffer(r.gz, 1 << 17);
-    int rc = KG_OK, got;
+    int rc = KG_OK, got, bad_utf8;
     p->st.files++;
     for (;;) {
         r.len = 0;
         got = read_line_append(&r);
         if (got <= 0) break;
+        uint64_t line = r.line;                       // where the record starts
         while (csv && csv_open_quote(r.buf, r.len)) { // a quoted field spans lines
             r.buf[r.len++] = '\n';
             if ((got = read_line_append(&r)) <= 0) break;
         }
         if (got < 0) break;
         p->st.bytes_in += r.len + 1;
+        if (memchr(r.buf, 0, r.len)) { // binary, not text (a NUL is no character of a corpus)
+            prep_drop(p, &p->st.dropped_nul, path, line);
+            continue;
+        }
         size_t len = (csv || tsv) ? record_text(r.buf, r.len, csv) : r.len;
-        if ((rc = prep_doc(p, r.buf, len, err))) break;
+        if ((rc = prep_doc(p, r.buf, len, &bad_utf8, err))) break;
+        if (bad_utf8) prep_drop(p, &p->st.dropped_utf8, path, line);
     }
     int zerr = 0;
     const char *zmsg = gzerror(r.gz, &zerr);
@@ -396,11 +432,86 @@ static int prep_path(Prep *p, const char *path, int named, char *err) {
     return rc;
 }
 
+void shard_prepare_dropped(const ShardPrepareStats *st, char *out, size_t cap) {
+    uint64_t n = st->dropped_utf8 + st->dropped_nul;
+    if (!n) {
+        snprintf(out, cap, "%s", "");
+        return;
+    }
+    snprintf(out, cap, "%llu line%s dropped (%llu not UTF-8, %llu with NUL bytes), the first at %s",
+             (unsigned long long)n, n == 1 ? "" : "s", (unsigned long long)st->dropped_utf8,
+             (unsigned long long)st->dropped_nul, st->first_dropped);
+}
+
+// Removes the shards w wrote, numbers first..w->next_index-1 (their text, and the temporary
+// files of one left unfinished), as a failed prepare must leave the directory as it was.
+static void writer_remove_new(const ShardWriter *w, int first) {
+    static const char *const ext[] = {"bin", "txt", "bin.tmp", "txt.tmp"};
+    char path[4096];
+    for (int k = first; k <= w->next_index; k++)
+        for (size_t e = 0; e < sizeof ext / sizeof ext[0]; e++) {
+            snprintf(path, sizeof path, "%s/%s%06d.%s", w->dir, w->prefix, k, ext[e]);
+            unlink(path);
+        }
+}
+
+// SHARD_REPLACE, once the new shards are complete: removes the n_old shards listed before
+// (and their text), then numbers the new ones (first..) from 0 as a fresh prepare would.
+static int writer_replace_old(const ShardWriter *w, char (*old)[SHARD_NAME_MAX], size_t n_old,
+                              int first, char *err) {
+    char from[4096], to[4096];
+    for (size_t i = 0; i < n_old; i++) {
+        kg_path_join(from, sizeof from, w->dir, old[i]);
+        if (unlink(from) && errno != ENOENT)
+            return kg_err(err, KG_EIO, "unlink %s: %s", from, strerror(errno));
+        snprintf(from + strlen(from) - 4, 5, ".txt"); // "....bin" -> "....txt"
+        unlink(from);
+    }
+    // ascending: target k is below every new index not yet moved, and the old are gone
+    for (int k = 0; k < w->next_index - first; k++) {
+        for (int txt = 0; txt < 2; txt++) {
+            const char *ext = txt ? "txt" : "bin";
+            snprintf(from, sizeof from, "%s/%s%06d.%s", w->dir, w->prefix, first + k, ext);
+            snprintf(to, sizeof to, "%s/%s%06d.%s", w->dir, w->prefix, k, ext);
+            if (rename(from, to) && !(txt && errno == ENOENT))
+                return kg_err(err, KG_EIO, "rename %s: %s", from, strerror(errno));
+        }
+    }
+    return KG_OK;
+}
+
+// Why no document was left, as one line in err.
+static int prep_none(const Prep *p, char *err) {
+    char dropped[512];
+    shard_prepare_dropped(&p->st, dropped, sizeof dropped);
+    if (dropped[0]) return kg_err(err, KG_EINVAL, "no documents: %s", dropped);
+    if (!p->st.files)
+        return kg_err(err, KG_EINVAL, "no documents: no .txt/.tsv/.csv file in the inputs");
+    return kg_err(err, KG_EINVAL, "no documents: %llu file%s without a non-empty line",
+                  (unsigned long long)p->st.files, p->st.files == 1 ? "" : "s");
+}
+
+// Reads every input into p's writers and completes their last shards; KG_EINVAL when no
+// document was left.
+static int prep_inputs(Prep *p, const ShardPrepareArgs *args, char *err) {
+    int rc = KG_OK;
+    for (size_t i = 0; i < args->n_inputs && !rc; i++)
+        rc = prep_path(p, args->inputs[i], 1, err);
+    int rc2 = writer_end(&p->train, rc ? NULL : err);
+    int rc3 = writer_end(&p->val, rc || rc2 ? NULL : err);
+    if (p->train.f) fclose(p->train.f);
+    if (p->val.f) fclose(p->val.f);
+    if (p->val.text) fclose(p->val.text);
+    rc = rc ? rc : rc2 ? rc2 : rc3;
+    return !rc && !p->st.docs ? prep_none(p, err) : rc;
+}
+
 int shard_prepare(const Tokenizer *tok, const ShardPrepareArgs *args, ShardPrepareStats *stats,
                   char *err) {
     int eos = tok_special(tok).eos;
     if (eos < 0) return kg_err(err, KG_EINVAL, "prepare: the tokenizer has no EOS token");
-    if (mkdir(args->out_dir, 0755) && errno != EEXIST)
+    int created = !mkdir(args->out_dir, 0755);
+    if (!created && errno != EEXIST)
         return kg_err(err, KG_EIO, "mkdir %s: %s", args->out_dir, strerror(errno));
     uint64_t V = tok_vocab_size(tok);
     Prep p = {.tok = tok,
@@ -412,24 +523,35 @@ int shard_prepare(const Tokenizer *tok, const ShardPrepareArgs *args, ShardPrepa
     p.train.prefix = "train_";
     p.val.prefix = "val_";
     p.val.keep_text = 1;
-    int rc = next_shard_index(args->out_dir, "train_", err);
-    if (rc < 0) return rc;
-    p.train.next_index = rc;
-    rc = next_shard_index(args->out_dir, "val_", err);
-    if (rc < 0) return rc;
-    p.val.next_index = rc;
-    rc = KG_OK;
-    for (size_t i = 0; i < args->n_inputs && !rc; i++)
-        rc = prep_path(&p, args->inputs[i], 1, err);
-    int rc2 = writer_end(&p.train, rc ? NULL : err);
-    int rc3 = writer_end(&p.val, rc || rc2 ? NULL : err);
-    if (p.train.f) fclose(p.train.f);
-    if (p.val.f) fclose(p.val.f);
-    if (p.val.text) fclose(p.val.text);
-    rc = rc ? rc : rc2 ? rc2 : rc3;
+    char(*old_train)[SHARD_NAME_MAX] = NULL, (*old_val)[SHARD_NAME_MAX] = NULL;
+    size_t n_old_train = 0, n_old_val = 0;
+    int rc = shard_list(args->out_dir, "train_", &old_train, &n_old_train, err);
+    if (!rc) rc = shard_list(args->out_dir, "val_", &old_val, &n_old_val, err);
+    if (!rc && n_old_train + n_old_val && args->mode == SHARD_NEW)
+        rc = kg_err(err, KG_EINVAL,
+                    "%s holds shards already (%s ...): --append adds to them, --force replaces "
+                    "them",
+                    args->out_dir, n_old_train ? old_train[0] : old_val[0]);
+    if (!rc) {
+        // new shards are numbered after the old ones, also those that are to replace them
+        const int first_train = next_shard_index(old_train, n_old_train, "train_");
+        const int first_val = next_shard_index(old_val, n_old_val, "val_");
+        p.train.next_index = first_train;
+        p.val.next_index = first_val;
+        rc = prep_inputs(&p, args, err);
+        if (rc) { // nothing half-done stays: the directory holds what it held
+            writer_remove_new(&p.train, first_train);
+            writer_remove_new(&p.val, first_val);
+        } else if (args->mode == SHARD_REPLACE &&
+                   !(rc = writer_replace_old(&p.train, old_train, n_old_train, first_train, err)))
+            rc = writer_replace_old(&p.val, old_val, n_old_val, first_val, err);
+    }
     p.st.train_shards = p.train.written;
     p.st.val_shards = p.val.written;
     if (!rc && stats) *stats = p.st;
+    free(old_train);
+    free(old_val);
+    if (rc && created) rmdir(args->out_dir); // ours, and empty again
     return rc;
 }
 

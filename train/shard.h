@@ -16,8 +16,10 @@
 // Names: DATA_DIR/train_NNNNNN.bin and DATA_DIR/val_NNNNNN.bin; beside each val shard its
 // documents' text, one per line, as val_NNNNNN.txt (exactly text_bytes bytes: compare the
 // model's bits-per-byte with `xz -9` on it). A shard is written to
-// NAME.tmp and renamed, so a reader never sees half a shard; prepare numbers new shards
-// after the ones already in the directory, so a second prepare adds data.
+// NAME.tmp and renamed, so a reader never sees half a shard. A directory that already holds
+// shards is refused unless the caller says to add to them (SHARD_APPEND: new shards are
+// numbered after the old ones, and a running trainer picks them up at its next epoch) or
+// to replace them (SHARD_REPLACE: the old ones go once the new ones are complete).
 #ifndef TRAIN_SHARD_H
 #define TRAIN_SHARD_H
 
@@ -39,17 +41,28 @@ typedef struct {
 
 // --- prepare ---
 
+// What prepare does with shards already in out_dir.
+typedef enum {
+    SHARD_NEW,    // refuse (KG_EINVAL): a second prepare would silently duplicate data
+    SHARD_APPEND, // add to them
+    SHARD_REPLACE // replace them (only once the new shards are complete)
+} ShardPrepareMode;
+
 typedef struct {
     const char *const *inputs; // files or directories (directories: their .txt .tsv .csv
     size_t n_inputs;           // files, optionally .gz, recursively, in name order)
     const char *out_dir;       // created if missing
     uint64_t shard_tokens;     // ids per train shard before a new one starts (0: 1 << 26)
     uint64_t val_every;        // every val_every-th document goes to validation (0: none)
+    ShardPrepareMode mode;
 } ShardPrepareArgs;
 
 typedef struct {
     uint64_t files, docs, train_tokens, val_tokens, val_docs, bytes_in;
     int train_shards, val_shards;
+    uint64_t dropped_utf8;   // lines (CSV/TSV: records) dropped: not valid UTF-8
+    uint64_t dropped_nul;    // dropped: a NUL byte inside (binary, not text)
+    char first_dropped[256]; // "PATH:LINE" of the first dropped line, "" when none
 } ShardPrepareStats;
 
 // A corpus prepare never reads (../shared/data/corpora/korean_hate_speech: toxic comments,
@@ -57,16 +70,23 @@ typedef struct {
 #define SHARD_NEVER_TRAIN "korean_hate_speech"
 
 // Streams every input line by line (zlib reads .gz and plain files alike; memory stays
-// O(longest line + one shard buffer)) through tok, writing shards into args->out_dir.
+// O(longest line + one shard buffer)) through tok, writing shards into args->out_dir
+// (SHARD_NEW refuses a directory that holds shards already: ShardPrepareMode).
 // A document is one non-empty line of a .txt file, or one record of a .tsv/.csv file
 // reduced to its non-ASCII fields (text, not ids or labels) joined by '\n'; a CSV record
 // may span lines inside quotes. Document k (0-based, over all inputs in order) goes to the
 // validation shard when val_every > 0 and k % val_every == val_every - 1. Files with other
 // extensions inside a directory are skipped; a named file is always read.
-// KG_EIO / KG_EINVAL (tokenizer without EOS, invalid UTF-8 is skipped, not an error) with
-// err filled; stats (may be NULL) filled on KG_OK.
+// A line that is not valid UTF-8 or holds a NUL byte is dropped and counted (stats), not an
+// error; but when no document at all is left, that is KG_EINVAL with the counts in err.
+// KG_EIO / KG_EINVAL (tokenizer without EOS, shards already there) with err filled; stats
+// (may be NULL) filled on KG_OK. On error out_dir holds the shards it held before.
 int shard_prepare(const Tokenizer *tok, const ShardPrepareArgs *args, ShardPrepareStats *stats,
                   char *err);
+
+// What prepare dropped, for its summary: "3 lines dropped (2 not UTF-8, 1 with NUL bytes),
+// the first at PATH:LINE", or "" when nothing was. out has cap bytes.
+void shard_prepare_dropped(const ShardPrepareStats *st, char *out, size_t cap);
 
 // --- reading ---
 

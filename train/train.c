@@ -211,15 +211,114 @@ static int run_model(Run *r, const TrainArgs *a, int resuming, char *err) {
     return KG_OK;
 }
 
+// Decides, before any step, what the run does with out_dir (recovered already): continue its
+// checkpoint, or start a new run where that loses nothing, or where force says to.
+static int run_check_out(const TrainArgs *a, int *resuming, char *err) {
+    CkptDirKind kind;
+    char first[256];
+    int rc = ckpt_dir_kind(a->out_dir, &kind, first, sizeof first, err);
+    if (rc) return rc;
+    *resuming = a->resume && kind == CKPT_DIR_CKPT;
+    if (*resuming || a->force || (kind == CKPT_DIR_EMPTY && !a->resume)) return KG_OK;
+    if (a->resume && kind == CKPT_DIR_EMPTY)
+        return kg_err(err, KG_EINVAL,
+                      "--resume: no checkpoint in %s (missing or empty); drop --resume to start "
+                      "a new run",
+                      a->out_dir);
+    if (a->resume) // a model (an export, a fine-tune's --init) is not a run to continue
+        return kg_err(err, KG_EINVAL,
+                      "--resume: %s holds %s but no " CKPT_STATE_FILE ", so no run to continue; "
+                      "--init fine-tunes from it, --force replaces it",
+                      a->out_dir, first);
+    if (kind == CKPT_DIR_CKPT) {
+        CkptState st;
+        uint64_t step = 0;
+        if (!ckpt_state_read(a->out_dir, &st, NULL, NULL)) step = st.step;
+        ckpt_state_free(&st);
+        return kg_err(err, KG_EINVAL,
+                      "%s holds a checkpoint (step %llu): --resume continues it, --force starts "
+                      "over and replaces it",
+                      a->out_dir, (unsigned long long)step);
+    }
+    return kg_err(err, KG_EINVAL,
+                  "%s is not empty (it holds %s): a new run would replace it; --force to do so, "
+                  "or choose another --out",
+                  a->out_dir, first);
+}
+
+static int shape_mismatch(char *err, const char *what, size_t value, const char *dir,
+                          const char *key, size_t ckpt) {
+    return kg_err(err, KG_EINVAL,
+                  "--resume: %s %zu disagrees with the checkpoint in %s (%s %zu); drop it or "
+                  "choose another --out",
+                  what, value, dir, key, ckpt);
+}
+
+// A resumed run takes its shape from the checkpoint, so a shape given as well (a flag, the
+// vocabulary of --tokenizer, the model of --init) would be ignored: it must agree.
+static int run_check_shape(const TrainArgs *a, char *err) {
+    char path[4096];
+    Gpt2Config c, init;
+    kg_path_join(path, sizeof path, a->out_dir, "config.json");
+    int rc = gpt2_config_load(&c, path, err);
+    if (rc) return rc;
+    const struct {
+        unsigned bit;
+        const char *flag, *key;
+        size_t value, ckpt;
+    } f[] = {{TRAIN_GIVEN_N_LAYER, "--n-layer", "n_layer", a->n_layer, c.n_layer},
+             {TRAIN_GIVEN_N_EMBD, "--n-embd", "n_embd", a->n_embd, c.n_embd},
+             {TRAIN_GIVEN_N_HEAD, "--n-head", "n_head", a->n_head, c.n_head},
+             {TRAIN_GIVEN_N_CTX, "--n-ctx", "n_ctx", a->n_ctx, c.n_ctx}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if ((a->shape_given & f[i].bit) && f[i].value != f[i].ckpt)
+            return shape_mismatch(err, f[i].flag, f[i].value, a->out_dir, f[i].key, f[i].ckpt);
+    if (a->tokenizer) {
+        Tokenizer *tok = NULL;
+        if ((rc = tok_open(&tok, a->tokenizer, err))) return rc;
+        size_t V = tok_vocab_size(tok);
+        tok_free(tok);
+        if (V != c.vocab_size)
+            return shape_mismatch(err, "--tokenizer's vocabulary", V, a->out_dir, "vocab_size",
+                                  c.vocab_size);
+    }
+    if (!a->init) return KG_OK;
+    kg_path_join(path, sizeof path, a->init, "config.json");
+    if ((rc = gpt2_config_load(&init, path, err))) return rc;
+    const struct {
+        const char *key;
+        size_t value, ckpt;
+    } g[] = {{"n_layer", init.n_layer, c.n_layer},
+             {"n_embd", init.n_embd, c.n_embd},
+             {"n_head", init.n_head, c.n_head},
+             {"n_ctx", init.n_ctx, c.n_ctx},
+             {"vocab_size", init.vocab_size, c.vocab_size}};
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++)
+        if (g[i].value != g[i].ckpt) {
+            char what[64];
+            snprintf(what, sizeof what, "--init's %s", g[i].key);
+            return shape_mismatch(err, what, g[i].value, a->out_dir, g[i].key, g[i].ckpt);
+        }
+    return KG_OK;
+}
+
 static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) {
-    int rc;
-    if (d->rank == 0 &&
-        ((rc = ckpt_recover(a->out_dir, err)) || (rc = ckpt_probe(a->out_dir, err))))
-        return rc; // before the first step: a run that cannot save is not started
-    if ((rc = dist_barrier(d, err))) return rc;
-    int resuming = a->resume && ckpt_exists(a->out_dir);
-    if (a->resume && !resuming && log)
-        fprintf(log, "no checkpoint in %s: starting from step 0\n", a->out_dir);
+    // before the first step, rank 0 alone (it writes the checkpoints): repair a torn save,
+    // refuse what would lose work, and check that a checkpoint can be written at all
+    int rc = KG_OK, resuming = 0;
+    if (d->rank == 0) {
+        rc = ckpt_recover(a->out_dir, err);
+        if (!rc) rc = run_check_out(a, &resuming, err);
+        if (!rc && resuming) rc = run_check_shape(a, err);
+        if (!rc) rc = ckpt_probe(a->out_dir, err);
+    }
+    // every rank learns rank 0's verdict, so a refusal there ends them all before any step
+    double verdict[2] = {rc != 0, resuming};
+    int rc2 = dist_allreduce_sum_f64(d, verdict, 2, rc ? NULL : err);
+    if (rc || rc2) return rc ? rc : rc2;
+    if (verdict[0] > 0)
+        return kg_err(err, KG_EINVAL, "rank 0 did not start the run (its message says why)");
+    resuming = verdict[1] > 0;
     // several ranks on a node each take their own GPU: "cuda" means GPU <local rank>
     char device[32];
     snprintf(device, sizeof device, "%s", a->device);
@@ -368,6 +467,16 @@ static int run_step(Run *r, const TrainArgs *a, Dist *d, uint64_t step, double *
     return r->be->ops->status(r->be, err); // the backward's and the optimizer's failures
 }
 
+// Whether to stop after this step: a signal asked (main sets a->stop). The flag is
+// all-reduced, so every rank stops after the same step even when only one got the signal
+// (a rank that stopped alone would leave the others waiting in the next all-reduce).
+static int run_stop_agreed(const TrainArgs *a, Dist *d, int *stop, char *err) {
+    double s = a->stop && *a->stop;
+    int rc = dist_allreduce_sum_f64(d, &s, 1, err);
+    *stop = s > 0;
+    return rc;
+}
+
 int train_run(const TrainArgs *a, Dist *d, FILE *log, char *err) {
     Run r = {0};
     int rc = run_setup(&r, a, d, log, err);
@@ -409,15 +518,18 @@ int train_run(const TrainArgs *a, Dist *d, FILE *log, char *err) {
                     tokens_per_step / dt, dt * 1e3, eta);
             fflush(log);
         }
-        int last = step + 1 == a->steps || step + 1 == a->stop_at;
-        if ((a->save_every && (step + 1) % a->save_every == 0) || last) {
+        int last = step + 1 == a->steps || step + 1 == a->stop_at, stop = 0;
+        if (!last && (rc = run_stop_agreed(a, d, &stop, err))) break;
+        if ((a->save_every && (step + 1) % a->save_every == 0) || last || stop) {
             if ((rc = run_save(&r, a, d, step + 1, err))) break;
             if (log) {
-                fprintf(log, "checkpoint step %llu -> %s\n", (unsigned long long)step + 1,
-                        a->out_dir);
+                fprintf(log, "%scheckpoint step %llu -> %s%s\n", stop ? "interrupted: " : "",
+                        (unsigned long long)step + 1, a->out_dir,
+                        stop ? " (--resume continues from it)" : "");
                 fflush(log);
             }
         }
+        if (stop) break; // the step under way is saved: no finished step is lost
     }
     if (!rc && step == a->steps && step > r.st.step) rc = run_validate(&r, a, d, log, step, err);
     dist_release_be(d); // the NCCL communicator, before its GPU's backend

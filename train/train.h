@@ -3,6 +3,7 @@
 #ifndef TRAIN_TRAIN_H
 #define TRAIN_TRAIN_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -10,22 +11,36 @@
 #include "dist.h"
 #include "model/safetensors.h"
 
+// The shape flags given on the command line (TrainArgs.shape_given): a resumed run takes its
+// shape from the checkpoint, and a flag given as well must agree with it.
+#define TRAIN_GIVEN_N_LAYER (1u << 0)
+#define TRAIN_GIVEN_N_EMBD  (1u << 1)
+#define TRAIN_GIVEN_N_HEAD  (1u << 2)
+#define TRAIN_GIVEN_N_CTX   (1u << 3)
+
 typedef struct {
     const char *data_dir, *out_dir;
     const char *init;      // HF model dir to fine-tune, or NULL for a new model
     const char *tokenizer; // file or dir; required for a new model
     size_t n_layer, n_embd, n_head, n_ctx;
-    uint64_t steps;    // total optimizer steps (the LR schedule spans them)
-    size_t B, T;       // per rank, per micro-step
-    size_t grad_accum; // micro-steps per optimizer step
+    unsigned shape_given; // TRAIN_GIVEN_* bits
+    uint64_t steps;       // total optimizer steps (the LR schedule spans them)
+    size_t B, T;          // per rank, per micro-step
+    size_t grad_accum;    // micro-steps per optimizer step
     float lr, min_lr, weight_decay, clip;
     uint64_t warmup, seed;
     uint64_t val_every, save_every, val_tokens, log_every;
     uint64_t stop_at; // stop after this step as an interruption would (0: never); for tests
-    int resume, threads, recompute;
+    int resume;       // continue the checkpoint in out_dir; there must be one unless force
+    int force;        // start over even where that replaces what out_dir holds
+    int threads, recompute;
     const char *device; // "auto", "cpu", "cuda" or "cuda:N" (kg_backend_new)
     int precision;      // matmul compute type: KG_F32, KG_BF16 or KG_F16 (with loss scaling)
     float loss_scale;   // KG_F16: the dynamic loss scale's start
+    // Non-zero asks the run to stop: it saves a checkpoint at the end of the step under way
+    // and returns KG_OK. main's signal handler sets it; NULL: never. Under MPI one rank's
+    // flag stops every rank after the same step (it is all-reduced each step).
+    volatile sig_atomic_t *stop;
 } TrainArgs;
 
 // The defaults every flag starts from (main.c overrides them).
@@ -33,6 +48,9 @@ TrainArgs train_defaults(void);
 
 // Trains as args say; progress lines go to log (NULL: silent; ranks other than 0 pass NULL).
 // Returns KG_OK or an error with err filled; the last good checkpoint stays on error.
+// Before any step it refuses (KG_EINVAL) what would lose work: --resume without a checkpoint
+// in out_dir, a new run into an out_dir that holds files (unless force), and, resuming, a
+// shape flag, --tokenizer vocabulary or --init shape that disagrees with the checkpoint.
 int train_run(const TrainArgs *args, Dist *d, FILE *log, char *err);
 
 // Writes the checkpoint (or any model dir) `from` as a servable model dir `out` with
