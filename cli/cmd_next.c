@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "model/gpt2.h"
+#include "model/hfcache.h"
 #include "model/kg.h"
 #include "model/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -27,8 +28,9 @@ static void next_usage(FILE *f) {
     fprintf(f, "usage: kogpt2 next [--model DIR] (--text TEXT | --tokens ID,ID,...) [--top-k K]\n"
                "                   [--json] [--threads N] [--dtype auto|f32|f16|bf16]\n"
                "                   [--device auto|cpu|cuda|cuda:N]\n"
-               "  --model DIR      Hugging Face layout: config.json + model.safetensors\n"
-               "                   (default: the project's models/default)\n"
+               "  --model DIR      Hugging Face layout: config.json + model.safetensors,\n"
+               "                   shards or pytorch_model.bin; or ORG/NAME[@REV] in the\n"
+               "                   Hugging Face cache (default: the project's models/default)\n"
                "  --text TEXT      the prompt as text (needs a tokenizer)\n"
                "  --tokens LIST    the prompt as token ids, comma-separated\n"
                "  --tokenizer P    tokenizer.json, *.model or a directory (default: --model)\n"
@@ -137,7 +139,7 @@ static int parse_next_args(int argc, char **argv, NextArgs *a) {
             return 2;
         }
     }
-    static char default_model[4096];
+    static char default_model[4096], resolved[4096];
     if (!a->model &&
         !(a->model = kg_find_data_dir("models/default", default_model, sizeof default_model))) {
         fprintf(stderr,
@@ -145,6 +147,11 @@ static int parse_next_args(int argc, char **argv, NextArgs *a) {
         return 2;
     }
     char err[KG_ERRLEN];
+    if (hfcache_resolve(a->model, resolved, sizeof resolved, err)) {
+        fprintf(stderr, "kogpt2 next: %s\n", err);
+        return 1;
+    }
+    a->model = resolved;
     if (kg_device_check(a->device, err)) {
         fprintf(stderr, "kogpt2 next: %s\n", err);
         return 2;
@@ -193,6 +200,8 @@ int cmd_next(int argc, char **argv) {
     if (!be) goto fail;
     if (gpt2_open(&m, a.model, be, a.dtype, err) || gpt2_state_init(&s, &m, 512, 1, err))
         goto fail_model;
+    fprintf(stderr, "kogpt2 next: loaded %s%s%s\n", m.src.what, m.warning[0] ? "; " : "",
+            m.warning);
     s.logits_stay = 1; // only the top-k leave the backend
     if (kv_init(&kv, &m, n, err) || gpt2_prefill(&m, &s, &kv, ids, n, 1, err)) goto fail_model;
     cand = malloc((size_t)a.top_k * sizeof *cand);

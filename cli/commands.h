@@ -15,6 +15,7 @@ typedef struct {
 int cmd_next(int argc, char **argv);       // cmd_next.c
 int cmd_tokenize(int argc, char **argv);   // cmd_tokenize.c
 int cmd_detokenize(int argc, char **argv); // cmd_tokenize.c
+int cmd_convert(int argc, char **argv);    // cmd_convert.c
 
 // Appends the ids in s (decimal, separated by commas and/or whitespace) to *ids, which holds
 // *n of *cap and grows with realloc. 0, or -1 on a malformed list or OOM (*ids stays the

@@ -1,4 +1,4 @@
-// kogpt2 — the one-shot command line: next-token, tokenize, detokenize.
+// kogpt2 — the one-shot command line: next-token, tokenize, detokenize, convert.
 // Each subcommand lives in its own cmd_*.c file and is listed once in COMMANDS below.
 #include "commands.h"
 
@@ -9,6 +9,7 @@ static const CliCommand COMMANDS[] = {
     {"next", cmd_next, "print the top-k next tokens of a prompt"},
     {"tokenize", cmd_tokenize, "text -> token ids and pieces"},
     {"detokenize", cmd_detokenize, "token ids -> text"},
+    {"convert", cmd_convert, "write any loadable model as a model.safetensors directory"},
 };
 
 static void usage(FILE *f) {

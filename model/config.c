@@ -34,6 +34,46 @@ static int json_token_id(const cJSON *j_root, const char *key, int *out, char *e
     return KG_OK;
 }
 
+// activation_function -> the kernels' switch. gelu_new, gelu_pytorch_tanh and gelu_fast are
+// one function, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), written three ways.
+static const struct {
+    const char *name;
+    Gpt2Gelu kind;
+} ACTIVATIONS[] = {
+    {"gelu_new", GPT2_GELU_TANH},  {"gelu_pytorch_tanh", GPT2_GELU_TANH},
+    {"gelu_fast", GPT2_GELU_TANH}, {"gelu", GPT2_GELU_ERF},
+    {"relu", GPT2_RELU},
+};
+
+// GPT2Config options that change the math: refused unless at the value computed here, so a
+// model is never served as something it is not. reorder_and_upcast_attn is accepted: it
+// only computes the same attention in float32, as these kernels always do.
+static int check_unsupported(const cJSON *j_root, char *err) {
+    static const struct {
+        const char *key;
+        int supported; // the one boolean value this engine computes
+        const char *why;
+    } OPTS[] = {
+        {"add_cross_attention", 0, "cross-attention needs an encoder"},
+        {"scale_attn_by_inverse_layer_idx", 0, "attention is scaled by 1/sqrt(head size) only"},
+        {"scale_attn_weights", 1, "attention is always scaled by 1/sqrt(head size)"},
+    };
+    for (size_t i = 0; i < sizeof OPTS / sizeof OPTS[0]; i++) {
+        const cJSON *j = cJSON_GetObjectItemCaseSensitive(j_root, OPTS[i].key);
+        if (!j || cJSON_IsNull(j)) continue;
+        if (!cJSON_IsBool(j))
+            return kg_err(err, KG_EFORMAT, "config.json: %s must be a boolean", OPTS[i].key);
+        if (cJSON_IsTrue(j) != OPTS[i].supported)
+            return kg_err(err, KG_EUNSUP, "config.json: %s %s is not computed here (%s)",
+                          OPTS[i].key, OPTS[i].supported ? "false" : "true", OPTS[i].why);
+    }
+    const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j_root, "model_type"));
+    if (type && strcmp(type, "gpt2"))
+        return kg_err(err, KG_EUNSUP,
+                      "config.json: model_type %.40s is not computed here (gpt2 only)", type);
+    return KG_OK;
+}
+
 static int parse_fields(Gpt2Config *c, const cJSON *j_root, char *err) {
     int rc;
     size_t n_positions = 0;
@@ -46,7 +86,8 @@ static int parse_fields(Gpt2Config *c, const cJSON *j_root, char *err) {
         (rc = json_size(j_root, "n_inner", &c->n_inner, 1, 4.0 * GPT2_MAX_EMBD, err)) ||
         (rc = json_token_id(j_root, "bos_token_id", &c->bos_id, err)) ||
         (rc = json_token_id(j_root, "eos_token_id", &c->eos_id, err)) ||
-        (rc = json_token_id(j_root, "pad_token_id", &c->pad_id, err)))
+        (rc = json_token_id(j_root, "pad_token_id", &c->pad_id, err)) ||
+        (rc = check_unsupported(j_root, err)))
         return rc;
     if (n_positions) c->n_ctx = n_positions; // the size of wpe; n_ctx is its older alias
 
@@ -61,14 +102,16 @@ static int parse_fields(Gpt2Config *c, const cJSON *j_root, char *err) {
     const cJSON *j_act = cJSON_GetObjectItemCaseSensitive(j_root, "activation_function");
     if (j_act) {
         const char *a = cJSON_GetStringValue(j_act);
-        if (a &&
-            (!strcmp(a, "gelu_new") || !strcmp(a, "gelu_pytorch_tanh") || !strcmp(a, "gelu_fast")))
-            c->gelu = GPT2_GELU_TANH;
-        else if (a && !strcmp(a, "gelu"))
-            c->gelu = GPT2_GELU_ERF;
-        else
-            return kg_err(err, KG_EFORMAT,
-                          "config.json: activation_function must be gelu_new or gelu");
+        size_t i = 0, n = sizeof ACTIVATIONS / sizeof ACTIVATIONS[0];
+        if (!a) return kg_err(err, KG_EFORMAT, "config.json: activation_function must be a string");
+        while (i < n && strcmp(a, ACTIVATIONS[i].name))
+            i++;
+        if (i == n)
+            return kg_err(err, KG_EUNSUP,
+                          "config.json: activation_function %.40s is not computed here (gelu_new, "
+                          "gelu, gelu_fast, gelu_pytorch_tanh or relu)",
+                          a);
+        c->gelu = ACTIVATIONS[i].kind;
     }
     const cJSON *j_tie = cJSON_GetObjectItemCaseSensitive(j_root, "tie_word_embeddings");
     if (j_tie) {
@@ -177,7 +220,9 @@ int gpt2_config_save(const Gpt2Config *c, const char *path, char *err) {
         // the float's shortest decimal (1e-05, not 9.99999974737875e-06)
         !cJSON_AddNumberToObject(j_root, "layer_norm_epsilon", strtod(eps, NULL)) ||
         !cJSON_AddStringToObject(j_root, "activation_function",
-                                 c->gelu == GPT2_GELU_ERF ? "gelu" : "gelu_new") ||
+                                 c->gelu == GPT2_GELU_ERF ? "gelu"
+                                 : c->gelu == GPT2_RELU   ? "relu"
+                                                          : "gelu_new") ||
         !cJSON_AddBoolToObject(j_root, "tie_word_embeddings", c->tie_embeddings))
         goto end;
     const char *ids[] = {"bos_token_id", "eos_token_id", "pad_token_id"};

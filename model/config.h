@@ -4,9 +4,11 @@
 
 #include <stddef.h>
 
+// The MLP's activation (the kernels' activation switch; not only GELUs).
 typedef enum {
-    GPT2_GELU_TANH, // "gelu_new" / "gelu_pytorch_tanh": GPT-2, KoGPT2 v2
-    GPT2_GELU_ERF   // "gelu": exact, KoGPT2 v1
+    GPT2_GELU_TANH, // "gelu_new" / "gelu_pytorch_tanh" / "gelu_fast": GPT-2, KoGPT2 v2
+    GPT2_GELU_ERF,  // "gelu": exact, KoGPT2 v1
+    GPT2_RELU       // "relu": max(x, 0)
 } Gpt2Gelu;
 
 typedef struct {
@@ -38,6 +40,9 @@ Gpt2Config gpt2_config_shape(size_t n_layer, size_t n_embd, size_t n_head, size_
 // GPT2Config's default (n_layer 12, n_head 12, n_embd 768, n_positions 1024,
 // vocab_size 50257, gelu_new, eps 1e-5). A value of the wrong type or out of range, an
 // n_embd not divisible by n_head or an unknown activation is KG_EFORMAT naming the key.
+// What this engine does not compute is KG_EUNSUP naming the key, never computed as
+// something else: a model_type other than gpt2, add_cross_attention or
+// scale_attn_by_inverse_layer_idx true, scale_attn_weights false.
 int gpt2_config_parse(Gpt2Config *c, const char *json, size_t len, char *err);
 
 // Reads and parses the file at path. KG_EIO if it cannot be read.

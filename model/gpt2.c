@@ -66,11 +66,44 @@ static size_t weight_specs(const Gpt2Config *c, Gpt2Weights *w, Gpt2LayerWeights
 }
 
 // Finds a tensor by its GPT2LMHeadModel name, with or without the "transformer." prefix.
-static const StTensor *find_tensor(const SafeTensors *st, const char *name) {
+static const StTensor *find_tensor(const WeightSrc *src, const char *name) {
     char full[128];
     snprintf(full, sizeof full, "transformer.%s", name);
-    const StTensor *t = safetensors_find(st, full);
-    return t ? t : safetensors_find(st, name);
+    const StTensor *t = wsrc_find(src, full);
+    return t ? t : wsrc_find(src, name);
+}
+
+// Buffers of checkpoints written before transformers 4.31, by name: h.N.attn.bias (the
+// causal mask, (1, 1, T, T) bool or uint8) and h.N.attn.masked_bias (a scalar).
+static int is_old_buffer(const char *name) {
+    size_t n = strlen(name);
+    return (n > 10 && !strcmp(name + n - 10, ".attn.bias")) ||
+           (n > 17 && !strcmp(name + n - 17, ".attn.masked_bias"));
+}
+
+// m->warning names the tensors of the files that the model does not use (used[0..n_used)
+// are the ones it does; a tied lm_head.weight and the old buffers are expected extras).
+static void note_unused(Gpt2 *m, const StTensor *const *used, size_t n_used) {
+    size_t n = 0;
+    char names[120] = "";
+    for (size_t f = 0; f < m->src.n_files; f++)
+        for (size_t i = 0; i < m->src.files[f].n_tensors; i++) {
+            const StTensor *t = &m->src.files[f].tensors[i];
+            size_t k = 0;
+            while (k < n_used && used[k] != t)
+                k++;
+            if (k < n_used || is_old_buffer(t->name) || !strcmp(t->name, "lm_head.weight"))
+                continue;
+            char shown[41];
+            if (n++ < 3)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                         n > 1 ? ", " : "", kg_show(shown, sizeof shown, t->name, strlen(t->name)));
+        }
+    const char *file = strrchr(m->src.path, '/');
+    if (n)
+        snprintf(m->warning, sizeof m->warning,
+                 "%.60s: ignored %zu tensor%s the model does not use: %s%s",
+                 file ? file + 1 : m->src.path, n, n > 1 ? "s" : "", names, n > 3 ? ", ..." : "");
 }
 
 static int check_tensor(const StTensor *t, const char *name, size_t rows, size_t cols, char *err) {
@@ -180,7 +213,7 @@ static int bind_all(Gpt2 *m, int dtype, char *err) {
     // lm_head, when untied, is found under its own name below (never "transformer.")
     size_t n = weight_specs(c, &m->w, m->layers, NULL, 0) - !c->tie_embeddings;
     WeightSpec *spec = calloc(n + 1, sizeof *spec);
-    const StTensor **t = calloc(n, sizeof *t);
+    const StTensor **t = calloc(n + 1, sizeof *t);
     int rc = KG_OK;
     if (!spec || !t) {
         rc = kg_err(err, KG_ENOMEM, "model: out of memory");
@@ -189,12 +222,12 @@ static int bind_all(Gpt2 *m, int dtype, char *err) {
     weight_specs(c, &m->w, m->layers, spec, n);
     size_t extra = 0;
     for (size_t i = 0; i < n; i++) {
-        t[i] = find_tensor(&m->st, spec[i].name);
+        t[i] = find_tensor(&m->src, spec[i].name);
         if ((rc = check_tensor(t[i], spec[i].name, spec[i].rows, spec[i].cols, err))) goto end;
         extra += owned_bytes(t[i], &spec[i], dtype);
     }
     // the LM head: wte when tied; lm_head.weight (V, C) when the config unties them
-    const StTensor *head = safetensors_find(&m->st, "lm_head.weight");
+    const StTensor *head = wsrc_find(&m->src, "lm_head.weight");
     WeightSpec head_spec = {
         .rows = c->vocab_size, .cols = c->n_embd, .mat = &m->w.lm_head, .transposed = 1};
     if (!c->tie_embeddings) {
@@ -223,6 +256,8 @@ static int bind_all(Gpt2 *m, int dtype, char *err) {
         goto end;
     }
     m->dtype = m->layers[0].fc_w.dtype;
+    t[n] = c->tie_embeddings ? NULL : head;
+    note_unused(m, t, n + 1);
 end:
     free(spec);
     free(t);
@@ -237,8 +272,7 @@ int gpt2_open(Gpt2 *m, const char *dir, KgBackend *be, int dtype, char *err) {
     int rc;
     snprintf(path, sizeof path, "%s/config.json", dir);
     if ((rc = gpt2_config_load(&m->config, path, err))) return rc;
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if ((rc = safetensors_open(&m->st, path, err))) return rc;
+    if ((rc = wsrc_open_dir(&m->src, dir, err))) return rc;
     m->layers = calloc(m->config.n_layer, sizeof *m->layers);
     if (!m->layers) {
         gpt2_close(m);
@@ -247,15 +281,16 @@ int gpt2_open(Gpt2 *m, const char *dir, KgBackend *be, int dtype, char *err) {
     m->w.layers = m->layers;
     char terr[KG_ERRLEN];
     if ((rc = bind_all(m, dtype, terr))) {
+        kg_err(err, rc, "%s: %s", m->src.path, terr);
         gpt2_close(m);
-        return kg_err(err, rc, "%s: %s", path, terr);
+        return rc;
     }
     return KG_OK;
 }
 
 void gpt2_close(Gpt2 *m) {
     if (m->params) m->be->ops->free(m->be, m->params);
-    safetensors_close(&m->st);
+    wsrc_close(&m->src);
     free(m->host_owned);
     free(m->layers);
     *m = (Gpt2){0};

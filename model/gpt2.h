@@ -12,6 +12,7 @@
 #include "backend.h"
 #include "config.h"
 #include "safetensors.h"
+#include "wsrc.h"
 
 typedef struct {
     const float *ln1_w, *ln1_b; // (C)
@@ -42,23 +43,36 @@ typedef struct {
     KgBackend *be; // not owned
     KgDtype dtype; // of the big matrices as the backend holds them
     // what the model owns:
-    SafeTensors st;   // the mapped file
+    WeightSrc src;    // the mapped weight files (src.what: one line saying what was loaded)
     void *host_owned; // f32 vectors widened from f16/bf16, matrices converted by --dtype
     Gpt2LayerWeights *layers;
-    float *params; // a trainable model's parameters (backend memory), else NULL
+    float *params;           // a trainable model's parameters (backend memory), else NULL
+    char warning[KG_ERRLEN]; // tensors in the files the model does not use; "" when none
 } Gpt2;
 
 typedef enum { GPT2_DTYPE_AUTO = -1 } Gpt2DtypeAuto;
 
-// Opens dir/config.json and dir/model.safetensors. Tensors are found by their
-// GPT2LMHeadModel names ("transformer.h.0.attn.c_attn.weight"; the "transformer." prefix
-// may be absent; "lm_head.weight" is used when present and not tied) and each one's dtype
-// and shape are checked against the config. dtype: GPT2_DTYPE_AUTO keeps the stored dtype
-// (zero-copy), or KG_F32/KG_F16/KG_BF16 converts the matrices once at load.
-// On error: KG_EIO / KG_EFORMAT / KG_ENOMEM, err names the file and tensor, m holds nothing.
-// Close with gpt2_close(); the backend must outlive the model.
+// Opens dir/config.json and the directory's weights (wsrc.h: model.safetensors, an index
+// of shards, or pytorch_model.bin). Tensors are found by their GPT2LMHeadModel names
+// ("transformer.h.0.attn.c_attn.weight"; the "transformer." prefix may be absent;
+// "lm_head.weight" is used when present and not tied) and each one's dtype and shape are
+// checked against the config. The old attn.bias / attn.masked_bias buffers are ignored;
+// any other tensor the model does not use is named in m->warning (not an error), and
+// m->src.what says which file was loaded, its dtype and size: both for the caller's log.
+// dtype: GPT2_DTYPE_AUTO keeps the stored dtype (zero-copy), or KG_F32/KG_F16/KG_BF16
+// converts the matrices once at load.
+// On error: KG_EIO / KG_EFORMAT / KG_EUNSUP / KG_ENOMEM, err names the file and tensor, m
+// holds nothing. Close with gpt2_close(); the backend must outlive the model.
 int gpt2_open(Gpt2 *m, const char *dir, KgBackend *be, int dtype, char *err);
 void gpt2_close(Gpt2 *m);
+
+// Writes the model directory src (anything gpt2_open reads, checked as it does) as a clean
+// out/model.safetensors: the model's tensors under their GPT2LMHeadModel names, in their
+// stored dtype (GPT2_DTYPE_AUTO) or converted to KG_F32/KG_F16/KG_BF16; then copies
+// config.json and the tokenizer's and generation files beside it. out is created if
+// missing; the weights go through a temporary name, so a failed run leaves no torn file.
+// what (KG_ERRLEN bytes, may be NULL) gets the line saying what src held. KG_OK or an error.
+int gpt2_convert(const char *src, const char *out, int dtype, char *what, char *err);
 
 // Bytes of weights one forward pass reads (the decode roofline's numerator).
 size_t gpt2_weight_bytes(const Gpt2 *m);

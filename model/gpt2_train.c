@@ -50,8 +50,8 @@ static int init_from_model(const Gpt2 *src, const Gpt2ParamTensor *t, size_t n, 
                            char *err) {
     for (size_t i = 0; i < n; i++) {
         const char *name = t[i].name;
-        const StTensor *st = safetensors_find(&src->st, name);
-        if (!st && !strncmp(name, "transformer.", 12)) st = safetensors_find(&src->st, name + 12);
+        const StTensor *st = wsrc_find(&src->src, name);
+        if (!st && !strncmp(name, "transformer.", 12)) st = wsrc_find(&src->src, name + 12);
         if (!st) return kg_err(err, KG_EFORMAT, "tensor %s: missing", name);
         kg_dtype_convert(host + t[i].offset, KG_F32, st->data, st->dtype, t[i].count);
     }

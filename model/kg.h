@@ -12,15 +12,16 @@
 
 enum {
     KG_OK = 0,
-    KG_EINVAL = -1,   // bad argument or bad input from a client (a user error)
-    KG_EIO = -2,      // open/read/write/mmap failed
-    KG_ENOMEM = -3,   // allocation failed
-    KG_EFORMAT = -4,  // a file is malformed: JSON, header, shape, dtype, offsets
-    KG_ERANGE = -5,   // a value is out of range: token id >= V, prompt longer than n_ctx
-    KG_EUNSUP = -6,   // valid but unsupported (a dtype or option this build lacks)
-    KG_EBUSY = -7,    // overloaded: queue full, out of cache memory
-    KG_ECANCEL = -8,  // the work was cancelled (client went away, shutting down)
-    KG_EINTERNAL = -9 // a bug or a backend failure
+    KG_EINVAL = -1,    // bad argument or bad input from a client (a user error)
+    KG_EIO = -2,       // open/read/write/mmap failed
+    KG_ENOMEM = -3,    // allocation failed
+    KG_EFORMAT = -4,   // a file is malformed: JSON, header, shape, dtype, offsets
+    KG_ERANGE = -5,    // a value is out of range: token id >= V, prompt longer than n_ctx
+    KG_EUNSUP = -6,    // valid but unsupported (a dtype or option this build lacks)
+    KG_EBUSY = -7,     // overloaded: queue full, out of cache memory
+    KG_ECANCEL = -8,   // the work was cancelled (client went away, shutting down)
+    KG_EINTERNAL = -9, // a bug or a backend failure
+    KG_ENOTFOUND = -10 // a thing asked for by name does not exist (a model id)
 };
 
 // Writes the formatted message into err (if not NULL) and returns code, so callers can
@@ -41,6 +42,20 @@ int kg_path_join(char *out, size_t cap, const char *dir, const char *name);
 // writer forever). KG_OK with *fd (blocking, close-on-exec) and, when size is not NULL, the
 // file's size; KG_EIO or KG_EFORMAT.
 int kg_open_regular(const char *path, int *fd, size_t *size, char *err);
+
+// Maps the regular file at path read-only, whole and prefaulted (kg_open_regular's checks
+// first). KG_OK
+// with *map and *size (unmap with munmap(*map, *size)); an empty file is KG_EFORMAT
+// ("PATH: an empty file"); KG_EIO when it cannot be opened or mapped.
+int kg_map_file(const char *path, void **map, size_t *size, char *err);
+
+// Reads a whole regular file of at most max bytes into a malloc'd, NUL-terminated *out
+// (*len bytes, may be NULL). KG_EIO, KG_EFORMAT (over max: "not a ... file"), KG_ENOMEM.
+int kg_read_file(const char *path, size_t max, char **out, size_t *len, char *err);
+
+// A name read from a file, made safe for a one-line message: s[0..n) cut to cap - 1 bytes,
+// every byte outside printable ASCII (a newline, a control byte) as '?'. Returns out.
+const char *kg_show(char *out, size_t cap, const char *s, size_t n);
 
 // A short stable name for a code ("invalid", "io", ...), for logs and JSON error types.
 const char *kg_strerror(int code);

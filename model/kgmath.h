@@ -154,6 +154,10 @@ KG_HD float kg_gelu_erf_grad(float x) {
     return cdf + x * KG_INV_SQRT_2PI * kg_expf(-0.5f * x * x);
 }
 
+// ReLU ("relu"): max(x, 0), and its derivative (0 at x = 0, as torch's)
+KG_HD float kg_relu(float x) { return x > 0.0f ? x : 0.0f; }
+KG_HD float kg_relu_grad(float x) { return x > 0.0f ? 1.0f : 0.0f; }
+
 // One element's AdamW step (decoupled weight decay, bias correction on), in place on
 // *param, *m, *v. g is the gradient, b1c = 1 - beta1^t and b2c = 1 - beta2^t for step
 // t >= 1, wd the weight decay (0 for biases and layer norms):

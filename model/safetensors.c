@@ -237,17 +237,10 @@ int safetensors_parse(SafeTensors *st, const void *buf, size_t size, char *err) 
 
 int safetensors_open(SafeTensors *st, const char *path, char *err) {
     *st = (SafeTensors){0};
-    int fd;
+    void *map;
     size_t size;
-    int orc = kg_open_regular(path, &fd, &size, err);
+    int orc = kg_map_file(path, &map, &size, err);
     if (orc) return orc;
-    if (size == 0) {
-        close(fd);
-        return kg_err(err, KG_EFORMAT, "%s: an empty file", path);
-    }
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd); // the mapping keeps the file
-    if (map == MAP_FAILED) return kg_err(err, KG_EIO, "mmap %s: %s", path, strerror(errno));
     char perr[KG_ERRLEN];
     int rc = safetensors_parse(st, map, size, perr);
     if (rc) {
@@ -269,6 +262,7 @@ void safetensors_close(SafeTensors *st) {
     for (size_t i = 0; i < st->n_tensors; i++)
         free(st->tensors[i].name);
     free(st->tensors);
+    free(st->owned);
     if (st->map) munmap(st->map, st->map_size);
     *st = (SafeTensors){0};
 }

@@ -29,11 +29,16 @@ typedef struct {
     const void *data; // inside the mapping, aligned to elem_size
 } StTensor;
 
+// A mapped tensor file: a .safetensors file, or a PyTorch checkpoint read into the same
+// table (pytorch.h).
 typedef struct {
     void *map;         // the whole file, read-only
     size_t map_size;   // bytes
-    StTensor *tensors; // sorted by data offset
+    StTensor *tensors; // safetensors: sorted by data offset; PyTorch: in the state dict's order
     size_t n_tensors;
+    void *owned;     // tensors that could not stay in the mapping (a PyTorch view that is not
+                     // contiguous or not aligned), copied; NULL when every tensor is in place
+    size_t n_copied; // how many tensors point into owned
 } SafeTensors;
 
 // Parses and validates a whole file image buf[0..size): header length, JSON, dtypes, shapes,
@@ -48,7 +53,7 @@ int safetensors_open(SafeTensors *st, const char *path, char *err);
 // The tensor called name, or NULL.
 const StTensor *safetensors_find(const SafeTensors *st, const char *name);
 
-// Unmaps the file and frees the tensor table; st may be zeroed or half-built.
+// Unmaps the file and frees the tensor table and any copies; st may be zeroed or half-built.
 void safetensors_close(SafeTensors *st);
 
 // "F32" -> KG_F32 etc.; sizes for the names the format defines. 0 for an unknown name.

@@ -26,8 +26,8 @@ set_tests_properties(test_cpu_pool PROPERTIES TIMEOUT 600)
 
 # The small cases in one test; the KoGPT2 shape one test per dtype so that ctest -j spreads them.
 kg_test(test_gpt2_parity SOURCES test_gpt2_parity.c LIBS kgmodel LABELS "model;parity"
-  ARGS tiny_tanh_f32 tiny_erf_f32 small_tanh_f16 small_erf_f16 small_tanh_bf16 small_erf_bf16
-       odd_untied_f32 noprefix_f32)
+  ARGS tiny_tanh_f32 tiny_erf_f32 tiny_relu_f32 small_tanh_f16 small_erf_f16 small_tanh_bf16
+       small_erf_bf16 odd_untied_f32 noprefix_f32)
 get_test_property(test_gpt2_parity ENVIRONMENT KG_PARITY_ENV)
 set(KG_PARITY_TESTS test_gpt2_parity)
 foreach(dtype f32 f16 bf16)
@@ -39,3 +39,16 @@ endforeach()
 set_tests_properties(${KG_PARITY_TESTS} PROPERTIES FIXTURES_REQUIRED gpt2_testdata TIMEOUT 600)
 
 kg_test(test_model_sampler SOURCES test_model_sampler.c LIBS kgmodel LABELS model)
+
+# The checkpoints users have (issue 14): torch writes pytorch_model.bin files (f32/f16/bf16,
+# tied, views, ZIP64), shards, a Hugging Face cache and the malicious files a loader must
+# refuse, from the gpt2_testdata models (so that logits can be compared bit for bit).
+set(KG_TORCH_TESTDATA "${CMAKE_BINARY_DIR}/testdata/torch")
+if(PYTHON3)
+  kg_fixture(torch_testdata COMMAND ${PYTHON3} ${CMAKE_SOURCE_DIR}/tests/ref/torch_ckpt_ref.py
+    ${KG_TORCH_TESTDATA} ${KG_GPT2_TESTDATA} LABELS "model;parity" TIMEOUT 300)
+  set_tests_properties(torch_testdata PROPERTIES FIXTURES_REQUIRED gpt2_testdata)
+endif()
+kg_test(test_model_torch SOURCES test_model_torch.c LIBS kgmodel LABELS "model;parity")
+set_tests_properties(test_model_torch PROPERTIES FIXTURES_REQUIRED "gpt2_testdata;torch_testdata"
+  TIMEOUT 300)

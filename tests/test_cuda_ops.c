@@ -292,7 +292,7 @@ static void matmul_gelu_case(size_t N, size_t C, size_t OC, int transposed) {
     Pair inp = pair_rnd(N * C, 1.0f), bias = pair_rnd(OC, 1.0f);
     Pair out = pair_rnd(N * OC, 1.0f), pre = pair_rnd(N * OC, 1.0f);
     for (KgDtype dt = KG_F32; dt <= KG_F16; dt++)
-        for (int kind = GPT2_GELU_TANH; kind <= GPT2_GELU_ERF; kind++)
+        for (int kind = GPT2_GELU_TANH; kind <= GPT2_RELU; kind++)
             for (int with_pre = 0; with_pre < 2; with_pre++) {
                 Pair w = pair_weights(C * OC, dt, 0.1f);
                 g_cpu->ops->matmul_gelu_forward(g_cpu, out.c, with_pre ? pre.c : NULL, inp.c,
@@ -303,7 +303,10 @@ static void matmul_gelu_case(size_t N, size_t C, size_t OC, int transposed) {
                                                 (Gpt2Gelu)kind);
                 snprintf(what, sizeof what, "matmul_gelu_forward %zux%zux%zu%s %s %s%s", N, C, OC,
                          transposed ? " T" : "", dt_name(dt),
-                         kind == GPT2_GELU_TANH ? "tanh" : "erf", with_pre ? " +pre" : "");
+                         kind == GPT2_GELU_TANH ? "tanh"
+                         : kind == GPT2_RELU    ? "relu"
+                                                : "erf",
+                         with_pre ? " +pre" : "");
                 compare(what, out, N * OC, weight_tol(dt, KG_F32));
                 if (with_pre) compare(what, pre, N * OC, weight_tol(dt, KG_F32));
                 pair_free(&w);
@@ -417,14 +420,16 @@ static void test_elementwise(void) {
     printf("element-wise\n");
     const size_t n = 1000003;
     Pair a = pair_rnd(n, 4.0f), b = pair_rnd(n, 4.0f), out = pair_rnd(n, 1.0f);
-    const Gpt2Gelu kinds[] = {GPT2_GELU_TANH, GPT2_GELU_ERF};
-    for (int k = 0; k < 2; k++) {
+    const Gpt2Gelu kinds[] = {GPT2_GELU_TANH, GPT2_GELU_ERF, GPT2_RELU};
+    const char *const fwd[] = {"gelu_forward tanh", "gelu_forward erf", "gelu_forward relu"};
+    const char *const bwd[] = {"gelu_backward tanh", "gelu_backward erf", "gelu_backward relu"};
+    for (int k = 0; k < 3; k++) {
         g_cpu->ops->gelu_forward(g_cpu, out.c, a.c, n, kinds[k]);
         g_gpu->ops->gelu_forward(g_gpu, out.g, a.g, n, kinds[k]);
-        compare(k ? "gelu_forward erf" : "gelu_forward tanh", out, n, TOL_F32_SHORT);
+        compare(fwd[k], out, n, TOL_F32_SHORT);
         g_cpu->ops->gelu_backward(g_cpu, out.c, a.c, b.c, n, kinds[k]); // += onto the forward
         g_gpu->ops->gelu_backward(g_gpu, out.g, a.g, b.g, n, kinds[k]);
-        compare(k ? "gelu_backward erf" : "gelu_backward tanh", out, n, TOL_F32_SHORT);
+        compare(bwd[k], out, n, TOL_F32_SHORT);
     }
     g_cpu->ops->residual_forward(g_cpu, out.c, a.c, b.c, n);
     g_gpu->ops->residual_forward(g_gpu, out.g, a.g, b.g, n);

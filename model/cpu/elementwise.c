@@ -1,6 +1,6 @@
-// elementwise.c — GELU and the residual add, over flat arrays of n floats.
-// The scalar math is kgmath.h's (shared with the CUDA kernels); the loops vectorize.
-// Part of ops.c (compiled once per instruction set).
+// elementwise.c — the MLP's activation (GELU, ReLU) and the residual add, over flat arrays of n
+// floats. The scalar math is kgmath.h's (shared with the CUDA kernels); the loops vectorize. Part
+// of ops.c (compiled once per instruction set).
 
 #define ELEMENTWISE_CHUNK 16384 // floats per task
 
@@ -24,6 +24,9 @@ static void gelu_task(void *ctx, size_t t, int thread) {
     if (j->kind == GPT2_GELU_ERF)
         for (size_t i = t * ELEMENTWISE_CHUNK; i < end; i++)
             j->out[i] = kg_gelu_erf(j->a[i]);
+    else if (j->kind == GPT2_RELU)
+        for (size_t i = t * ELEMENTWISE_CHUNK; i < end; i++)
+            j->out[i] = kg_relu(j->a[i]);
     else
         for (size_t i = t * ELEMENTWISE_CHUNK; i < end; i++)
             j->out[i] = kg_gelu_tanh(j->a[i]);
@@ -57,6 +60,9 @@ static void gelu_backward_task(void *ctx, size_t t, int thread) {
     if (j->kind == GPT2_GELU_ERF)
         for (size_t i = t * ELEMENTWISE_CHUNK; i < end; i++)
             j->out[i] += kg_gelu_erf_grad(j->a[i]) * j->b[i];
+    else if (j->kind == GPT2_RELU)
+        for (size_t i = t * ELEMENTWISE_CHUNK; i < end; i++)
+            j->out[i] += kg_relu_grad(j->a[i]) * j->b[i];
     else
         for (size_t i = t * ELEMENTWISE_CHUNK; i < end; i++)
             j->out[i] += kg_gelu_tanh_grad(j->a[i]) * j->b[i];

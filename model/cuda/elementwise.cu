@@ -14,7 +14,9 @@
 
 __global__ void gelu_forward_kernel(float *out, const float *inp, size_t n, Gpt2Gelu kind) {
     GRID_STRIDE(i, n) {
-        out[i] = kind == GPT2_GELU_ERF ? kg_gelu_erf(inp[i]) : kg_gelu_tanh(inp[i]);
+        out[i] = kind == GPT2_GELU_ERF ? kg_gelu_erf(inp[i])
+                 : kind == GPT2_RELU   ? kg_relu(inp[i])
+                                       : kg_gelu_tanh(inp[i]);
     }
 }
 
@@ -40,7 +42,9 @@ void cuda_residual_forward(KgBackend *be, float *out, const float *a, const floa
 __global__ void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t n,
                                      Gpt2Gelu kind) {
     GRID_STRIDE(i, n) {
-        float g = kind == GPT2_GELU_ERF ? kg_gelu_erf_grad(inp[i]) : kg_gelu_tanh_grad(inp[i]);
+        float g = kind == GPT2_GELU_ERF ? kg_gelu_erf_grad(inp[i])
+                  : kind == GPT2_RELU   ? kg_relu_grad(inp[i])
+                                        : kg_gelu_tanh_grad(inp[i]);
         dinp[i] += g * dout[i];
     }
 }

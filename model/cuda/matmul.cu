@@ -160,8 +160,8 @@ void cuda_matmul_gelu_forward(KgBackend *be, float *out, float *pre, const float
                               const float *bias, size_t N, size_t C, size_t OC, Gpt2Gelu kind) {
     CudaBackend *cb = cuda_use(be);
     if (!N || !cuda_matvec(cb, out, pre, inp, w, bias, N, C, OC, kind)) return; // few rows
-    // cuBLASLt's GELU epilogue is the tanh form (GPT-2's gelu_new); the erf GELU (KoGPT2 v1)
-    // and a matmul without bias take the two ops
+    // cuBLASLt's GELU epilogue is the tanh form (GPT-2's gelu_new); the erf GELU (KoGPT2 v1),
+    // ReLU and a matmul without bias take the two ops
     if (kind == GPT2_GELU_TANH && bias) {
         KgDtype dt = matmul_type(be, w);
         Operands o;

@@ -67,6 +67,8 @@ __device__ __forceinline__ void mv_store(float *out, float *pre, size_t i, float
         v = kg_gelu_tanh(v);
     else if (gelu == GPT2_GELU_ERF)
         v = kg_gelu_erf(v);
+    else if (gelu == GPT2_RELU)
+        v = kg_relu(v);
     out[i] = v;
 }
 

@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char err[KG_ERRLEN];
     int rc = gpt2_config_parse(&c, (const char *)data, size, err);
     if (rc != KG_OK) {
-        FUZZ_CHECK(rc == KG_EFORMAT || rc == KG_ENOMEM);
+        FUZZ_CHECK(rc == KG_EFORMAT || rc == KG_EUNSUP || rc == KG_ENOMEM);
         return 0;
     }
     FUZZ_CHECK(c.n_layer >= 1 && c.n_layer <= GPT2_MAX_LAYERS);
@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(c.vocab_size >= 1 && c.vocab_size <= GPT2_MAX_VOCAB);
     FUZZ_CHECK(c.n_inner >= 1 && c.n_inner <= 4 * (size_t)GPT2_MAX_EMBD);
     FUZZ_CHECK(isfinite(c.ln_eps) && c.ln_eps > 0 && c.ln_eps < 1);
-    FUZZ_CHECK(c.gelu == GPT2_GELU_TANH || c.gelu == GPT2_GELU_ERF);
+    FUZZ_CHECK(c.gelu == GPT2_GELU_TANH || c.gelu == GPT2_GELU_ERF || c.gelu == GPT2_RELU);
     FUZZ_CHECK(c.bos_id >= -1 && c.eos_id >= -1 && c.pad_id >= -1);
     FUZZ_CHECK(c.tie_embeddings == 0 || c.tie_embeddings == 1);
     return 0;

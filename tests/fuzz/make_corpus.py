@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the seed corpora of tests/fuzz/corpus/<target>/ (run from anywhere; rewrites them).
+"""Writes the seed corpora of tests/fuzz/corpus/<target>/ (run from anywhere; rewrites them;
+`make_corpus.py fuzz_pytorch` rewrites only that target's; its seeds need python3-torch).
 
 Small, meaningful seeds: valid inputs of each format plus the edge cases the parsers must
 refuse. The fuzzers grow their own corpora in temporary copies (scripts/fuzz.sh), so what
@@ -183,14 +184,77 @@ def http_seeds():
     req("tokenize", b"[1]", "not_object")
 
 
-def main():
-    shutil.rmtree(CORPUS, ignore_errors=True)
-    st_seeds()
-    config_seeds()
-    tok_seeds("fuzz_tok_spm")
-    tok_seeds("fuzz_tok_bpe")
-    http_seeds()
+# --- pytorch_model.bin: torch.save's zip (data.pkl + data/N), and bare data.pkl pickles ---
+def pytorch_seeds():
+    """Written by PyTorch itself (Debian's python3-torch), small: a few tensors each. The
+    hand-made cases (ZIP64 records, crafted pickles) reuse tests/ref/torch_ckpt_ref.py."""
+    import collections
+    import io
+    import sys
+    import zipfile
+    import torch
+    sys.path.insert(0, os.path.join(HERE, "..", "ref"))
+    import torch_ckpt_ref as ref
+
+    t = "fuzz_pytorch"
+
+    def save(name, obj, **kw):
+        buf = io.BytesIO()
+        torch.save(obj, buf, **kw)
+        write(t, name, buf.getvalue())
+        return buf.getvalue()
+
+    g = torch.Generator().manual_seed(1)
+    wte = torch.randn(5, 4, generator=g)
+    sd = collections.OrderedDict()
+    sd["transformer.wte.weight"] = wte
+    sd["transformer.h.0.attn.bias"] = torch.tril(torch.ones(3, 3, dtype=torch.bool)).view(1, 1, 3, 3)
+    sd["transformer.h.0.attn.masked_bias"] = torch.tensor(-1e4)
+    sd["transformer.h.0.mlp.c_fc.weight"] = torch.randn(3, 4, generator=g).t()  # a view
+    sd["lm_head.weight"] = wte.detach()  # tied: wte's storage
+    sd._metadata = collections.OrderedDict([("", {"version": 1})])
+    tied = save("tied_f32_views", sd)
+    save("params_f16", collections.OrderedDict(
+        (k, torch.nn.Parameter(torch.randn(2, 3, generator=g).half(), requires_grad=False))
+        for k in ("a", "b")))
+    save("bf16_offsets", {"w": torch.arange(12.0).to(torch.bfloat16)[3:9].view(2, 3)})
+    save("proto4", {"w": torch.ones(2)}, pickle_protocol=4)
+    save("os_system", {"evil": ref.Evil("/nonexistent/PWNED")})
+    entries = ref.zip_entries_bytes(tied)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in entries:
+            z.writestr(name, data)
+    write(t, "compressed", buf.getvalue())
+    path = os.path.join(CORPUS, t, "zip64")
+    ref.write_zip(path, entries, zip64=True)
+    for name, data in entries:  # the bare pickles: the input starts with PROTO
+        if name.endswith("data.pkl"):
+            write(t, "pickle_tied", data)
+    f32x4 = struct.pack("<4f", 1, 2, 3, 4)
+    write(t, "pickle_crafted", ref.pk_state_dict([("w", ref.pk_tensor("0", 4, 1, [1, 3], [3, 1]))]))
+    ref.write_zip(os.path.join(CORPUS, t, "crafted_two_storages"),
+                  [("archive/data.pkl", ref.pk_state_dict([
+                      ("w", ref.pk_tensor("0", 4, 0, [2, 2], [1, 2])),
+                      ("v", ref.pk_tensor("1", 4, 0, [4], [1], "HalfStorage"))])),
+                   ("archive/byteorder", b"little"), ("archive/data/0", f32x4),
+                   ("archive/data/1", f32x4)])
+    write(t, "truncated", tied[:len(tied) - 30])
+
+
+SEEDS = {"fuzz_safetensors": lambda: st_seeds(), "fuzz_config": lambda: config_seeds(),
+         "fuzz_tok_spm": lambda: tok_seeds("fuzz_tok_spm"),
+         "fuzz_tok_bpe": lambda: tok_seeds("fuzz_tok_bpe"), "fuzz_http": lambda: http_seeds(),
+         "fuzz_pytorch": lambda: pytorch_seeds()}
+
+
+def main(targets):
+    """No arguments: every target's corpus; else only the targets named."""
+    for t in targets or list(SEEDS):
+        shutil.rmtree(os.path.join(CORPUS, t), ignore_errors=True)
+        SEEDS[t]()
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    main(sys.argv[1:])

@@ -62,6 +62,7 @@ CASES = [
     # fills its context exactly: the C test then checks that one more token is refused
     case("tiny_tanh_f32", 2, 64, 4, 32, 259, 32),
     case("tiny_erf_f32", 2, 64, 4, 32, 259, 32, act="gelu", seed=2),
+    case("tiny_relu_f32", 2, 64, 4, 32, 259, 32, act="relu", seed=9),
     case("small_tanh_f16", 3, 96, 6, 48, 777, 40, dtype="F16", seed=3),
     case("small_erf_f16", 3, 96, 6, 48, 777, 40, dtype="F16", act="gelu", seed=4),
     case("small_tanh_bf16", 3, 96, 6, 48, 777, 40, dtype="BF16", seed=5),
@@ -186,6 +187,8 @@ def write_model(c, d, raw, shapes):
 def gelu_torch(x, act):
     if act == "gelu":
         return F.gelu(x)  # 0.5 x (1 + erf(x / sqrt 2))
+    if act == "relu":
+        return torch.relu(x)
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
@@ -240,6 +243,8 @@ def forward_numpy(c, w, tokens, act):
     def gelu(x):
         if act == "gelu":
             return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+        if act == "relu":
+            return np.maximum(x, 0.0)
         return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
     out = []

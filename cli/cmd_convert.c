@@ -1,0 +1,68 @@
+// kogpt2 convert — any model kogpt2 loads (model.safetensors, shards, pytorch_model.bin, a
+// Hugging Face cache entry by repo id) written once as a clean model.safetensors directory,
+// so that every later load maps it in place.
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "model/gpt2.h"
+#include "model/hfcache.h"
+#include "model/kg.h"
+
+static void convert_usage(FILE *f) {
+    fprintf(f, "usage: kogpt2 convert --model SRC --out DIR [--dtype f32|f16|bf16]\n"
+               "  --model SRC   a model directory (model.safetensors, *.index.json shards or\n"
+               "                pytorch_model.bin) or ORG/NAME[@REV] in the Hugging Face cache\n"
+               "  --out DIR     where model.safetensors, config.json and the tokenizer files go\n"
+               "                (created if missing)\n"
+               "  --dtype T     convert every tensor to T (default: keep each tensor's dtype)\n");
+}
+
+int cmd_convert(int argc, char **argv) {
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"out", required_argument, 0, 'o'},
+                                         {"dtype", required_argument, 0, 'd'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *model = NULL, *out = NULL;
+    int dtype = GPT2_DTYPE_AUTO, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "m:o:d:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm':
+            model = optarg;
+            break;
+        case 'o':
+            out = optarg;
+            break;
+        case 'd':
+            dtype = !strcmp(optarg, "f32")    ? KG_F32
+                    : !strcmp(optarg, "f16")  ? KG_F16
+                    : !strcmp(optarg, "bf16") ? KG_BF16
+                                              : -2;
+            break;
+        case 'h':
+            convert_usage(stdout);
+            return 0;
+        default:
+            convert_usage(stderr);
+            return 2;
+        }
+    }
+    if (!model || !out || dtype == -2 || optind != argc) {
+        convert_usage(stderr);
+        return 2;
+    }
+    char dir[PATH_MAX], err[KG_ERRLEN], what[KG_ERRLEN];
+    if (hfcache_resolve(model, dir, sizeof dir, err) || gpt2_convert(dir, out, dtype, what, err)) {
+        fprintf(stderr, "kogpt2 convert: %s\n", err);
+        return 1;
+    }
+    printf("kogpt2 convert: read %s (%s); wrote %s/model.safetensors%s%s\n", dir, what, out,
+           dtype == GPT2_DTYPE_AUTO ? "" : " as ",
+           dtype == GPT2_DTYPE_AUTO ? "" : kg_dtype_name((KgDtype)dtype));
+    return 0;
+}
