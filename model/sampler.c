@@ -2,7 +2,9 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "kg.h"
 #include "kgmath.h"
 
 float sampler_usable_temperature(float temperature) {
@@ -211,4 +213,139 @@ int sampler_sample(Sampler *s, const float *logits) {
     }
     if (s->top_p < 1.0f) n = nucleus(s->work, n, s->top_p);
     return draw(s->work, n, rng_uniform(&s->rng));
+}
+
+// ---------------------------------------------------------------------------------------
+// Penalties
+
+int sampler_penalty_new(SamplerPenalty **out, size_t V, const KgPenalties *p, char *err) {
+    *out = NULL;
+    KgPenalties none = {.repetition = 1.0f};
+    if (!p) p = &none;
+    if (!isfinite(p->presence) || !isfinite(p->frequency) || !isfinite(p->repetition) ||
+        !(p->repetition > 0))
+        return kg_err(err, KG_EINVAL,
+                      "penalties: presence %g, frequency %g, repetition %g "
+                      "(finite numbers, repetition > 0)",
+                      p->presence, p->frequency, p->repetition);
+    for (size_t i = 0; i < p->n_bias; i++) {
+        if (p->bias[i].id < 0 || (size_t)p->bias[i].id >= V)
+            return kg_err(err, KG_ERANGE, "logit_bias: token id %d is not < %zu", p->bias[i].id, V);
+        if (!isfinite(p->bias[i].bias))
+            return kg_err(err, KG_EINVAL, "logit_bias: token %d: bias %g is not finite",
+                          p->bias[i].id, p->bias[i].bias);
+    }
+    SamplerPenalty *ps = calloc(1, sizeof *ps);
+    if (!ps) return kg_err(err, KG_ENOMEM, "penalties: out of memory");
+    if (p->n_bias) {
+        ps->bias = malloc(p->n_bias * sizeof *ps->bias);
+        if (!ps->bias) {
+            free(ps);
+            return kg_err(err, KG_ENOMEM, "penalties: out of memory");
+        }
+        memcpy(ps->bias, p->bias, p->n_bias * sizeof *ps->bias);
+    }
+    ps->n_bias = p->n_bias;
+    ps->presence = p->presence;
+    ps->frequency = p->frequency;
+    ps->repetition = p->repetition;
+    ps->V = V;
+    *out = ps;
+    return KG_OK;
+}
+
+void sampler_penalty_free(SamplerPenalty *ps) {
+    if (!ps) return;
+    free(ps->bias);
+    free(ps->seen);
+    free(ps);
+}
+
+// The slot of id in the table: its entry, or the empty slot where it would go (cap > 0 and
+// at least one slot empty).
+static KgSeenToken *seen_slot(KgSeenToken *t, size_t cap, int id) {
+    uint32_t h = (uint32_t)id; // murmur3's finalizer: consecutive ids spread over the table
+    h ^= h >> 16;
+    h *= 0x85EBCA6Bu;
+    h ^= h >> 13;
+    h *= 0xC2B2AE35u;
+    h ^= h >> 16;
+    size_t i = h & (cap - 1);
+    while (t[i].id >= 0 && t[i].id != id)
+        i = (i + 1) & (cap - 1);
+    return &t[i];
+}
+
+// Room for n_more new ids at a load of at most 1/2. KG_OK or KG_ENOMEM (table unchanged).
+static int seen_reserve(SamplerPenalty *ps, size_t n_more) {
+    size_t need = ps->n_seen + n_more, cap = ps->cap ? ps->cap : 64;
+    if (need > ps->V) need = ps->V; // there are no more distinct ids than that
+    while (cap < 2 * need + 1)
+        cap *= 2;
+    if (cap == ps->cap) return KG_OK;
+    KgSeenToken *t = malloc(cap * sizeof *t);
+    if (!t) return KG_ENOMEM;
+    for (size_t i = 0; i < cap; i++)
+        t[i] = (KgSeenToken){.id = -1};
+    for (size_t i = 0; i < ps->cap; i++)
+        if (ps->seen[i].id >= 0) *seen_slot(t, cap, ps->seen[i].id) = ps->seen[i];
+    free(ps->seen);
+    ps->seen = t;
+    ps->cap = cap;
+    return KG_OK;
+}
+
+// Records id (< V, room reserved); the entry.
+static KgSeenToken *seen_add(SamplerPenalty *ps, int id) {
+    KgSeenToken *e = seen_slot(ps->seen, ps->cap, id);
+    if (e->id < 0) {
+        *e = (KgSeenToken){.id = id};
+        ps->n_seen++;
+    }
+    return e;
+}
+
+int sampler_penalty_prompt(SamplerPenalty *ps, const int *ids, size_t n, char *err) {
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || (size_t)ids[i] >= ps->V)
+            return kg_err(err, KG_ERANGE, "prompt token %d is not < %zu", ids[i], ps->V);
+    if (ps->repetition == 1.0f || n == 0) return KG_OK; // only repetition looks at the prompt
+    if (seen_reserve(ps, n)) return kg_err(err, KG_ENOMEM, "penalties: out of memory");
+    for (size_t i = 0; i < n; i++)
+        seen_add(ps, ids[i]);
+    return KG_OK;
+}
+
+int sampler_penalty_accept(SamplerPenalty *ps, int id, char *err) {
+    if (id < 0 || (size_t)id >= ps->V)
+        return kg_err(err, KG_ERANGE, "generated token %d is not < %zu", id, ps->V);
+    if (ps->repetition == 1.0f && ps->presence == 0.0f && ps->frequency == 0.0f) return KG_OK;
+    if (seen_reserve(ps, 1)) return kg_err(err, KG_ENOMEM, "penalties: out of memory");
+    KgSeenToken *e = seen_add(ps, id);
+    if (e->generated < UINT32_MAX) e->generated++;
+    return KG_OK;
+}
+
+int sampler_penalty_active(const SamplerPenalty *ps) {
+    return ps && (ps->n_bias || ps->n_seen); // n_seen > 0 only when some penalty uses it
+}
+
+void sampler_penalty_apply(const SamplerPenalty *ps, float *out, const float *logits) {
+    if (out != logits) memcpy(out, logits, ps->V * sizeof *out);
+    const float r = ps->repetition;
+    for (size_t i = 0; i < ps->cap; i++) {
+        const KgSeenToken *e = &ps->seen[i];
+        if (e->id < 0) continue;
+        float x = out[e->id];
+        if (r != 1.0f) x = x < 0 ? x * r : x / r; // 1. repetition: prompt and generated
+        if (e->generated) {                       // 2. frequency/presence: generated only
+            // in double: the term stays finite for any finite parameters, so an infinite
+            // logit minus it stays infinite (never inf - inf)
+            double d = (double)ps->frequency * e->generated + ps->presence;
+            x = (float)(x - d);
+        }
+        out[e->id] = x;
+    }
+    for (size_t i = 0; i < ps->n_bias; i++) // 3. logit_bias
+        out[ps->bias[i].id] += ps->bias[i].bias;
 }

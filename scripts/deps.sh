@@ -6,9 +6,10 @@
 # Tests: PyTorch and NumPy (reference forward/backward passes), python3-sentencepiece and the
 # npm package @huggingface/tokenizers (reference tokenizers), Chromium + playwright-core (the
 # Explorer in a browser; Debian's Chromium, never a downloaded one), a Korean font for its
-# screenshots, nginx (the fleet test of docker/nginx.conf), clang-format, valgrind, clang with
-# its libFuzzer runtime (scripts/fuzz.sh). CUDA (nvcc, cuBLAS, NCCL) is not from Debian: the
-# CUDA backend is built when a toolkit is found in /usr/local/cuda or on PATH.
+# screenshots, nginx (the fleet test of docker/nginx.conf), prometheus (for promtool, which
+# lints a live /metrics in tests/clients; Debian has no promtool alone), clang-format,
+# valgrind, clang with its libFuzzer runtime (scripts/fuzz.sh). CUDA (nvcc, cuBLAS, NCCL) is
+# not from Debian: the CUDA backend is built when a toolkit is in /usr/local/cuda or on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
@@ -19,7 +20,7 @@ apt-get install -y -qq --no-install-recommends \
     libopenblas-dev zlib1g-dev libopenmpi-dev openmpi-bin \
     python3 python3-torch python3-numpy python3-sentencepiece \
     chromium fonts-nanum nginx python3-yaml clang-format valgrind \
-    clang libclang-rt-14-dev >/dev/null
+    clang libclang-rt-14-dev prometheus >/dev/null
 scripts/build_mhd.sh /usr/local
 # Node.js for the reference tokenizer and the browser test: Debian's, unless a Node.js with
 # npm is already installed (a distribution of Node.js that bundles npm conflicts with Debian's)
@@ -27,7 +28,9 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
     apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
 # npm packages for the tests, with no install scripts (nothing downloads a browser):
-# the reference tokenizer.json implementation, and playwright-core to drive Chromium
+# the reference tokenizer.json implementation, playwright-core to drive Chromium, and the
+# client libraries of the client suite (tests/clients: openai, @langchain/openai)
 (cd tests && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 (cd tests/browser && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+(cd tests/clients && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 echo "deps: ok"

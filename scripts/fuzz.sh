@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 mode=${1:-60}
 [ $# -gt 0 ] && shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_safetensors fuzz_config fuzz_tok_spm fuzz_tok_bpe fuzz_http)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_safetensors fuzz_pytorch fuzz_config fuzz_tok_spm fuzz_tok_bpe fuzz_http fuzz_chat_template)
 case "$mode" in
 replay) limit=(-runs=0) ;;
 runs=[0-9]*) limit=("-${mode}") ;;

@@ -56,6 +56,8 @@ int srv_status_from_err(int kg_code) {
         return 422;
     case KG_EUNSUP:
         return 422;
+    case KG_ENOTFOUND:
+        return MHD_HTTP_NOT_FOUND;
     case KG_EBUSY:
         return MHD_HTTP_TOO_MANY_REQUESTS;
     case KG_ECANCEL:
@@ -67,31 +69,17 @@ int srv_status_from_err(int kg_code) {
     }
 }
 
-// The "type" of an error reply, one per status.
+// The "type" of an error reply: OpenAI's names, so that its SDKs show ours as theirs.
 static const char *srv_error_type(int status) {
     switch (status) {
-    case 400:
-        return "invalid_request";
     case 401:
-        return "unauthorized";
+        return "authentication_error";
     case 403:
-        return "forbidden";
-    case 404:
-        return "not_found";
-    case 405:
-        return "method_not_allowed";
-    case 413:
-        return "payload_too_large";
-    case 415:
-        return "unsupported_media_type";
-    case 422:
-        return "invalid_value";
+        return "permission_error";
     case 429:
-        return "overloaded";
-    case 503:
-        return "unavailable";
+        return "rate_limit_error";
     default:
-        return "internal";
+        return status < 500 ? "invalid_request_error" : "server_error";
     }
 }
 
@@ -193,6 +181,8 @@ static int srv_add_common_headers(SrvReq *r, struct MHD_Response *resp) {
     if (ok && o->cors_origin)
         ok = MHD_add_response_header(resp, "Access-Control-Allow-Origin", o->cors_origin) ==
                  MHD_YES &&
+             MHD_add_response_header(resp, "Access-Control-Expose-Headers", "Retry-After") ==
+                 MHD_YES &&
              MHD_add_response_header(resp, "Vary", "Origin") == MHD_YES;
     if (ok && (atomic_load(&r->srv->draining) || (r->sc && r->sc->over_limit)))
         ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close") == MHD_YES;
@@ -246,7 +236,7 @@ static enum MHD_Result srv_reply_json_h(SrvReq *r, int status, cJSON *j_root, co
     char *text = j_root ? cJSON_PrintUnformatted(j_root) : NULL;
     cJSON_Delete(j_root);
     if (!text) {
-        static const char OOM[] = "{\"error\":{\"code\":503,\"type\":\"unavailable\","
+        static const char OOM[] = "{\"error\":{\"code\":503,\"type\":\"server_error\","
                                   "\"message\":\"out of memory\",\"param\":null}}";
         return srv_reply(r, 503, "application/json", OOM, sizeof OOM - 1, "Cache-Control",
                          "no-store", NULL);
@@ -261,8 +251,7 @@ enum MHD_Result srv_reply_json(SrvReq *r, int status, cJSON *j_root) {
     return srv_reply_json_h(r, status, j_root, NULL, NULL);
 }
 
-// The one error builder: {"error":{"code","type","message","param"}}; NULL on OOM.
-static cJSON *srv_error_json(int status, const char *message, const char *param) {
+cJSON *srv_error_json(int status, const char *message, const char *param) {
     cJSON *j_root = cJSON_CreateObject();
     cJSON *j_err = cJSON_AddObjectToObject(j_root, "error");
     if (!j_err || !cJSON_AddNumberToObject(j_err, "code", status) ||
@@ -391,28 +380,32 @@ static int srv_body_feed(SrvReq *r, const char *data, size_t n) {
 }
 
 // The route for url, or NULL; *path_known says whether another method has it.
-static const SrvRoute *srv_route_lookup(const char *method, const char *url, int *path_known) {
-    size_t n;
-    const SrvRoute *routes = route_table(&n);
+static int srv_route_matches(const SrvRoute *route, const char *url) {
+    if (!(route->flags & SRV_ROUTE_PREFIX)) return !strcmp(route->path, url);
+    size_t n = strlen(route->path);
+    return !strncmp(route->path, url, n) && url[n]; // the prefix and something after it
+}
+
+static const SrvRoute *srv_route_lookup(const SrvServer *s, const char *method, const char *url,
+                                        int *path_known) {
     const char *m = strcmp(method, "HEAD") ? method : "GET";
     *path_known = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (strcmp(routes[i].path, url)) continue;
-        if (!strcmp(routes[i].method, m)) return &routes[i];
+    for (size_t i = 0; i < s->opt.n_routes; i++) {
+        const SrvRoute *route = &s->opt.routes[i];
+        if (!srv_route_matches(route, url)) continue;
+        if (!strcmp(route->method, m)) return route;
         *path_known = 1;
     }
     return NULL;
 }
 
 // The methods url answers to, for the Allow header.
-static void srv_allow(const char *url, char *out, size_t cap) {
-    size_t n;
-    const SrvRoute *routes = route_table(&n);
+static void srv_allow(const SrvServer *s, const char *url, char *out, size_t cap) {
     out[0] = '\0';
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(routes[i].path, url)) {
+    for (size_t i = 0; i < s->opt.n_routes; i++)
+        if (srv_route_matches(&s->opt.routes[i], url)) {
             if (out[0]) strncat(out, ", ", cap - strlen(out) - 1);
-            strncat(out, routes[i].method, cap - strlen(out) - 1);
+            strncat(out, s->opt.routes[i].method, cap - strlen(out) - 1);
         }
     if (strstr(out, "GET")) strncat(out, ", HEAD", cap - strlen(out) - 1);
 }
@@ -442,32 +435,45 @@ static int srv_json_type_ok(SrvReq *r) {
     return !strncasecmp(t, "application/json", n) && (t[n] == '\0' || t[n] == ';' || t[n] == ' ');
 }
 
+// A header-name list as a preflight sends it: tokens, commas and spaces, bounded; anything
+// else is not echoed back.
+static int srv_header_list_ok(const char *list) {
+    size_t n = strlen(list);
+    return n < 1024 && strspn(list, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                    "0123456789!#$%&'*+-.^_`|~, ") == n;
+}
+
 // OPTIONS: a CORS preflight when --cors-origin is set.
 static enum MHD_Result srv_preflight(SrvReq *r) {
     if (!r->srv->opt.cors_origin)
         return srv_reply_error(r, 405, "OPTIONS is only answered with --cors-origin", NULL);
+    // the headers the browser asks for, whatever they are: SDKs send their own (the OpenAI
+    // SDK's x-stainless-*), and the origin is the trust boundary, not the header names
+    const char *asked =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Access-Control-Request-Headers");
     return srv_reply(r, 204, "text/plain", "", 0, "Access-Control-Allow-Methods",
                      "GET, POST, OPTIONS", "Access-Control-Allow-Headers",
-                     "Content-Type, Authorization", "Access-Control-Max-Age", "600", NULL);
+                     asked && srv_header_list_ok(asked) ? asked : "Content-Type, Authorization",
+                     "Access-Control-Max-Age", "600", NULL);
 }
 
 // The last call: every check in order, then the route's handler.
 static enum MHD_Result srv_dispatch(SrvReq *r, const char *url) {
     if (!strcmp(r->method, "OPTIONS")) return srv_preflight(r);
     int path_known;
-    const SrvRoute *route = srv_route_lookup(r->method, url, &path_known);
+    const SrvRoute *route = srv_route_lookup(r->srv, r->method, url, &path_known);
     if (!route) {
         int is_get = !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD");
         if (path_known || (!is_get && strncmp(url, "/v1/", 4))) {
             char allow[64];
-            srv_allow(url, allow, sizeof allow);
+            srv_allow(r->srv, url, allow, sizeof allow);
             char msg[128];
             snprintf(msg, sizeof msg, "%s is not allowed here", r->method);
             return srv_reply_error_h(r, 405, msg, NULL, "Allow", allow[0] ? allow : "GET, HEAD");
         }
-        if (is_get && strncmp(url, "/v1/", 4)) {
+        if (is_get && strncmp(url, "/v1/", 4) && r->srv->opt.fallback) {
             r->endpoint = "static";
-            return srv_static(r, r->srv->opt.web_dir, url);
+            return r->srv->opt.fallback(r, NULL);
         }
         return srv_reply_error(r, 404, "no such endpoint", NULL);
     }
@@ -511,6 +517,7 @@ static enum MHD_Result srv_req_begin(SrvServer *s, struct MHD_Connection *conn, 
     SrvReq *r = calloc(1, sizeof *r);
     if (!r) return MHD_NO;
     r->conn = conn;
+    r->url = url;
     r->srv = s;
     r->t_start = srv_now();
     snprintf(r->method, sizeof r->method, "%s", method);

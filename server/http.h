@@ -42,19 +42,17 @@ typedef struct SrvConn SrvConn; // one open connection (http.c)
 typedef enum MHD_Result (*SrvHandler)(SrvReq *r, const cJSON *j_req);
 
 enum {
-    SRV_ROUTE_JSON = 1, // POST body must be a JSON object (415 / 400 otherwise)
-    SRV_ROUTE_OPEN = 2  // no API key needed (health, readiness, metrics)
+    SRV_ROUTE_JSON = 1,  // POST body must be a JSON object (415 / 400 otherwise)
+    SRV_ROUTE_OPEN = 2,  // no API key needed (health, readiness, metrics)
+    SRV_ROUTE_PREFIX = 4 // path is a prefix ("/v1/models/" matches "/v1/models/ID")
 };
 
 typedef struct {
     const char *method; // "GET" or "POST"
-    const char *path;   // exact match
+    const char *path;   // exact match, or a prefix with SRV_ROUTE_PREFIX
     SrvHandler handler;
     int flags; // SRV_ROUTE_*
 } SrvRoute;
-
-// The route table lives in routes.c: ROUTES[0 .. n-1].
-const SrvRoute *route_table(size_t *n);
 
 // What the body reader concluded; each value maps to one status at the end.
 typedef enum {
@@ -71,6 +69,7 @@ typedef ssize_t (*SrvPull)(SrvReq *r, char *buf, size_t max);
 // Per-request state (MHD's *req_cls). Owned by http.c; handlers may set ctx and done.
 struct SrvReq {
     struct MHD_Connection *conn;
+    const char *url; // the decoded path (MHD's; valid until the request completes)
     SrvServer *srv;
     SrvConn *sc;           // the connection's state (NULL if it could not be allocated)
     const SrvRoute *route; // NULL: static file or unknown
@@ -104,10 +103,14 @@ typedef struct {
     unsigned timeout_s;         // idle connection timeout (slow clients)
     unsigned request_timeout_s; // a whole request must arrive within this (0: no limit)
     size_t max_body;
-    const char *api_key;           // NULL: no auth
-    const char *cors_origin;       // NULL: no CORS headers
-    const char *web_dir;           // NULL: no static files
-    void *app;                     // routes' shared state (routes.c's SrvApp)
+    const char *api_key;     // NULL: no auth
+    const char *cors_origin; // NULL: no CORS headers
+    // what is served: the routes, and the handler of the GETs outside /v1/ that no route
+    // has (static files; NULL: 404)
+    const SrvRoute *routes;
+    size_t n_routes;
+    SrvHandler fallback;
+    void *app;                     // the handlers' shared state (srv_app)
     void (*log)(const char *line); // one line per request and MHD's errors; NULL: none
 } SrvOptions;
 
@@ -130,7 +133,11 @@ enum MHD_Result srv_reply(SrvReq *r, int status, const char *type, const char *b
                           ...);
 // Prints j_root (consumed) as JSON.
 enum MHD_Result srv_reply_json(SrvReq *r, int status, cJSON *j_root);
-// {"error":{"code","type","message","param"}}; param may be NULL.
+// The one error object, also for a stream's error event: {"error":{"code" (the HTTP status),
+// "type" (OpenAI's: invalid_request_error, authentication_error, rate_limit_error,
+// server_error, ...), "message", "param" (the request field at fault, or null)}}; NULL on OOM.
+cJSON *srv_error_json(int status, const char *message, const char *param);
+// Replies with srv_error_json(...); param may be NULL.
 enum MHD_Result srv_reply_error(SrvReq *r, int status, const char *message, const char *param);
 // The same for a KG_E* code (status from srv_status_from_err; 429 adds Retry-After).
 enum MHD_Result srv_reply_kg(SrvReq *r, int kg_code, const char *message, const char *param);

@@ -19,12 +19,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api.h"
+#include "chat_template.h"
 #include "http.h"
 #include "metrics.h"
 #include "model/backend.h"
 #include "model/gpt2.h"
+#include "model/hfcache.h"
 #include "model/kg.h"
-#include "routes.h"
 #include "sched.h"
 #include "tokenizer/tokenizer.h"
 
@@ -33,7 +35,7 @@
 #endif
 
 typedef struct {
-    const char *model, *alias, *host, *api_key, *cors_origin, *web_dir, *device;
+    const char *model, *alias, *host, *api_key, *cors_origin, *web_dir, *device, *chat_template;
     long port, threads, http_threads, ctx_size, max_batch, max_queue, cache_mb, timeout_s;
     long max_body, max_connections, request_timeout_s, max_tokenize, dtype;
     int speculate, quiet;
@@ -61,6 +63,8 @@ static void main_usage(FILE *f) {
             "                       metrics and static files stay open); also $KOGPT2_API_KEY\n"
             "  --cors-origin ORIGIN send Access-Control-Allow-Origin: ORIGIN, answer preflights\n"
             "  --web-dir DIR        the Explorer's files (default: the project's web/)\n"
+            "  --chat-template FILE a Jinja chat template for /v1/chat/completions (default:\n"
+            "                       tokenizer_config.json's chat_template, else <usr>/<sys>)\n"
             "  --timeout SEC        idle connection timeout and shutdown drain time (default 30)\n"
             "  --request-timeout SEC  a request (line, headers, body) must arrive within SEC of\n"
             "                       the connection's opening or its previous reply, else the\n"
@@ -103,7 +107,8 @@ static void main_parse(MainArgs *a, int argc, char **argv) {
         O_DTYPE,
         O_DEVICE,
         O_NOSPEC,
-        O_QUIET
+        O_QUIET,
+        O_CHAT
     };
     static const struct option OPTS[] = {{"model", required_argument, NULL, 'm'},
                                          {"alias", required_argument, NULL, O_ALIAS},
@@ -127,6 +132,7 @@ static void main_parse(MainArgs *a, int argc, char **argv) {
                                          {"device", required_argument, NULL, O_DEVICE},
                                          {"no-speculate", no_argument, NULL, O_NOSPEC},
                                          {"quiet", no_argument, NULL, O_QUIET},
+                                         {"chat-template", required_argument, NULL, O_CHAT},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     *a = (MainArgs){.host = "127.0.0.1",
@@ -139,7 +145,7 @@ static void main_parse(MainArgs *a, int argc, char **argv) {
                     .max_body = SRV_MAX_BODY,
                     .max_connections = SRV_MAX_CONNECTIONS,
                     .request_timeout_s = 30,
-                    .max_tokenize = ROUTE_MAX_TOKENIZE,
+                    .max_tokenize = API_MAX_TOKENIZE,
                     .dtype = GPT2_DTYPE_AUTO,
                     .device = "auto",
                     .speculate = 1};
@@ -185,6 +191,9 @@ static void main_parse(MainArgs *a, int argc, char **argv) {
             break;
         case O_WEB:
             a->web_dir = optarg;
+            break;
+        case O_CHAT:
+            a->chat_template = optarg;
             break;
         case O_TIMEOUT:
             a->timeout_s = main_num("--timeout", optarg, 1, 86400);
@@ -249,6 +258,13 @@ static void main_parse(MainArgs *a, int argc, char **argv) {
         fprintf(stderr, "kogpt2d: no --model DIR given and no default model (models/default)\n");
         exit(2);
     }
+    static char model_dir[PATH_MAX], why[KG_ERRLEN]; // ORG/NAME: the Hugging Face cache's copy
+    if (hfcache_resolve(a->model, model_dir, sizeof model_dir, why)) {
+        fprintf(stderr, "kogpt2d: %s\n", why);
+        exit(1);
+    }
+    if (!a->alias && strcmp(model_dir, a->model)) a->alias = a->model; // served as ORG/NAME
+    a->model = model_dir;
     if (a->api_key && !a->api_key[0]) a->api_key = NULL;
 }
 
@@ -264,8 +280,11 @@ static void main_warm_notify(void *ctx) { (void)ctx; }
 
 // One next-token step through the engine, so the first user does not pay for cold caches.
 static int main_warm_up(Sched *s, int token, char *err) {
-    SchedParams p = {
-        .kind = SCHED_NEXT_TOKEN, .tokens = &token, .n_tokens = 1, .n_top = 1, .temperature = 1};
+    SchedParams p = {.kind = SCHED_NEXT_TOKEN,
+                     .tokens = &token,
+                     .n_tokens = 1,
+                     .n_candidates = 1,
+                     .temperature = 1};
     SchedJob *job;
     int rc = sched_submit(s, &p, main_warm_notify, NULL, &job, err);
     if (rc) return rc;
@@ -365,7 +384,10 @@ int main(int argc, char **argv) {
     app.created = time(NULL);
     app.max_tokenize = (size_t)a.max_tokenize;
     const char *endpoints[METRICS_MAX_ENDPOINTS];
-    metrics_init(endpoints, route_endpoints(endpoints, METRICS_MAX_ENDPOINTS - 2));
+    metrics_init(endpoints, api_endpoints(endpoints, METRICS_MAX_ENDPOINTS - 2));
+    app.web_dir = main_web_dir(a.web_dir, web_buf, sizeof web_buf);
+    size_t n_routes;
+    const SrvRoute *routes = api_routes(&n_routes);
 
     SrvOptions so = {.host = a.host,
                      .port = (int)a.port,
@@ -376,7 +398,9 @@ int main(int argc, char **argv) {
                      .max_body = (size_t)a.max_body,
                      .api_key = a.api_key,
                      .cors_origin = a.cors_origin,
-                     .web_dir = main_web_dir(a.web_dir, web_buf, sizeof web_buf),
+                     .routes = routes,
+                     .n_routes = n_routes,
+                     .fallback = ep_static,
                      .app = &app,
                      .log = a.quiet ? NULL : main_log};
     SrvServer *srv;
@@ -386,17 +410,21 @@ int main(int argc, char **argv) {
     }
     app.srv = srv;
     fprintf(stderr, "kogpt2d: listening on http://%s:%d (web: %s)\n", a.host, srv_port(srv),
-            so.web_dir ? so.web_dir : "none");
+            app.web_dir ? app.web_dir : "none");
 
     Tokenizer *tok = NULL;
     KgBackend *be = NULL;
     Gpt2 model;
     int model_open = 0, rc = 1;
     Sched *sched = NULL;
+    ChatTemplate *chat = NULL;
     if (tok_open(&tok, a.model, err)) goto fail;
     if (!(be = kg_backend_new(a.device, (int)a.threads, a.quiet ? NULL : stderr, err))) goto fail;
     if (gpt2_open(&model, a.model, be, (int)a.dtype, err)) goto fail;
     model_open = 1;
+    if (!a.quiet)
+        fprintf(stderr, "kogpt2d: loaded %s%s%s\n", model.src.what, model.warning[0] ? "; " : "",
+                model.warning);
     if (tok_vocab_size(tok) > model.config.vocab_size) {
         kg_err(err, KG_EFORMAT, "%s: the tokenizer has %zu ids, the model only %zu", a.model,
                tok_vocab_size(tok), model.config.vocab_size);
@@ -432,6 +460,7 @@ int main(int argc, char **argv) {
     app.tok = tok;
     app.n_ctx = n_ctx;
     app.vocab_size = tok_vocab_size(tok);
+    if (ep_chat_setup(&app, a.model, a.chat_template, &chat, err)) goto fail;
     atomic_store(&app.ready, 1);
     fprintf(stderr, "kogpt2d: ready: %s (%zu layers, %zu wide, n_ctx %zu, vocab %zu) on %s\n",
             app.model_name, model.config.n_layer, model.config.n_embd, n_ctx, app.vocab_size,
@@ -456,6 +485,7 @@ out:
     sched_stop(sched, 0);
     srv_stop(srv); // joins every HTTP thread: nothing can reach the engine after this
     sched_free(sched);
+    chat_template_free(chat);
     if (model_open) gpt2_close(&model);
     if (be) kg_backend_free(be);
     tok_free(tok);

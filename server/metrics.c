@@ -1,32 +1,58 @@
 // metrics.c — counters and histograms behind one mutex; rendered as Prometheus text.
 #include "metrics.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
 
-// Latency buckets in seconds: a cached click is ~1 ms, a long generation tens of seconds.
+// Latency buckets in seconds: a cached click is ~1 ms, a long generation tens of seconds
+// (also those of the time to first token).
 static const double METRICS_BUCKETS[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                          0.25,  0.5,    1,     2.5,  5,     10,   30};
 #define METRICS_N_BUCKETS (sizeof METRICS_BUCKETS / sizeof METRICS_BUCKETS[0])
+// Time per output token in seconds: ~1 ms on a GPU, ~10-100 ms on two CPU cores.
+static const double METRICS_TPOT_BUCKETS[] = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02,
+                                              0.05,   0.1,   0.2,   0.5,   1};
+#define METRICS_N_TPOT (sizeof METRICS_TPOT_BUCKETS / sizeof METRICS_TPOT_BUCKETS[0])
+
+// A histogram: non-cumulative bucket counts (summed when rendered), count and sum.
+typedef struct {
+    uint64_t bucket[METRICS_N_BUCKETS > METRICS_N_TPOT ? METRICS_N_BUCKETS : METRICS_N_TPOT];
+    uint64_t count;
+    double sum;
+} MetricsHist;
+
+static void hist_observe(MetricsHist *h, const double *bounds, size_t n, double v) {
+    size_t b = 0;
+    while (b < n && v > bounds[b])
+        b++;
+    if (b < n) h->bucket[b]++;
+    h->count++;
+    h->sum += v;
+}
 
 typedef struct {
     const char *name;
     int codes[METRICS_MAX_CODES];
     uint64_t code_count[METRICS_MAX_CODES];
     size_t n_codes;
-    uint64_t bucket[METRICS_N_BUCKETS]; // non-cumulative; summed when rendered
-    uint64_t count;
-    double sum;
+    MetricsHist duration;
+    uint64_t prompt_tokens, cached_tokens, generated_tokens;
 } MetricsEndpoint;
 
 static struct {
     pthread_mutex_t mu;
     MetricsEndpoint ep[METRICS_MAX_ENDPOINTS];
     size_t n_ep;
-    uint64_t prompt_tokens, cached_tokens, generated_tokens;
+    MetricsHist first_token, per_output_token;
+    double decode_seconds;
+    time_t start_time;
 } M = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void metrics_init(const char *const *endpoints, size_t n) {
@@ -37,7 +63,10 @@ void metrics_init(const char *const *endpoints, size_t n) {
     M.ep[M.n_ep++].name = "static";
     for (size_t i = 0; i < n && M.n_ep < METRICS_MAX_ENDPOINTS; i++)
         M.ep[M.n_ep++].name = endpoints[i];
-    M.prompt_tokens = M.cached_tokens = M.generated_tokens = 0;
+    memset(&M.first_token, 0, sizeof M.first_token);
+    memset(&M.per_output_token, 0, sizeof M.per_output_token);
+    M.decode_seconds = 0;
+    M.start_time = time(NULL);
     pthread_mutex_unlock(&M.mu);
 }
 
@@ -57,20 +86,28 @@ void metrics_request(const char *endpoint, int status, double seconds) {
         c++;
     if (c == e->n_codes && c < METRICS_MAX_CODES) e->codes[e->n_codes++] = status;
     if (c < METRICS_MAX_CODES) e->code_count[c]++;
-    size_t b = 0;
-    while (b < METRICS_N_BUCKETS && seconds > METRICS_BUCKETS[b])
-        b++;
-    if (b < METRICS_N_BUCKETS) e->bucket[b]++;
-    e->count++;
-    e->sum += seconds;
+    hist_observe(&e->duration, METRICS_BUCKETS, METRICS_N_BUCKETS, seconds);
     pthread_mutex_unlock(&M.mu);
 }
 
-void metrics_tokens(size_t prompt, size_t cached, size_t generated) {
+void metrics_tokens(const char *endpoint, size_t prompt, size_t cached, size_t generated,
+                    double decode_ms) {
     pthread_mutex_lock(&M.mu);
-    M.prompt_tokens += prompt;
-    M.cached_tokens += cached;
-    M.generated_tokens += generated;
+    if (M.n_ep == 0) M.ep[M.n_ep++].name = "other";
+    MetricsEndpoint *e = metrics_find(endpoint);
+    e->prompt_tokens += prompt;
+    e->cached_tokens += cached;
+    e->generated_tokens += generated;
+    M.decode_seconds += decode_ms / 1e3;
+    if (generated > 1) // the first token's time is the prefill's
+        hist_observe(&M.per_output_token, METRICS_TPOT_BUCKETS, METRICS_N_TPOT,
+                     decode_ms / 1e3 / (double)(generated - 1));
+    pthread_mutex_unlock(&M.mu);
+}
+
+void metrics_first_token(double seconds) {
+    pthread_mutex_lock(&M.mu);
+    hist_observe(&M.first_token, METRICS_BUCKETS, METRICS_N_BUCKETS, seconds);
     pthread_mutex_unlock(&M.mu);
 }
 
@@ -112,9 +149,24 @@ static void mb_gauge(MetricsBuf *b, const char *name, const char *help, double v
     mb_printf(b, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name, name, v);
 }
 
-static void mb_counter(MetricsBuf *b, const char *name, const char *help, uint64_t v) {
-    mb_printf(b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name,
-              (unsigned long long)v);
+// One histogram's _bucket, _sum and _count lines; label is "" or `name="value"`.
+static void mb_hist(MetricsBuf *b, const char *name, const char *label, const MetricsHist *h,
+                    const double *bounds, size_t n) {
+    const char *sep = label[0] ? "," : "";
+    uint64_t cum = 0;
+    for (size_t k = 0; k < n; k++) {
+        cum += h->bucket[k];
+        mb_printf(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, label, sep, bounds[k],
+                  (unsigned long long)cum);
+    }
+    mb_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, label, sep,
+              (unsigned long long)h->count);
+    if (label[0])
+        mb_printf(b, "%s_sum{%s} %.9g\n%s_count{%s} %llu\n", name, label, h->sum, name, label,
+                  (unsigned long long)h->count);
+    else
+        mb_printf(b, "%s_sum %.9g\n%s_count %llu\n", name, h->sum, name,
+                  (unsigned long long)h->count);
 }
 
 // Caller holds M.mu.
@@ -128,20 +180,61 @@ static void metrics_render_requests(MetricsBuf *b) {
     mb_printf(b, "# HELP kogpt2_request_duration_seconds Time from request to last byte.\n"
                  "# TYPE kogpt2_request_duration_seconds histogram\n");
     for (size_t i = 0; i < M.n_ep; i++) {
-        const MetricsEndpoint *e = &M.ep[i];
-        uint64_t cum = 0;
-        for (size_t k = 0; k < METRICS_N_BUCKETS; k++) {
-            cum += e->bucket[k];
-            mb_printf(b, "kogpt2_request_duration_seconds_bucket{endpoint=\"%s\",le=\"%g\"} %llu\n",
-                      e->name, METRICS_BUCKETS[k], (unsigned long long)cum);
-        }
-        mb_printf(b,
-                  "kogpt2_request_duration_seconds_bucket{endpoint=\"%s\",le=\"+Inf\"} %llu\n"
-                  "kogpt2_request_duration_seconds_sum{endpoint=\"%s\"} %.9g\n"
-                  "kogpt2_request_duration_seconds_count{endpoint=\"%s\"} %llu\n",
-                  e->name, (unsigned long long)e->count, e->name, e->sum, e->name,
-                  (unsigned long long)e->count);
+        char label[96];
+        snprintf(label, sizeof label, "endpoint=\"%s\"", M.ep[i].name);
+        mb_hist(b, "kogpt2_request_duration_seconds", label, &M.ep[i].duration, METRICS_BUCKETS,
+                METRICS_N_BUCKETS);
     }
+    static const char *const TOKENS[] = {
+        "prompt",        "Prompt tokens of finished jobs.",
+        "generated",     "Tokens generated.",
+        "cached_prompt", "Prompt tokens served from the prefix cache."};
+    for (size_t t = 0; t < 3; t++) {
+        mb_printf(b, "# HELP kogpt2_%s_tokens_total %s\n# TYPE kogpt2_%s_tokens_total counter\n",
+                  TOKENS[2 * t], TOKENS[2 * t + 1], TOKENS[2 * t]);
+        for (size_t i = 0; i < M.n_ep; i++) {
+            const MetricsEndpoint *e = &M.ep[i];
+            uint64_t v = t == 0   ? e->prompt_tokens
+                         : t == 1 ? e->generated_tokens
+                                  : e->cached_tokens;
+            mb_printf(b, "kogpt2_%s_tokens_total{endpoint=\"%s\"} %llu\n", TOKENS[2 * t], e->name,
+                      (unsigned long long)v);
+        }
+    }
+}
+
+// The standard process_* figures, from /proc (Linux).
+static void metrics_render_process(MetricsBuf *b) {
+    long page = sysconf(_SC_PAGESIZE);
+    unsigned long long vm_pages = 0, rss_pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%llu %llu", &vm_pages, &rss_pages) != 2) vm_pages = rss_pages = 0;
+        fclose(f);
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+                 ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) / 1e6;
+    size_t fds = 0;
+    DIR *d = opendir("/proc/self/fd");
+    for (struct dirent *e; d && (e = readdir(d));)
+        fds += e->d_name[0] != '.';
+    if (d) closedir(d), fds--; // the directory's own descriptor
+    struct rlimit rl;
+    double max_fds = getrlimit(RLIMIT_NOFILE, &rl) ? 0 : (double)rl.rlim_cur;
+    mb_gauge(b, "process_resident_memory_bytes", "Resident memory size in bytes.",
+             (double)rss_pages * (double)page);
+    mb_gauge(b, "process_virtual_memory_bytes", "Virtual memory size in bytes.",
+             (double)vm_pages * (double)page);
+    mb_printf(b,
+              "# HELP process_cpu_seconds_total Total user and system CPU time in seconds.\n"
+              "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %.6f\n",
+              cpu);
+    mb_gauge(b, "process_open_fds", "Number of open file descriptors.", (double)fds);
+    mb_gauge(b, "process_max_fds", "Maximum number of open file descriptors.", max_fds);
+    mb_gauge(b, "process_start_time_seconds", "Start time of the process since the Unix epoch.",
+             (double)M.start_time);
 }
 
 char *metrics_render(const MetricsGauges *g, size_t *len) {
@@ -150,12 +243,22 @@ char *metrics_render(const MetricsGauges *g, size_t *len) {
     b.p[0] = '\0';
     pthread_mutex_lock(&M.mu);
     metrics_render_requests(&b);
-    mb_counter(&b, "kogpt2_prompt_tokens_total", "Prompt tokens of finished jobs.",
-               M.prompt_tokens);
-    mb_counter(&b, "kogpt2_generated_tokens_total", "Tokens generated.", M.generated_tokens);
-    mb_counter(&b, "kogpt2_cached_prompt_tokens_total",
-               "Prompt tokens served from the prefix cache instead of computed.", M.cached_tokens);
+    mb_printf(&b, "# HELP kogpt2_time_to_first_token_seconds From a generation's submission to "
+                  "its first token.\n# TYPE kogpt2_time_to_first_token_seconds histogram\n");
+    mb_hist(&b, "kogpt2_time_to_first_token_seconds", "", &M.first_token, METRICS_BUCKETS,
+            METRICS_N_BUCKETS);
+    mb_printf(&b, "# HELP kogpt2_time_per_output_token_seconds Decode time per generated token "
+                  "after the first, per job.\n"
+                  "# TYPE kogpt2_time_per_output_token_seconds histogram\n");
+    mb_hist(&b, "kogpt2_time_per_output_token_seconds", "", &M.per_output_token,
+            METRICS_TPOT_BUCKETS, METRICS_N_TPOT);
+    mb_printf(&b,
+              "# HELP kogpt2_decode_seconds_total Time jobs spent decoding; decode tokens per "
+              "second = rate(kogpt2_generated_tokens_total) / rate(this).\n"
+              "# TYPE kogpt2_decode_seconds_total counter\nkogpt2_decode_seconds_total %.6f\n",
+              M.decode_seconds);
     pthread_mutex_unlock(&M.mu);
+    metrics_render_process(&b);
     mb_gauge(&b, "kogpt2_queue_depth", "Jobs waiting for a batch slot.", (double)g->queue_depth);
     mb_gauge(&b, "kogpt2_running_jobs", "Jobs in the running batch.", (double)g->running);
     mb_gauge(&b, "kogpt2_batch_size", "Rows in the engine's last forward pass.",

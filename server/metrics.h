@@ -1,5 +1,6 @@
 // metrics.h — kogpt2d's Prometheus figures: requests by endpoint and status, latency
-// histograms per endpoint, token counters, and gauges filled in at scrape time.
+// histograms per endpoint, token counters per endpoint, time to first token and per output
+// token, gauges filled in at scrape time, and the standard process_* figures.
 //
 // Threads: every function may be called from any thread (one mutex guards the table).
 #ifndef METRICS_H
@@ -24,8 +25,11 @@ void metrics_init(const char *const *endpoints, size_t n);
 
 // One finished request: endpoint label (unknown names count as "other"), status, seconds.
 void metrics_request(const char *endpoint, int status, double seconds);
-// Tokens of one finished engine job.
-void metrics_tokens(size_t prompt, size_t cached, size_t generated);
+// Tokens of one finished engine job of an endpoint, and the time it spent decoding.
+void metrics_tokens(const char *endpoint, size_t prompt, size_t cached, size_t generated,
+                    double decode_ms);
+// A generation's time to first token (from its submission).
+void metrics_first_token(double seconds);
 
 // Renders the text exposition format (version 0.0.4) into a malloc'd string (free());
 // NULL on OOM.

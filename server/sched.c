@@ -33,6 +33,8 @@ struct SchedJob {
     KvCache kv;
     size_t n_fed; // prompt tokens in kv
     Sampler *sampler;
+    SamplerPenalty *penalty; // the job's repetition/frequency/presence counts and logit_bias
+    int *stop_tokens;        // (p.n_stop_tokens) own copy
     TokStream *stream;
     TokStream *prompt_stream;            // score_prompt: the prompt's text, token by token
     char *text;                          // generated text so far (for stop strings)
@@ -41,14 +43,16 @@ struct SchedJob {
     int next_id; // the token to feed in the next decode step
     double t_start, t_first;
 
-    // shared with the caller, under mu
+    // shared with the caller: every field of `shared` is read and written under mu
     pthread_mutex_t mu;
-    SchedToken *out;
-    size_t n_out, cap_out, n_read;
-    SchedState state;
-    int err_code;
-    char err[KG_ERRLEN];
-    SchedStats stats;
+    struct {
+        SchedToken *out;
+        size_t n_out, cap_out, n_read;
+        SchedState state;
+        int err_code;
+        char err[KG_ERRLEN];
+        SchedStats stats;
+    } shared;
 
     // notify is cleared by release under notify_mu, so it never runs on a freed ctx
     pthread_mutex_t notify_mu;
@@ -59,6 +63,12 @@ struct SchedJob {
     atomic_int cancelled;
     SchedJob *next_queued;
 };
+
+// One entry of a step's batch: its job, and where its rows of logits start.
+typedef struct {
+    SchedJob *job;
+    size_t first_row;
+} SchedEntry;
 
 typedef struct {
     int *prompt; // the tokens of the last answered next-token job
@@ -77,11 +87,12 @@ struct Sched {
     Gpt2State st;
     PCache *cache;
     Gpt2Seq *seqs;     // (max_batch + SCHED_SPEC_K) the step's batch
+    SchedEntry *batch; // (max_batch) each batch entry's job and first logits row
     SchedJob **active; // (max_batch)
     size_t n_active;
     KvCache spec_kv[SCHED_SPEC_K];
     Speculation spec;
-    float *lse_scratch;
+    float *penalized; // (V) a row with a job's penalties applied, sampled instead of the raw
 
     pthread_t thread;
     pthread_mutex_t mu; // queue, stopping, gauges
@@ -105,17 +116,19 @@ static double now_ms(void) {
 // Jobs
 
 static void job_free(SchedJob *j) {
-    for (size_t i = 0; i < j->n_out; i++) {
-        free((char *)j->out[i].text);
-        free((KgCandidate *)j->out[i].top);
+    for (size_t i = 0; i < j->shared.n_out; i++) {
+        free((char *)j->shared.out[i].text);
+        free((KgCandidate *)j->shared.out[i].candidates);
     }
-    free(j->out);
+    free(j->shared.out);
     for (size_t i = 0; i < j->p.n_stop; i++)
         free(j->stop[i]);
     free(j->stop);
     free(j->tokens);
     free(j->text);
     sampler_free(j->sampler);
+    sampler_penalty_free(j->penalty);
+    free(j->stop_tokens);
     tok_stream_free(j->stream);
     tok_stream_free(j->prompt_stream);
     pthread_mutex_destroy(&j->mu);
@@ -127,10 +140,13 @@ static void job_unref(SchedJob *j) {
     if (atomic_fetch_sub(&j->refs, 1) == 1) job_free(j);
 }
 
-// Copies what sched_submit was given; NULL on OOM.
-static SchedJob *job_new(const SchedParams *p, void (*notify)(void *), void *ctx) {
+// Copies what sched_submit was given and makes the penalty state (it counts the prompt);
+// KG_OK and *out, or an error with err.
+static int job_new(SchedJob **out, size_t V, const SchedParams *p, void (*notify)(void *),
+                   void *ctx, char *err) {
+    *out = NULL;
     SchedJob *j = calloc(1, sizeof *j);
-    if (!j) return NULL;
+    if (!j) return kg_err(err, KG_ENOMEM, "out of memory");
     pthread_mutex_init(&j->mu, NULL);
     pthread_mutex_init(&j->notify_mu, NULL);
     j->p = *p;
@@ -139,22 +155,37 @@ static SchedJob *job_new(const SchedParams *p, void (*notify)(void *), void *ctx
     atomic_init(&j->refs, 2);
     j->tokens = malloc((p->n_tokens ? p->n_tokens : 1) * sizeof *j->tokens);
     j->stop = calloc(p->n_stop + 1, sizeof *j->stop);
-    if (!j->tokens || !j->stop) goto oom;
+    j->stop_tokens = malloc((p->n_stop_tokens ? p->n_stop_tokens : 1) * sizeof *j->stop_tokens);
+    if (!j->tokens || !j->stop || !j->stop_tokens) goto oom;
     memcpy(j->tokens, p->tokens, p->n_tokens * sizeof *j->tokens);
     j->p.tokens = j->tokens;
+    if (p->n_stop_tokens)
+        memcpy(j->stop_tokens, p->stop_tokens, p->n_stop_tokens * sizeof *j->stop_tokens);
+    j->p.stop_tokens = j->stop_tokens;
+    KgPenalties pen = p->penalties;
+    j->p.penalties.bias = NULL;                  // the penalty state has its own copy
+    if (pen.repetition == 0) pen.repetition = 1; // a zero-initialized SchedParams: none
+    int rc = p->kind == SCHED_GENERATE ? sampler_penalty_new(&j->penalty, V, &pen, err) : KG_OK;
+    if (!rc && j->penalty) rc = sampler_penalty_prompt(j->penalty, j->tokens, p->n_tokens, err);
+    if (rc) {
+        j->p.n_stop = 0;
+        job_free(j);
+        return rc;
+    }
     for (size_t i = 0; i < p->n_stop; i++) {
         if (!(j->stop[i] = strdup(p->stop[i]))) goto oom;
         size_t len = strlen(p->stop[i]);
         j->stop_max = len > j->stop_max ? len : j->stop_max;
     }
     j->p.stop = (const char *const *)j->stop;
-    return j;
+    *out = j;
+    return KG_OK;
 oom:
     j->p.n_stop = 0; // only the copies made so far are freed
     for (size_t i = 0; j->stop && j->stop[i]; i++)
         free(j->stop[i]);
     job_free(j);
-    return NULL;
+    return kg_err(err, KG_ENOMEM, "out of memory");
 }
 
 static void job_notify(SchedJob *j) {
@@ -163,47 +194,48 @@ static void job_notify(SchedJob *j) {
     pthread_mutex_unlock(&j->notify_mu);
 }
 
-// Appends one output entry (takes ownership of text and top). 0 or KG_ENOMEM.
+// Appends one output entry (takes ownership of text and cands). 0 or KG_ENOMEM.
 static int job_emit_entry(SchedJob *j, int id, float logprob, char *text, size_t text_len,
-                          KgCandidate *top, size_t n_top, int prompt) {
+                          KgCandidate *cands, size_t n_cands, int prompt) {
     pthread_mutex_lock(&j->mu);
     int rc = KG_OK;
-    if (j->n_out == j->cap_out) {
-        size_t cap = j->cap_out ? 2 * j->cap_out : 16;
-        SchedToken *grown = realloc(j->out, cap * sizeof *grown);
+    if (j->shared.n_out == j->shared.cap_out) {
+        size_t cap = j->shared.cap_out ? 2 * j->shared.cap_out : 16;
+        SchedToken *grown = realloc(j->shared.out, cap * sizeof *grown);
         if (!grown) {
             rc = KG_ENOMEM;
             goto end;
         }
-        j->out = grown;
-        j->cap_out = cap;
+        j->shared.out = grown;
+        j->shared.cap_out = cap;
     }
-    j->out[j->n_out++] = (SchedToken){id, logprob, text, text_len, top, n_top, prompt};
+    j->shared.out[j->shared.n_out++] =
+        (SchedToken){id, logprob, text, text_len, cands, n_cands, prompt};
 end:
     pthread_mutex_unlock(&j->mu);
     if (rc) {
         free(text);
-        free(top);
+        free(cands);
     }
     return rc;
 }
 
 static int job_emit(SchedJob *j, int id, float logprob, char *text, size_t text_len,
-                    KgCandidate *top, size_t n_top) {
-    return job_emit_entry(j, id, logprob, text, text_len, top, n_top, 0);
+                    KgCandidate *cands, size_t n_cands) {
+    return job_emit_entry(j, id, logprob, text, text_len, cands, n_cands, 0);
 }
 
 // Marks the job finished (once) with its final figures.
 static void job_finish(SchedJob *j, SchedState state, int code, const char *msg) {
     pthread_mutex_lock(&j->mu);
-    if (j->state == SCHED_RUNNING) {
-        j->state = state;
-        j->err_code = code;
-        if (msg) snprintf(j->err, sizeof j->err, "%s", msg);
+    if (j->shared.state == SCHED_RUNNING) {
+        j->shared.state = state;
+        j->shared.err_code = code;
+        if (msg) snprintf(j->shared.err, sizeof j->shared.err, "%s", msg);
         double t = now_ms();
-        j->stats.generated_tokens = j->n_gen;
-        j->stats.total_ms = t - j->t_submit;
-        if (j->t_first > 0) j->stats.decode_ms = t - j->t_first;
+        j->shared.stats.generated_tokens = j->n_gen;
+        j->shared.stats.total_ms = t - j->t_submit;
+        if (j->t_first > 0) j->shared.stats.decode_ms = t - j->t_first;
     }
     pthread_mutex_unlock(&j->mu);
 }
@@ -269,37 +301,40 @@ static const float *logits_row(const Sched *s, size_t row) {
     return s->st.logits_host + row * s->m->config.vocab_size;
 }
 
-// Candidates (n_top of them, temperature t) as a malloc'd array, or NULL when n_top is 0.
-static KgCandidate *top_candidates(const Sched *s, const float *logits, size_t n_top, float t,
-                                   int *oom) {
+// Candidates (n_cands of them, temperature t) as a malloc'd array, or NULL when n_cands is 0.
+// On the host, from the row gpt2_forward brought back: the sampler reads that whole row anyway
+// (temperature, top-p, penalties), so one O(V) heap pass here is cheaper than another trip
+// to the device and back.
+static KgCandidate *candidates_of(const Sched *s, const float *logits, size_t n_cands, float t,
+                                  int *oom) {
     *oom = 0;
-    if (!n_top) return NULL;
-    KgCandidate *c = malloc(n_top * sizeof *c);
+    if (!n_cands) return NULL;
+    KgCandidate *c = malloc(n_cands * sizeof *c);
     if (!c) {
         *oom = 1;
         return NULL;
     }
-    sampler_topk(logits, s->V, t > 0 ? t : 1.0f, n_top, c);
+    sampler_topk(logits, s->V, t > 0 ? t : 1.0f, n_cands, c);
     return c;
 }
 
 static void answer_next_token(Sched *s, SchedJob *j, const float *logits) {
     int oom;
-    KgCandidate *top = top_candidates(s, logits, j->p.n_top, j->p.temperature, &oom);
-    if (oom || job_emit(j, -1, 0.0f, NULL, 0, top, j->p.n_top)) {
+    KgCandidate *cands = candidates_of(s, logits, j->p.n_candidates, j->p.temperature, &oom);
+    if (oom || job_emit(j, -1, 0.0f, NULL, 0, cands, j->p.n_candidates)) {
         job_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, "out of memory");
         return;
     }
     // remember the prompt and its best candidates: the next click is probably one of them
     int *copy = j->p.speculate && s->opt.speculate ? malloc(j->p.n_tokens * sizeof *copy) : NULL;
-    if (copy && top) {
+    if (copy && cands) {
         free(s->spec.prompt);
         s->spec.prompt = copy;
         s->spec.n = j->p.n_tokens;
         memcpy(copy, j->p.tokens, j->p.n_tokens * sizeof *copy);
-        s->spec.n_cand = j->p.n_top < SCHED_SPEC_K ? j->p.n_top : SCHED_SPEC_K;
+        s->spec.n_cand = j->p.n_candidates < SCHED_SPEC_K ? j->p.n_candidates : SCHED_SPEC_K;
         for (size_t i = 0; i < s->spec.n_cand; i++)
-            s->spec.cand[i] = top[i].id;
+            s->spec.cand[i] = cands[i].id;
     } else {
         free(copy);
     }
@@ -310,13 +345,26 @@ static void answer_next_token(Sched *s, SchedJob *j, const float *logits) {
 static void generate_step(Sched *s, SchedJob *j, const float *logits) {
     const size_t V = s->V;
     if (j->t_first == 0) j->t_first = now_ms();
-    int id = sampler_sample(j->sampler, logits);
+    const float *row = logits; // the raw row stays: the reported logprobs are its
+    if (sampler_penalty_active(j->penalty)) {
+        sampler_penalty_apply(j->penalty, s->penalized, logits);
+        row = s->penalized;
+    }
+    int id = sampler_sample(j->sampler, row);
     if (id < 0) { // every logit NaN: nothing to draw (a broken model; never an index)
         job_finish(j, SCHED_DONE_ERROR, KG_EINTERNAL, "the model's logits are not numbers");
         return;
     }
+    char err[KG_ERRLEN];
+    if (j->penalty && sampler_penalty_accept(j->penalty, id, err)) {
+        job_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, err);
+        return;
+    }
     int eos = s->m->config.eos_id >= 0 ? s->m->config.eos_id : tok_special(s->tok).eos;
-    if (id == eos && !j->p.ignore_eos) {
+    int stop_token = 0;
+    for (size_t i = 0; i < j->p.n_stop_tokens; i++)
+        stop_token |= id == j->p.stop_tokens[i];
+    if ((id == eos && !j->p.ignore_eos) || stop_token) {
         size_t len;
         char *rest = NULL;
         const char *t;
@@ -326,27 +374,26 @@ static void generate_step(Sched *s, SchedJob *j, const float *logits) {
             job_emit(j, -1, 0.0f, rest, len, NULL, 0);
         else
             free(rest);
-        job_finish(j, SCHED_DONE_EOS, KG_OK, NULL);
+        job_finish(j, stop_token ? SCHED_DONE_STOP : SCHED_DONE_EOS, KG_OK, NULL);
         return;
     }
     float logprob = (float)(logits[id] - sampler_logsumexp(logits, V, 1.0f));
     int oom;
-    KgCandidate *top = top_candidates(s, logits, j->p.n_top, 1.0f, &oom);
+    KgCandidate *cands = candidates_of(s, logits, j->p.n_candidates, 1.0f, &oom);
     const char *piece;
     size_t piece_len;
-    char err[KG_ERRLEN];
     int rc = oom ? kg_err(err, KG_ENOMEM, "out of memory")
                  : tok_stream_push(j->stream, id, &piece, &piece_len, err);
     if (!rc && text_append(j, piece, piece_len)) rc = kg_err(err, KG_ENOMEM, "out of memory");
     if (rc) {
-        free(top);
+        free(cands);
         job_finish(j, SCHED_DONE_ERROR, rc, err);
         return;
     }
     j->n_gen++;
     j->next_id = id;
     pthread_mutex_lock(&j->mu); // kept current, so a cancelled job still reports its tokens
-    j->stats.generated_tokens = j->n_gen;
+    j->shared.stats.generated_tokens = j->n_gen;
     pthread_mutex_unlock(&j->mu);
     long stop = find_stop(j);
     int done_len = j->n_gen >= j->p.max_tokens || j->kv.len + 1 > s->m->config.n_ctx;
@@ -359,7 +406,7 @@ static void generate_step(Sched *s, SchedJob *j, const float *logits) {
     }
     size_t len;
     char *text = release_text(j, upto, &len);
-    if (!text || job_emit(j, id, logprob, text, len, top, j->p.n_top)) {
+    if (!text || job_emit(j, id, logprob, text, len, cands, j->p.n_candidates)) {
         job_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, "out of memory");
         return;
     }
@@ -373,7 +420,7 @@ static void generate_step(Sched *s, SchedJob *j, const float *logits) {
 static void prompt_done(Sched *s, SchedJob *j, const float *logits) {
     j->phase = PHASE_DECODE;
     pthread_mutex_lock(&j->mu);
-    j->stats.prefill_ms = now_ms() - j->t_start;
+    j->shared.stats.prefill_ms = now_ms() - j->t_start;
     pthread_mutex_unlock(&j->mu);
     if (j->p.kind == SCHED_NEXT_TOKEN)
         answer_next_token(s, j, logits);
@@ -384,22 +431,23 @@ static void prompt_done(Sched *s, SchedJob *j, const float *logits) {
 }
 
 // Emits prompt token `id`'s score: its logprob under logits (NULL for the first token,
-// which nothing predicts) and the n_top candidates there. 0, or an error code with the job
+// which nothing predicts) and the n_cands candidates there. 0, or an error code with the job
 // finished.
 static int score_emit(Sched *s, SchedJob *j, int id, const float *logits) {
     const char *piece;
     size_t len;
     char err[KG_ERRLEN];
     int rc = tok_stream_push(j->prompt_stream, id, &piece, &len, err), oom = 0;
-    KgCandidate *top = logits && !rc ? top_candidates(s, logits, j->p.n_top, 1.0f, &oom) : NULL;
+    KgCandidate *cands =
+        logits && !rc ? candidates_of(s, logits, j->p.n_candidates, 1.0f, &oom) : NULL;
     char *text = !rc && !oom ? strndup(piece, len) : NULL;
     if (!rc && !text) rc = kg_err(err, KG_ENOMEM, "out of memory");
     float lp = logits ? (float)(logits[id] - sampler_logsumexp(logits, s->V, 1.0f)) : NAN;
-    if (!rc && job_emit_entry(j, id, lp, text, len, top, logits ? j->p.n_top : 0, 1))
+    if (!rc && job_emit_entry(j, id, lp, text, len, cands, logits ? j->p.n_candidates : 0, 1))
         rc = kg_err(err, KG_ENOMEM, "out of memory");
     else if (rc) {
         free(text);
-        free(top);
+        free(cands);
     }
     if (rc) job_finish(j, SCHED_DONE_ERROR, rc, err);
     return rc;
@@ -410,8 +458,8 @@ static int score_emit(Sched *s, SchedJob *j, int id, const float *logits) {
 static int admit(Sched *s, SchedJob *j) {
     j->t_start = now_ms();
     pthread_mutex_lock(&j->mu); // the caller may read the figures at any time
-    j->stats.queue_ms = j->t_start - j->t_submit;
-    j->stats.prompt_tokens = j->p.n_tokens;
+    j->shared.stats.queue_ms = j->t_start - j->t_submit;
+    j->shared.stats.prompt_tokens = j->p.n_tokens;
     pthread_mutex_unlock(&j->mu);
     char err[KG_ERRLEN];
     if (j->p.kind == SCHED_GENERATE) {
@@ -438,7 +486,7 @@ static int admit(Sched *s, SchedJob *j) {
     const PCacheEntry *e = pcache_lookup(s->cache, j->p.tokens, j->p.n_tokens, &match);
     if (e && match == j->p.n_tokens && e->n == match) { // the whole prompt is cached
         pthread_mutex_lock(&j->mu);
-        j->stats.cached_tokens = match;
+        j->shared.stats.cached_tokens = match;
         pthread_mutex_unlock(&j->mu);
         if (j->p.kind == SCHED_NEXT_TOKEN) {
             prompt_done(s, j, e->logits);
@@ -450,13 +498,13 @@ static int admit(Sched *s, SchedJob *j) {
         }
         j->n_fed = match;
         prompt_done(s, j, e->logits);
-        return j->state != SCHED_RUNNING;
+        return j->shared.state != SCHED_RUNNING;
     }
     if (match > j->p.n_tokens - 1) match = j->p.n_tokens - 1; // the last token must run
     if (e && match && kv_copy(&j->kv, &e->kv, match, s->m, err)) match = 0;
     j->n_fed = match;
     pthread_mutex_lock(&j->mu);
-    j->stats.cached_tokens = match;
+    j->shared.stats.cached_tokens = match;
     pthread_mutex_unlock(&j->mu);
     return 0;
 }
@@ -466,7 +514,7 @@ static void drop(Sched *s, SchedJob *j) {
     kv_free(&j->kv, s->m);
     pthread_mutex_lock(&s->mu);
     s->n_busy--;
-    s->gauges.cached_tokens_total += j->stats.cached_tokens;
+    s->gauges.cached_tokens_total += j->shared.stats.cached_tokens;
     s->gauges.generated_tokens_total += j->n_gen;
     pthread_mutex_unlock(&s->mu);
     job_notify(j);
@@ -484,7 +532,7 @@ static void admit_queued(Sched *s) {
         s->n_busy++; // counted from here until drop(), so sched_submit never over-admits
         pthread_mutex_unlock(&s->mu);
         if (atomic_load(&j->cancelled)) job_finish(j, SCHED_DONE_CANCELLED, KG_ECANCEL, NULL);
-        if (j->state == SCHED_RUNNING && !admit(s, j))
+        if (j->shared.state == SCHED_RUNNING && !admit(s, j))
             s->active[s->n_active++] = j;
         else
             drop(s, j); // cancelled, or answered from the cache alone
@@ -500,7 +548,7 @@ static void retire(Sched *s) {
         SchedJob *j = s->active[i];
         if (atomic_load(&j->cancelled)) job_finish(j, SCHED_DONE_CANCELLED, KG_ECANCEL, NULL);
         pthread_mutex_lock(&j->mu);
-        int running = j->state == SCHED_RUNNING;
+        int running = j->shared.state == SCHED_RUNNING;
         pthread_mutex_unlock(&j->mu);
         if (running)
             s->active[kept++] = j;
@@ -510,9 +558,17 @@ static void retire(Sched *s) {
     s->n_active = kept;
 }
 
+// Rows of logits gpt2_forward writes for q.
+static size_t logits_rows(const Gpt2Seq *q) {
+    return q->logits == GPT2_LOGITS_ALL ? q->n : q->logits == GPT2_LOGITS_LAST ? 1 : 0;
+}
+
 // One forward over every active job's next rows: a prompt chunk or one generated token.
+// While the batch is built, each entry records its job and its first logits row, so the
+// results are walked entry by entry afterwards.
 static void step(Sched *s) {
     size_t n_seq = 0, budget = s->opt.prefill_chunk, rows = 0, score_budget = SCHED_SCORE_ROWS;
+    size_t n_logits = 0;
     for (size_t i = 0; i < s->n_active; i++) {
         SchedJob *j = s->active[i];
         Gpt2Seq *q = &s->seqs[n_seq];
@@ -530,16 +586,17 @@ static void step(Sched *s) {
         } else {
             *q = (Gpt2Seq){&j->kv, &j->next_id, 1, GPT2_LOGITS_LAST};
         }
+        s->batch[n_seq] = (SchedEntry){j, n_logits};
+        n_logits += logits_rows(q);
         rows += q->n;
         n_seq++;
     }
     char err[KG_ERRLEN];
     int rc = gpt2_forward(s->m, &s->st, s->seqs, n_seq, err);
-    size_t row = 0, k = 0;
-    for (size_t i = 0; i < s->n_active; i++) {
-        SchedJob *j = s->active[i];
-        if (k >= n_seq || s->seqs[k].kv != &j->kv) continue; // not in this step
-        Gpt2Seq *q = &s->seqs[k++];
+    for (size_t k = 0; k < n_seq; k++) {
+        SchedJob *j = s->batch[k].job;
+        const Gpt2Seq *q = &s->seqs[k];
+        size_t row = s->batch[k].first_row;
         if (rc) {
             job_finish(j, SCHED_DONE_ERROR, rc, err);
             continue;
@@ -553,14 +610,13 @@ static void step(Sched *s) {
                 failed = score_emit(s, j, j->p.tokens[fed + r + 1], logits_row(s, row + r)) != 0;
             if (!failed && fed + q->n < j->p.n_tokens)
                 failed = score_emit(s, j, j->p.tokens[fed + q->n], logits_row(s, row + q->n - 1));
-            row += q->n;
             if (failed || j->n_fed < j->p.n_tokens) {
                 job_notify(j);
                 continue;
             }
-            row--; // the last prompt position: its logits answer as below
+            row += q->n - 1; // the last prompt position: its logits answer as below
         }
-        const float *logits = logits_row(s, row++);
+        const float *logits = logits_row(s, row);
         if (j->phase == PHASE_PREFILL) {
             pcache_insert(s->cache, j->p.tokens, j->p.n_tokens, &j->kv, logits, NULL);
             prompt_done(s, j, logits);
@@ -671,8 +727,10 @@ int sched_start(Sched **out, const Gpt2 *m, const Tokenizer *tok, const SchedOpt
     }
     s->cache = pcache_new(m, opt->cache_mb << 20);
     s->seqs = calloc(max_seqs, sizeof *s->seqs);
+    s->batch = calloc(opt->max_batch, sizeof *s->batch);
+    s->penalized = malloc(m->config.vocab_size * sizeof *s->penalized);
     s->active = calloc(opt->max_batch, sizeof *s->active);
-    if (!s->cache || !s->seqs || !s->active) {
+    if (!s->cache || !s->seqs || !s->batch || !s->active || !s->penalized) {
         rc = kg_err(err, KG_ENOMEM, "engine: out of memory");
         goto fail;
     }
@@ -689,6 +747,8 @@ int sched_start(Sched **out, const Gpt2 *m, const Tokenizer *tok, const SchedOpt
 fail:
     pcache_free(s->cache);
     free(s->seqs);
+    free(s->penalized);
+    free(s->batch);
     free(s->active);
     gpt2_state_free(&s->st, m);
     free(s);
@@ -714,6 +774,8 @@ void sched_free(Sched *s) {
     free(s->spec.prompt);
     pcache_free(s->cache);
     free(s->seqs);
+    free(s->penalized);
+    free(s->batch);
     free(s->active);
     gpt2_state_free(&s->st, s->m);
     pthread_mutex_destroy(&s->mu);
@@ -730,7 +792,7 @@ static int check_params(const Sched *s, const SchedParams *p, char *err) {
         if (p->tokens[i] < 0 || (size_t)p->tokens[i] >= s->V)
             return kg_err(err, KG_ERANGE, "token id %d is outside the vocabulary (0..%zu)",
                           p->tokens[i], s->V - 1);
-    if (p->n_top > s->V) return kg_err(err, KG_EINVAL, "too many candidates");
+    if (p->n_candidates > s->V) return kg_err(err, KG_EINVAL, "too many candidates");
     if (!(p->temperature >= 0) || (p->kind == SCHED_NEXT_TOKEN && !(p->temperature > 0)))
         return kg_err(err, KG_EINVAL, "temperature must be > 0");
     if (p->kind == SCHED_GENERATE && p->max_tokens == 0 && !p->score_prompt)
@@ -751,8 +813,8 @@ int sched_submit(Sched *s, const SchedParams *p, void (*notify)(void *ctx), void
     *job = NULL;
     int rc = check_params(s, p, err);
     if (rc) return rc;
-    SchedJob *j = job_new(p, notify, ctx);
-    if (!j) return kg_err(err, KG_ENOMEM, "out of memory");
+    SchedJob *j;
+    if ((rc = job_new(&j, s->V, p, notify, ctx, err))) return rc;
     j->t_submit = now_ms();
     pthread_mutex_lock(&s->mu);
     if (s->stopping)
@@ -780,25 +842,25 @@ int sched_submit(Sched *s, const SchedParams *p, void (*notify)(void *ctx), void
 size_t sched_job_read(SchedJob *j, SchedToken *out, size_t cap, SchedState *state) {
     pthread_mutex_lock(&j->mu);
     size_t n = 0;
-    while (n < cap && j->n_read < j->n_out)
-        out[n++] = j->out[j->n_read++];
+    while (n < cap && j->shared.n_read < j->shared.n_out)
+        out[n++] = j->shared.out[j->shared.n_read++];
     // report the final state only once every output entry has been read
-    *state = j->n_read < j->n_out ? SCHED_RUNNING : j->state;
+    *state = j->shared.n_read < j->shared.n_out ? SCHED_RUNNING : j->shared.state;
     pthread_mutex_unlock(&j->mu);
     return n;
 }
 
 int sched_job_error(SchedJob *j, char *err) {
     pthread_mutex_lock(&j->mu);
-    int code = j->err_code;
-    kg_err(err, code, "%s", j->err);
+    int code = j->shared.err_code;
+    kg_err(err, code, "%s", j->shared.err);
     pthread_mutex_unlock(&j->mu);
     return code;
 }
 
 void sched_job_stats(SchedJob *j, SchedStats *stats) {
     pthread_mutex_lock(&j->mu);
-    *stats = j->stats;
+    *stats = j->shared.stats;
     pthread_mutex_unlock(&j->mu);
 }
 

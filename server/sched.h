@@ -36,8 +36,8 @@ typedef struct {
     SchedKind kind;
     const int *tokens; // the prompt (copied by sched_submit)
     size_t n_tokens;
-    size_t n_top;      // next-token: candidates; generate: top logprobs per token (0..20)
-    float temperature; // next-token: divides the logits (1 = raw); generate: 0 = greedy
+    size_t n_candidates; // next-token: its answer; generate: top logprobs per token (0..20)
+    float temperature;   // next-token: divides the logits (1 = raw); generate: 0 = greedy
     // generate only
     size_t max_tokens;
     size_t top_k; // 0 = off
@@ -45,6 +45,12 @@ typedef struct {
     uint64_t seed;
     const char *const *stop; // stop strings (copied); the text stops before the first match
     size_t n_stop;
+    const int *stop_tokens; // ids that end the generation as a stop string does (copied; a
+    size_t n_stop_tokens;   // chat's <usr>: the model starting the user's next turn)
+    // repetition, frequency and presence penalties and logit_bias (sampler.h), on the row
+    // that is sampled; the logprobs reported stay those of the raw distribution. All zero
+    // (repetition 0 included) means none
+    KgPenalties penalties;
     int ignore_eos; // keep going past the end-of-text token
     // score the prompt first (OpenAI's echo with logprobs, as evaluation harnesses use it):
     // one SchedToken with .prompt set per prompt token, in order, each with its logprob
@@ -74,8 +80,8 @@ typedef struct {
     float logprob;
     const char *text; // the UTF-8 text this token completes (never half a character)
     size_t text_len;
-    const KgCandidate *top; // n_top candidates, best first
-    size_t n_top;
+    const KgCandidate *candidates; // n_candidates of them, best first
+    size_t n_candidates;
     int prompt; // a prompt token's score (score_prompt), not a generated token
 } SchedToken;
 

@@ -13,6 +13,7 @@ endif()
 
 kg_test(test_server_http SOURCES test_server_http.c LIBS kghttp LABELS server)
 set_tests_properties(test_server_http PROPERTIES TIMEOUT 60)
+kg_test(test_chat_template SOURCES test_chat_template.c LIBS kghttp LABELS server) # vs jinja2
 
 if(TARGET kogpt2d AND PYTHON3)
   add_test(NAME test_server_e2e COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_server_e2e.py)
@@ -20,6 +21,11 @@ if(TARGET kogpt2d AND PYTHON3)
     TIMEOUT 600 ENVIRONMENT "KG_SHARED_DIR=${KG_SHARED_DIR};KG_BUILD_DIR=${CMAKE_BINARY_DIR}")
   add_test(NAME test_server_abuse
     COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_server_abuse.py)
+  # the README's curl examples, as printed, on the default model (issue 15)
+  add_test(NAME test_readme_examples
+    COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_readme_examples.py)
+  set_tests_properties(test_readme_examples PROPERTIES SKIP_RETURN_CODE 77 LABELS "server;e2e"
+    TIMEOUT 300 ENVIRONMENT "KG_BUILD_DIR=${CMAKE_BINARY_DIR}")
   set_tests_properties(test_server_abuse PROPERTIES SKIP_RETURN_CODE 77 LABELS "server;e2e"
     TIMEOUT 300 ENVIRONMENT "KG_SHARED_DIR=${KG_SHARED_DIR};KG_BUILD_DIR=${CMAKE_BINARY_DIR}")
 endif()

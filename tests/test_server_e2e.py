@@ -196,7 +196,78 @@ def test_completions(d):
           "completions stream concatenates to the non-streamed text")
     st = post(d, "/v1/completions", dict(body, stop="\n", logprobs=None))
     check("\n" not in st["choices"][0]["text"], "completions stop as a string")
+    # text_offset counts characters (as OpenAI and vLLM do), not UTF-8 bytes
+    full = e["choices"][0]["text"]
+    off = post(d, "/v1/completions", dict(body, echo=True))["choices"][0]["logprobs"]
+    check(all(full[o:].startswith(tok) for o, tok in zip(off["text_offset"], off["tokens"])),
+          "text_offset indexes the text by characters: %r" % off["text_offset"])
+    # a batch of prompts and n samples: one choice each, in index order, as if asked alone
+    batch = post(d, "/v1/completions", dict(body, prompt=["한국어 모델", [8702, 7801]],
+                                             logprobs=None))
+    check([c["index"] for c in batch["choices"]] == [0, 1] and
+          batch["choices"][0]["text"] == ch["text"] and
+          batch["usage"]["prompt_tokens"] == a["usage"]["prompt_tokens"] + 2,
+          "prompt array: a choice per prompt, the same as alone %r" % batch)
+    many = post(d, "/v1/completions", dict(body, n=3, logprobs=None))
+    texts = [c["text"] for c in many["choices"]]
+    check([c["index"] for c in many["choices"]] == [0, 1, 2] and texts[0] == ch["text"] and
+          len(set(texts)) > 1, "n = 3: seeds seed, seed + 1, seed + 2: %r" % texts)
+    ev = stream(d, "/v1/completions", dict(body, logprobs=None, n=2,
+                                           stream_options={"include_usage": True}))
+    usage = json.loads(ev[-2])
+    per = ["".join(json.loads(x)["choices"][0]["text"] for x in ev[:-2]
+                   if json.loads(x)["choices"][0]["index"] == i) for i in (0, 1)]
+    check(ev[-1] == "[DONE]" and usage["choices"] == [] and
+          usage["usage"]["completion_tokens"] == sum(c["usage"]["completion_tokens"]
+                                                     for c in (a, a)) and
+          per[0] == ch["text"], "stream with include_usage: interleaved choices, then usage")
+    # penalties act: a greedy generation that repeats itself stops repeating
+    g = dict(body, temperature=0, max_tokens=24, logprobs=None, prompt="이 책은")
+    plain = post(d, "/v1/completions", g)["choices"][0]["text"]
+    rep = post(d, "/v1/completions", dict(g, repetition_penalty=5.0))["choices"][0]["text"]
+    pres = post(d, "/v1/completions", dict(g, presence_penalty=2.0,
+                                            frequency_penalty=2.0))["choices"][0]["text"]
+    check(rep != plain and pres != plain, "penalties change a greedy text: %r %r %r"
+          % (plain, rep, pres))
+    first = post(d, "/v1/generate", {"text": "이 책은", "max_tokens": 1, "temperature": 0})
+    banned = first["tokens"][0]
+    nb = post(d, "/v1/generate", {"text": "이 책은", "max_tokens": 8, "temperature": 0,
+                                   "logit_bias": {str(banned): -100}})
+    check(banned not in nb["tokens"], "logit_bias -100 bans token %d: %r" % (banned, nb["tokens"]))
     test_prompt_scoring(d)
+
+
+def test_chat(d):
+    body = {"messages": [{"role": "system", "content": "친절하게"},
+                         {"role": "user", "content": "안녕하세요"}],
+            "max_tokens": 8, "seed": 3, "temperature": 0.8}
+    c = post(d, "/v1/chat/completions", body)
+    ch = c["choices"][0]
+    check(c["object"] == "chat.completion" and c["id"].startswith("chatcmpl-") and
+          ch["message"]["role"] == "assistant" and isinstance(ch["message"]["content"], str) and
+          ch["finish_reason"] in ("stop", "length") and
+          c["usage"]["total_tokens"] == c["usage"]["prompt_tokens"] +
+          c["usage"]["completion_tokens"], "chat completion shape %r" % c)
+    ev = stream(d, "/v1/chat/completions", dict(body, stream_options={"include_usage": True}))
+    chunks = [json.loads(x) for x in ev[:-1]]
+    check(ev[-1] == "[DONE]" and chunks[0]["choices"][0]["delta"] == {"role": "assistant",
+                                                                     "content": ""} and
+          "".join(x["choices"][0]["delta"].get("content", "") for x in chunks[:-1]) ==
+          ch["message"]["content"] and chunks[-2]["choices"][0]["finish_reason"] ==
+          ch["finish_reason"] and chunks[-1]["usage"] == c["usage"],
+          "chat stream: role, the same content, finish, usage: %r" % ev[-3:])
+    parts = dict(body, messages=[{"role": "user", "content": [{"type": "text", "text": "안녕"},
+                                                               {"type": "text", "text": "하세요"}]}])
+    check(post(d, "/v1/chat/completions", parts)["usage"]["prompt_tokens"] > 0,
+          "chat content as text parts")
+    expect_error(d, "POST", "/v1/chat/completions", dict(body, model="gpt-4"), 404,
+                 "chat: another model", param="model")
+    expect_error(d, "POST", "/v1/chat/completions",
+                 dict(body, messages=[{"role": "user", "content": [{"type": "image_url"}]}]),
+                 422, "chat: an image part")
+    st, _, m = d.request("GET", "/v1/models/model")
+    check(st == 200 and json.loads(m)["id"] == "model", "GET /v1/models/{id}")
+    expect_error(d, "GET", "/v1/models/other", None, 404, "GET /v1/models/other", param="model")
 
 
 def test_prompt_scoring(d):
@@ -363,10 +434,19 @@ def test_bad_values(d):
         (gen, {"text": "a", "stop": ["a", "b", "c", "d", "e"]}, "stop", "5 stop strings"),
         (gen, {"text": "a", "stop": [""]}, "stop", "empty stop string"),
         (gen, {"text": "a", "stop": ["x" * 1000]}, "stop", "over-long stop string"),
-        (cmp_, {"prompt": "a", "n": 2}, "n", "n 2"), (cmp_, {"prompt": "a", "best_of": 3}, "best_of", "best_of 3"),
+        (cmp_, {"prompt": "a", "n": 17}, "n", "n 17"), (cmp_, {"prompt": "a", "best_of": 3}, "best_of", "best_of 3"),
+        (cmp_, {"prompt": ["a"] * 5, "n": 4}, "prompt", "20 choices"),
+        (cmp_, {"prompt": "a", "suffix": "b"}, "suffix", "suffix"),
+        (cmp_, {"prompt": "a", "presence_penalty": 3}, "presence_penalty", "presence_penalty 3"),
+        (cmp_, {"prompt": "a", "frequency_penalty": -2.5}, "frequency_penalty", "frequency_penalty"),
+        (cmp_, {"prompt": "a", "repetition_penalty": 0}, "repetition_penalty", "repetition_penalty 0"),
+        (cmp_, {"prompt": "a", "logit_bias": {"5": 101}}, "logit_bias", "logit_bias 101"),
+        (cmp_, {"prompt": "a", "logit_bias": {"99999": 1}}, "logit_bias", "logit_bias id"),
+        ("/v1/chat/completions", {"messages": []}, "messages", "no messages"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}],
+                                  "tools": [{"type": "function"}]}, "tools", "tools"),
         (cmp_, {"prompt": "a", "logprobs": 50}, "logprobs", "logprobs 50"),
         (cmp_, {"prompt": "a", "max_tokens": 0}, "max_tokens", "completions max_tokens 0"),
-        (cmp_, {"prompt": ["a", "b"]}, "prompt", "two prompts"),
     ]
     for path, body, param, what in cases:
         expect_error(d, "POST", path, body, 422, what, param=param)
@@ -829,6 +909,7 @@ def main():
                          ("next-token", lambda: test_next_token(d, None)),
                          ("generate", lambda: test_generate(d)),
                          ("completions", lambda: test_completions(d)),
+                         ("chat", lambda: test_chat(d)),
                          ("static", lambda: test_static(d, web)),
                          ("bad JSON", lambda: test_bad_json(d)),
                          ("bad types", lambda: test_bad_types(d)),

@@ -112,7 +112,8 @@ static void test_metrics(void) {
     metrics_request("/v1/next-token", 200, 0.2);
     metrics_request("/v1/next-token", 422, 0.0001);
     metrics_request("/nope", 404, 0.0001);
-    metrics_tokens(10, 4, 3);
+    metrics_tokens("/v1/next-token", 10, 4, 3, 20.0);
+    metrics_first_token(0.004);
     MetricsGauges g = {.queue_depth = 2, .ready = 1};
     size_t len;
     char *t = metrics_render(&g, &len);
@@ -123,7 +124,13 @@ static void test_metrics(void) {
     CHECK(strstr(t, "kogpt2_requests_total{endpoint=\"other\",code=\"404\"} 1\n"));
     CHECK(strstr(t, "endpoint=\"/v1/next-token\",le=\"0.005\"} 2\n")); // cumulative
     CHECK(strstr(t, "endpoint=\"/v1/next-token\",le=\"+Inf\"} 3\n"));
-    CHECK(strstr(t, "kogpt2_cached_prompt_tokens_total 4\n"));
+    CHECK(strstr(t, "kogpt2_cached_prompt_tokens_total{endpoint=\"/v1/next-token\"} 4\n"));
+    CHECK(strstr(t, "kogpt2_generated_tokens_total{endpoint=\"/v1/next-token\"} 3\n"));
+    CHECK(strstr(t, "kogpt2_time_to_first_token_seconds_bucket{le=\"0.005\"} 1\n"));
+    CHECK(strstr(t, "kogpt2_time_per_output_token_seconds_count 1\n")); // 20 ms over 2 tokens
+    CHECK(strstr(t, "kogpt2_time_per_output_token_seconds_bucket{le=\"0.01\"} 1\n"));
+    CHECK(strstr(t, "# TYPE process_resident_memory_bytes gauge\n"));
+    CHECK(strstr(t, "\nprocess_open_fds "));
     CHECK(strstr(t, "kogpt2_queue_depth 2\n"));
     free(t);
 }
@@ -224,9 +231,12 @@ static const SrvRoute TEST_ROUTES[] = {
     {"GET", "/open", h_ok, SRV_ROUTE_OPEN},
 };
 
-const SrvRoute *route_table(size_t *n) {
-    *n = sizeof TEST_ROUTES / sizeof TEST_ROUTES[0];
-    return TEST_ROUTES;
+// The static files' directory for h_static (test_live sets it).
+static const char *test_web_dir;
+
+static enum MHD_Result h_static(SrvReq *r, const cJSON *j_req) {
+    (void)j_req;
+    return srv_static(r, test_web_dir, r->url);
 }
 
 // Sends req and returns the whole reply (connection closed by the request).
@@ -274,7 +284,10 @@ static void test_live(const char *web) {
                     .timeout_s = 5,
                     .max_body = 256,
                     .api_key = "k",
-                    .web_dir = web};
+                    .routes = TEST_ROUTES,
+                    .n_routes = sizeof TEST_ROUTES / sizeof TEST_ROUTES[0],
+                    .fallback = h_static};
+    test_web_dir = web;
     REQUIRE(srv_start(&srv, &o, err) == KG_OK, "%s", err);
     int port = srv_port(srv);
     const char *json = "Content-Type: application/json\r\nAuthorization: Bearer k\r\n";
@@ -329,7 +342,7 @@ static void test_live(const char *web) {
     CHECK_MSG(status_of(r) == 405 && strstr(r, "Allow: POST"), "%s", r);
     free(r);
     r = http_req(port, "GET", "/v1/none", json, NULL);
-    CHECK_MSG(status_of(r) == 404 && strstr(r, "\"type\":\"not_found\""), "%s", r);
+    CHECK_MSG(status_of(r) == 404 && strstr(r, "\"type\":\"invalid_request_error\""), "%s", r);
     free(r);
     r = http_req(port, "GET", "/", "", NULL);
     CHECK_MSG(status_of(r) == 200 && strstr(r, "Content-Security-Policy") && strstr(r, "<p>x</p>"),

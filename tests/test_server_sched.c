@@ -42,8 +42,8 @@ typedef struct {
     int ids[512];
     size_t n;
     char text[8192];
-    KgCandidate top[10];
-    size_t n_top;
+    KgCandidate candidates[10];
+    size_t n_candidates;
     SchedState state;
     SchedStats stats;
 } Result;
@@ -59,9 +59,9 @@ static void wait_done(SchedJob *j, Waiter *w, Result *r) {
         for (size_t i = 0; i < got; i++) {
             if (t[i].id >= 0 && r->n < 512) r->ids[r->n++] = t[i].id;
             strncat(r->text, t[i].text ? t[i].text : "", sizeof r->text - strlen(r->text) - 1);
-            if (t[i].n_top && !r->n_top) {
-                r->n_top = t[i].n_top < 10 ? t[i].n_top : 10;
-                memcpy(r->top, t[i].top, r->n_top * sizeof *r->top);
+            if (t[i].n_candidates && !r->n_candidates) {
+                r->n_candidates = t[i].n_candidates < 10 ? t[i].n_candidates : 10;
+                memcpy(r->candidates, t[i].candidates, r->n_candidates * sizeof *r->candidates);
             }
         }
         if (got) continue;
@@ -117,7 +117,7 @@ static SchedParams next_params(const int *ids, size_t n) {
     return (SchedParams){.kind = SCHED_NEXT_TOKEN,
                          .tokens = ids,
                          .n_tokens = n,
-                         .n_top = 10,
+                         .n_candidates = 10,
                          .temperature = 1.0f,
                          .speculate = 1};
 }
@@ -129,15 +129,15 @@ static void test_next_token_and_cache(Sched *s, const Gpt2 *m, const int *ids, s
     SchedParams p = next_params(ids, n);
     int same;
     run_job(s, &p, &r);
-    CHECK(r.n == 0 && r.n_top == 10 && r.state == SCHED_DONE_LENGTH);
-    float d = max_cand_diff(r.top, ref, 10, &same);
+    CHECK(r.n == 0 && r.n_candidates == 10 && r.state == SCHED_DONE_LENGTH);
+    float d = max_cand_diff(r.candidates, ref, 10, &same);
     printf("next-token vs direct forward: max |d logprob| %.2e (tol %.0e), cached %zu/%zu\n", d,
            TOL, r.stats.cached_tokens, r.stats.prompt_tokens);
 
     CHECK(same && d <= TOL && r.stats.cached_tokens == 0);
 
     run_job(s, &p, &r); // the same prompt again: whole from the cache
-    d = max_cand_diff(r.top, ref, 10, &same);
+    d = max_cand_diff(r.candidates, ref, 10, &same);
     printf("cached prompt: max |d logprob| %.2e, cached %zu/%zu\n", d, r.stats.cached_tokens, n);
     CHECK(same && d <= TOL && r.stats.cached_tokens == n);
 
@@ -149,7 +149,7 @@ static void test_next_token_and_cache(Sched *s, const Gpt2 *m, const int *ids, s
     usleep(300 * 1000); // let the idle engine speculate
     SchedParams p2 = next_params(ext, n + 1);
     run_job(s, &p2, &r);
-    d = max_cand_diff(r.top, ref2, 10, &same);
+    d = max_cand_diff(r.candidates, ref2, 10, &same);
     printf("click on the best candidate: max |d logprob| %.2e, cached %zu/%zu, %.2f ms\n", d,
            r.stats.cached_tokens, n + 1, r.stats.total_ms);
     CHECK(same && d <= TOL && r.stats.cached_tokens == n + 1);
@@ -158,7 +158,7 @@ static void test_next_token_and_cache(Sched *s, const Gpt2 *m, const int *ids, s
     ext[n] = 7;
     direct_topk(m, ext, n + 1, ref2, 10);
     run_job(s, &p2, &r);
-    d = max_cand_diff(r.top, ref2, 10, &same);
+    d = max_cand_diff(r.candidates, ref2, 10, &same);
     printf("prompt extending a cached one: max |d logprob| %.2e, cached %zu/%zu\n", d,
            r.stats.cached_tokens, n + 1);
     CHECK(same && d <= TOL && r.stats.cached_tokens == n);
@@ -364,13 +364,13 @@ static void test_padded_vocab(const Tokenizer *tok) {
     for (uint64_t seed = 0; seed < 8; seed++) {
         Result r;
         SchedParams p = gen_params(ids, 3, 16, 2.0f, seed);
-        p.n_top = 20;
+        p.n_candidates = 20;
         run_job(s, &p, &r);
         ok &= r.state == SCHED_DONE_LENGTH && r.n == 16;
         for (size_t i = 0; i < r.n; i++)
             ok &= r.ids[i] < 51200;
-        for (size_t i = 0; i < r.n_top; i++)
-            ok &= r.top[i].id < 51200;
+        for (size_t i = 0; i < r.n_candidates; i++)
+            ok &= r.candidates[i].id < 51200;
     }
     printf("padded vocabulary (51,264 rows, 51,200 pieces): %s\n",
            ok ? "every token spelled" : "FAILED");
@@ -412,7 +412,7 @@ static void test_prompt_scoring(Sched *s, const Gpt2 *m, const Tokenizer *tok) {
             .kind = SCHED_GENERATE, .tokens = other, .n_tokens = 3, .max_tokens = 24, .top_p = 1});
     SchedParams ps = gen_params(ids, n, 4, 0.0f, 7);
     ps.score_prompt = 1;
-    ps.n_top = 3;
+    ps.n_candidates = 3;
     SchedJob *j = submit(s, &ps);
     size_t n_scored = 0, n_gen = 0, first_unscored = 0, top_ok = 1;
     int gen[8];
@@ -436,7 +436,7 @@ static void test_prompt_scoring(Sched *s, const Gpt2 *m, const Tokenizer *tok) {
                 continue;
             }
             if (pos == 0) {
-                first_unscored = isnan(t[i].logprob) && t[i].n_top == 0;
+                first_unscored = isnan(t[i].logprob) && t[i].n_candidates == 0;
                 continue;
             }
             const float *row = st.logits_host + (pos - 1) * V;
@@ -446,7 +446,7 @@ static void test_prompt_scoring(Sched *s, const Gpt2 *m, const Tokenizer *tok) {
             KgCandidate ref[3];
             sampler_topk(row, V, 1.0f, 3, ref);
             int same;
-            top_ok &= t[i].n_top == 3 && max_cand_diff(t[i].top, ref, 3, &same) <= TOL && same;
+            top_ok &= t[i].n_candidates == 3 && max_cand_diff(t[i].candidates, ref, 3, &same) <= TOL && same;
         }
         if (got) continue;
         if (state != SCHED_RUNNING) break;

@@ -1,8 +1,9 @@
 // fuzz_http.c — the HTTP request layer from body to validated request, for every JSON
-// endpoint of kogpt2d's route table: byte 0 picks the route (route_table(), so a new
+// endpoint of kogpt2d's route table: byte 0 picks the route (api_routes(), so a new
 // endpoint is fuzzed as soon as it is listed), the rest is the body. The body goes the way
-// srv_dispatch() sends it: json_parse_object(), then the route's real handler (routes.c,
-// route_job.c, json_in.c) with the in-repo SentencePiece tokenizer behind it.
+// srv_dispatch() sends it: json_parse_object(), then the route's real handler (ep_*.c,
+// params.c, job.c, json_in.c, chat_template.c) with the default model's SentencePiece
+// tokenizer behind it.
 //
 // What is not real is below the handlers: fuzz_http_stubs.c stands in for the MHD replies
 // (http.c) and the engine (sched.c). Its sched_submit() is the oracle: a request that got
@@ -37,10 +38,17 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     fuzz_app.model_name = "fuzz";
     fuzz_app.n_ctx = FUZZ_HTTP_N_CTX;
     fuzz_app.vocab_size = tok_vocab_size(tok);
+    char *slash = strrchr(path, '/');
+    *slash = '\0'; // the model directory, for tokenizer_config.json
+    static ChatTemplate *chat;
+    if (ep_chat_setup(&fuzz_app, path, NULL, &chat, err)) {
+        fprintf(stderr, "fuzz_http: %s\n", err);
+        exit(1);
+    }
     atomic_store(&fuzz_app.ready, 1);
     fuzz_http_set_app(&fuzz_app);
     size_t n;
-    const SrvRoute *routes = route_table(&n);
+    const SrvRoute *routes = api_routes(&n);
     for (size_t i = 0; i < n && fuzz_n_routes < sizeof fuzz_routes / sizeof fuzz_routes[0]; i++)
         if (routes[i].flags & SRV_ROUTE_JSON) fuzz_routes[fuzz_n_routes++] = &routes[i];
     FUZZ_CHECK(fuzz_n_routes > 0);

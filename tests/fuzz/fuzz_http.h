@@ -3,7 +3,7 @@
 #ifndef FUZZ_HTTP_H
 #define FUZZ_HTTP_H
 
-#include "routes.h"
+#include "api.h"
 
 // The app srv_app() returns for every request.
 void fuzz_http_set_app(SrvApp *app);

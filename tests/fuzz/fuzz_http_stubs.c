@@ -1,4 +1,4 @@
-// fuzz_http_stubs.c — stand-ins for what routes.c and route_job.c call below them: the
+// fuzz_http_stubs.c — stand-ins for what the endpoints (ep_*.c, job.c) call below them: the
 // reply helpers of http.c (no MHD: a reply is recorded on the request and its JSON printed
 // and checked) and the engine of sched.c (no model: sched_submit() checks that the request
 // is valid, then the job finishes at once with one made-up token, so the reply and SSE code
@@ -10,8 +10,6 @@
 #include "fuzz_http.h"
 #include "json_in.h"
 #include "metrics.h"
-
-#define FUZZ_MAX_TOP 100 // next-token candidates (routes.c's ROUTE_MAX_TOP)
 
 static SrvApp *fuzz_app;
 static int fuzz_sched_token;
@@ -63,10 +61,26 @@ enum MHD_Result srv_reply_error(SrvReq *r, int status, const char *message, cons
     return fuzz_reply(r, status, message, strlen(message));
 }
 
+cJSON *srv_error_json(int status, const char *message, const char *param) {
+    cJSON *j = cJSON_CreateObject(), *j_e = cJSON_AddObjectToObject(j, "error");
+    if (!j_e || !cJSON_AddNumberToObject(j_e, "code", status) ||
+        !cJSON_AddStringToObject(j_e, "message", message) ||
+        !(param ? cJSON_AddStringToObject(j_e, "param", param)
+                : cJSON_AddNullToObject(j_e, "param"))) {
+        cJSON_Delete(j);
+        return NULL;
+    }
+    return j;
+}
+
+double srv_now(void) { return 0; }
+
 int srv_status_from_err(int kg_code) {
     switch (kg_code) {
     case KG_EINVAL:
         return 400;
+    case KG_ENOTFOUND:
+        return 404;
     case KG_ERANGE:
     case KG_EUNSUP:
         return 422;
@@ -111,8 +125,9 @@ void fuzz_http_complete(SrvReq *r) {
         FUZZ_CHECK(n > 0 && (size_t)n <= sizeof buf);
     }
     if (r->done) r->done(r, 0);
-    // a client's body gets 200, 400 or 422: never a 500 (a bug) nor a 503 (no OOM here)
-    FUZZ_CHECK(r->status == 200 || r->status == 400 || r->status == 422);
+    // a client's body gets 200, 400, 404 (a model not served) or 422: never a 500 (a bug) nor
+    // a 503 (no OOM here)
+    FUZZ_CHECK(r->status == 200 || r->status == 400 || r->status == 404 || r->status == 422);
 }
 
 // --- sched.c ---
@@ -122,7 +137,7 @@ struct SchedJob {
     int id;           // the one made-up token: the prompt's last
     int read;         // it was handed out
     char *text;       // its text
-    KgCandidate *top; // p.n_top candidates
+    KgCandidate *top; // p.n_candidates candidates
 };
 
 // Everything sched_submit() may assume of a request that passed validation.
@@ -132,10 +147,11 @@ static void fuzz_check_params(const SchedParams *p) {
         FUZZ_CHECK(p->tokens[i] >= 0 && (size_t)p->tokens[i] < fuzz_app->vocab_size);
     FUZZ_CHECK(isfinite(p->temperature) && p->temperature >= 0 && p->temperature <= 100);
     if (p->kind == SCHED_NEXT_TOKEN) {
-        FUZZ_CHECK(p->n_top >= 1 && p->n_top <= FUZZ_MAX_TOP && p->temperature > 0);
+        FUZZ_CHECK(p->n_candidates >= 1 && p->n_candidates <= API_MAX_CANDIDATES &&
+                   p->temperature > 0);
         return;
     }
-    FUZZ_CHECK(p->kind == SCHED_GENERATE && p->n_top <= 20);
+    FUZZ_CHECK(p->kind == SCHED_GENERATE && p->n_candidates <= API_MAX_LOGPROBS);
     FUZZ_CHECK(p->max_tokens >= 1 && p->max_tokens <= fuzz_app->n_ctx);
     FUZZ_CHECK(p->top_k <= fuzz_app->vocab_size);
     FUZZ_CHECK(p->top_p > 0 && p->top_p <= 1);
@@ -143,6 +159,13 @@ static void fuzz_check_params(const SchedParams *p) {
     FUZZ_CHECK(p->n_stop <= 4 && (p->n_stop == 0 || p->stop));
     for (size_t i = 0; i < p->n_stop; i++)
         FUZZ_CHECK(p->stop[i] && json_utf8_valid(p->stop[i], strlen(p->stop[i]), NULL));
+    const KgPenalties *pen = &p->penalties;
+    FUZZ_CHECK(pen->presence >= -2 && pen->presence <= 2 && pen->frequency >= -2 &&
+               pen->frequency <= 2 && pen->repetition > 0 && pen->repetition <= 100);
+    FUZZ_CHECK(pen->n_bias <= API_MAX_LOGIT_BIAS && (pen->n_bias == 0 || pen->bias));
+    for (size_t i = 0; i < pen->n_bias; i++)
+        FUZZ_CHECK(pen->bias[i].id >= 0 && (size_t)pen->bias[i].id < fuzz_app->vocab_size &&
+                   pen->bias[i].bias >= -100 && pen->bias[i].bias <= 100);
 }
 
 int sched_submit(Sched *s, const SchedParams *p, void (*notify)(void *ctx), void *ctx,
@@ -156,11 +179,13 @@ int sched_submit(Sched *s, const SchedParams *p, void (*notify)(void *ctx), void
     j->p = *p;
     j->p.tokens = NULL; // not kept: the caller owns them
     j->p.stop = NULL;
+    j->p.stop_tokens = NULL;
+    j->p.penalties.bias = NULL;
     j->id = p->tokens[p->n_tokens - 1];
     j->text = tok_piece_text(fuzz_app->tok, j->id);
-    j->top = calloc(p->n_top ? p->n_top : 1, sizeof *j->top);
+    j->top = calloc(p->n_candidates ? p->n_candidates : 1, sizeof *j->top);
     FUZZ_CHECK(j->text && j->top);
-    for (size_t k = 0; k < p->n_top; k++)
+    for (size_t k = 0; k < p->n_candidates; k++)
         j->top[k] = (KgCandidate){.id = p->tokens[k % p->n_tokens],
                                   .logit = 0,
                                   .prob = 1.0f / (float)(k + 2),
@@ -179,8 +204,8 @@ size_t sched_job_read(SchedJob *j, SchedToken *out, size_t cap, SchedState *stat
                           .logprob = next ? 0 : -1,
                           .text = next ? "" : j->text,
                           .text_len = next ? 0 : strlen(j->text),
-                          .top = j->top,
-                          .n_top = j->p.n_top};
+                          .candidates = j->top,
+                          .n_candidates = j->p.n_candidates};
     return 1;
 }
 

@@ -1,0 +1,121 @@
+// api.h — what kogpt2d's endpoints share: the app state (engine, tokenizer, the model's
+// figures; main.c fills it), the request parsing every endpoint does the same way
+// (params.c), and one handler per endpoint (ep_*.c), which routes.c puts in the table.
+#ifndef API_H
+#define API_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <time.h>
+
+#include "http.h"
+#include "sched.h"
+
+#define API_MAX_TOKENIZE   65536 // default --max-tokenize
+#define API_MAX_CANDIDATES 100   // next-token candidates
+#define API_MAX_LOGPROBS   20    // top logprobs per generated token (OpenAI's limit)
+#define API_MAX_STOP       4     // stop strings (OpenAI's limit)
+#define API_MAX_STOP_LEN   256   // bytes per stop string
+#define API_MAX_CHOICES    16    // prompts x n per completions request
+#define API_MAX_LOGIT_BIAS 1024  // logit_bias entries
+
+typedef struct ChatTemplate ChatTemplate;
+
+typedef struct {
+    // set before ready turns 1, read-only afterwards
+    Sched *sched;
+    const Tokenizer *tok;
+    const char *model_name;            // the --alias, or the model directory's name
+    size_t n_ctx;                      // longest prompt (--ctx-size, <= the model's positions)
+    size_t vocab_size;                 // V: token ids are 0 .. V-1
+    size_t max_tokenize;               // tokens per /v1/tokenize or /v1/detokenize (--max-tokenize)
+    const char *web_dir;               // the Explorer's files (NULL: none)
+    const ChatTemplate *chat_template; // renders /v1/chat/completions messages
+    const char *bos_token, *eos_token; // their text, for the template
+    int chat_stop_id;                  // a chat's reply also ends here (<usr>; -1: none)
+    time_t created;
+    SrvServer *srv;
+    atomic_int ready; // 1: model loaded and warm; 0: loading (/readyz 503)
+} SrvApp;
+
+// The route table (routes.c) and the endpoint names, for metrics_init().
+const SrvRoute *api_routes(size_t *n);
+size_t api_endpoints(const char **out, size_t cap);
+
+// --- params.c: parsing shared by the endpoints ---
+
+// The app if the model is loaded; otherwise a 503 has been queued into *ret.
+SrvApp *api_ready(SrvReq *r, enum MHD_Result *ret);
+
+// {"text": "..."} or {"tokens": [...]}: a malloc'd, non-empty prompt that fits the context.
+int api_prompt(const SrvApp *app, const cJSON *j_req, int **ids, size_t *n, const char **param,
+               char *err);
+
+// A prompt as text (len bytes) or as an array of ids, checked like api_prompt.
+int api_prompt_from(const SrvApp *app, const char *text, size_t len, const cJSON *j_tokens,
+                    const char *name, int **ids, size_t *n, char *err);
+
+// OpenAI's "model": absent, null or the served name; another is KG_ENOTFOUND (404).
+int api_model(const SrvApp *app, const cJSON *j_req, char *err);
+
+// Sampling parameters shared by /v1/generate, completions and chat.
+typedef struct {
+    long long max_tokens, top_k, n_candidates, seed;
+    double temperature, top_p;
+    double presence_penalty, frequency_penalty, repetition_penalty;
+    KgLogitBias *logit_bias; // malloc'd (n_logit_bias)
+    size_t n_logit_bias;
+    int stream, ignore_eos, include_usage;
+    const char **stop; // pointers into the request (malloc'd array)
+    size_t n_stop;
+} ApiSampling;
+
+// Reads them (max_tokens defaults to max_tokens_default and must be >= max_tokens_min;
+// n_candidates comes from "logprobs" given as a number, or from "top_logprobs" when
+// "logprobs" is true, as chat has it). *param names a bad one. Free with api_sampling_free.
+int api_sampling(const SrvApp *app, const cJSON *j_req, ApiSampling *s,
+                 long long max_tokens_default, long long max_tokens_min, const char **param,
+                 char *err);
+void api_sampling_free(ApiSampling *s);
+
+// The engine parameters of one generation: s's values over the prompt.
+SchedParams api_sched_params(const ApiSampling *s, const int *prompt, size_t n_prompt);
+
+// --- shared JSON pieces ---
+
+// A JSON array of n ids (also for n = 0); NULL on OOM.
+cJSON *api_ids_json(const int *ids, size_t n);
+// {"total_ms", "queue_ms", "prefill_ms", "decode_ms"} into j_obj as "timings".
+int api_add_timings(cJSON *j_obj, const SchedStats *st);
+// OpenAI's usage object {prompt_tokens, completion_tokens, total_tokens} into j_obj.
+int api_add_usage(cJSON *j_obj, size_t prompt_tokens, size_t completion_tokens);
+// The bytes of s to quote in a message: its longest valid UTF-8 prefix of at most max bytes
+// (a client's string cut mid-character, or not UTF-8 at all, must not make the reply
+// invalid). Use as "%.*s", api_quote_len(s, 64), s.
+int api_quote_len(const char *s, size_t max);
+// Code points in s[0..n) of valid UTF-8: OpenAI's text offsets count characters.
+size_t api_utf8_chars(const char *s, size_t n);
+
+// --- the endpoints (ep_*.c), one handler each ---
+enum MHD_Result ep_next_token(SrvReq *r, const cJSON *j_req);
+enum MHD_Result ep_generate(SrvReq *r, const cJSON *j_req);
+enum MHD_Result ep_completions(SrvReq *r, const cJSON *j_req);
+enum MHD_Result ep_chat_completions(SrvReq *r, const cJSON *j_req);
+enum MHD_Result ep_tokenize(SrvReq *r, const cJSON *j_req);
+enum MHD_Result ep_detokenize(SrvReq *r, const cJSON *j_req);
+enum MHD_Result ep_models(SrvReq *r, const cJSON *j_req);
+enum MHD_Result ep_model(SrvReq *r, const cJSON *j_req);
+enum MHD_Result ep_healthz(SrvReq *r, const cJSON *j_req);
+enum MHD_Result ep_readyz(SrvReq *r, const cJSON *j_req);
+enum MHD_Result ep_metrics(SrvReq *r, const cJSON *j_req);
+enum MHD_Result ep_static(SrvReq *r, const cJSON *j_req);
+
+// Chat's setup, once the tokenizer is in app: the template (template_file, else the model
+// directory's tokenizer_config.json chat_template, else the default: <usr>/<sys> where the
+// tokenizer has those tokens, "role: content" lines otherwise), the bos/eos texts and the
+// stop id (<usr>). KG_OK and *out (chat_template_free() it after the server stops), or the
+// template's error naming where it came from.
+int ep_chat_setup(SrvApp *app, const char *model_dir, const char *template_file, ChatTemplate **out,
+                  char *err);
+
+#endif

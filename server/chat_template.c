@@ -1,0 +1,1036 @@
+// chat_template.c — the parser of chat templates (issue 15; the subset, the limits and the
+// defaults are described in chat_template.h): text scanned for tags; inside a tag a lexer run
+// on demand; a recursive-descent parser with Jinja's grammar and precedence, into the nodes of
+// chat_template_ast.h. chat_template_render.c walks them. Whitespace is Jinja's under
+// transformers' settings: trim_blocks, lstrip_blocks, one trailing newline dropped, \r\n and
+// \r read as \n.
+#include "chat_template.h"
+
+#include <assert.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat_template_ast.h"
+
+#define CT_MAX_NODES (1 << 16) // parts of a template: statements and expression nodes
+
+// The names every render defines, in SYM_* order.
+static const char *const CT_GLOBALS[] = {
+    "messages", "bos_token", "eos_token", "add_generation_prompt", "tools", "documents", "loop"};
+
+// The filters, string methods and tests we have, with the arguments each takes.
+typedef struct {
+    const char *name;
+    uint8_t id, min_args, max_args;
+} CtFunc;
+
+static const CtFunc CT_FILTERS[] = {
+    {"trim", F_TRIM, 0, 1},       {"length", F_LENGTH, 0, 0}, {"count", F_LENGTH, 0, 0},
+    {"upper", F_UPPER, 0, 0},     {"lower", F_LOWER, 0, 0},   {"capitalize", F_CAPITALIZE, 0, 0},
+    {"default", F_DEFAULT, 0, 2}, {"d", F_DEFAULT, 0, 2},     {"string", F_STRING, 0, 0},
+    {"first", F_FIRST, 0, 0},     {"last", F_LAST, 0, 0},     {"join", F_JOIN, 0, 1},
+};
+
+static const CtFunc CT_METHODS[] = {
+    {"strip", M_STRIP, 0, 1},           {"lstrip", M_LSTRIP, 0, 1},
+    {"rstrip", M_RSTRIP, 0, 1},         {"upper", M_UPPER, 0, 0},
+    {"lower", M_LOWER, 0, 0},           {"capitalize", M_CAPITALIZE, 0, 0},
+    {"startswith", M_STARTSWITH, 1, 1}, {"endswith", M_ENDSWITH, 1, 1},
+};
+
+static const CtFunc CT_TESTS[] = {
+    {"defined", T_DEFINED, 0, 0}, {"undefined", T_UNDEFINED, 0, 0}, {"none", T_NONE, 0, 0},
+    {"string", T_STRING, 0, 0},   {"number", T_NUMBER, 0, 0},       {"integer", T_INTEGER, 0, 0},
+    {"boolean", T_BOOLEAN, 0, 0}, {"true", T_TRUE, 0, 0},           {"false", T_FALSE, 0, 0},
+    {"odd", T_ODD, 0, 0},         {"even", T_EVEN, 0, 0},
+};
+
+static const CtFunc *ct_find(const CtFunc *tab, size_t n, const char *s, size_t len) {
+    for (size_t i = 0; i < n; i++)
+        if (strlen(tab[i].name) == len && !memcmp(tab[i].name, s, len)) return &tab[i];
+    return NULL;
+}
+
+int ct_fail(char *err, int code, int line, const char *fmt, ...) {
+    char msg[KG_ERRLEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    size_t k = strlen(msg), max = KG_ERRLEN - 48; // room for the prefix and the line
+    if (k > max) {
+        for (k = max; k > 0 && ((unsigned char)msg[k] & 0xc0) == 0x80;)
+            k--;
+        msg[k] = '\0';
+    }
+    for (char *c = msg; *c; c++)
+        if ((unsigned char)*c < 0x20) *c = ' ';
+    if (line > 0) return kg_err(err, code, "chat template: %s (line %d)", msg, line);
+    return kg_err(err, code, "chat template: %s", msg);
+}
+
+// --- UTF-8 and whitespace (Python's str.isspace, which Jinja's \s and strip() use) ---
+
+// Bytes of the character at s[0..n) (n >= 1), its code point in *cp. A byte that starts no
+// valid sequence is one character of its own, 0x110000 + byte (matching nothing else).
+static size_t ct_utf8(const char *s, size_t n, uint32_t *cp) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t k = u[0] < 0x80   ? 1
+               : u[0] < 0xc2 ? 0
+               : u[0] < 0xe0 ? 2
+               : u[0] < 0xf0 ? 3
+               : u[0] < 0xf5 ? 4
+                             : 0;
+    if (k > n) k = 0;
+    for (size_t j = 1; j < k; j++)
+        if ((u[j] & 0xc0) != 0x80) k = 0;
+    if (k == 0) {
+        *cp = 0x110000u + u[0];
+        return 1;
+    }
+    static const unsigned char MASK[] = {0, 0x7f, 0x1f, 0x0f, 0x07};
+    uint32_t c = u[0] & MASK[k];
+    for (size_t j = 1; j < k; j++)
+        c = c << 6 | (u[j] & 0x3f);
+    *cp = c;
+    return k;
+}
+
+static int ct_is_space(uint32_t c) {
+    return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 ||
+           c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
+           c == 0x202f || c == 0x205f || c == 0x3000;
+}
+
+// Is c one of the characters of set[0..m) (NULL: whitespace)?
+static int ct_in_set(uint32_t c, const char *set, size_t m) {
+    if (!set) return ct_is_space(c);
+    for (size_t j = 0; j < m;) {
+        uint32_t d;
+        j += ct_utf8(set + j, m - j, &d);
+        if (d == c) return 1;
+    }
+    return 0;
+}
+
+size_t ct_skip_set(const char *s, size_t lo, size_t hi, const char *set, size_t m) {
+    while (lo < hi) {
+        uint32_t c;
+        size_t k = ct_utf8(s + lo, hi - lo, &c);
+        if (!ct_in_set(c, set, m)) break;
+        lo += k;
+    }
+    return lo;
+}
+
+size_t ct_rskip_set(const char *s, size_t lo, size_t hi, const char *set, size_t m) {
+    while (hi > lo) {
+        size_t b = hi - 1; // the start of the last character
+        while (b > lo && hi - b < 4 && ((unsigned char)s[b] & 0xc0) == 0x80)
+            b--;
+        uint32_t c;
+        if (b + ct_utf8(s + b, hi - b, &c) != hi) { // not one valid character: the byte alone
+            b = hi - 1;
+            ct_utf8(s + b, 1, &c);
+        }
+        if (!ct_in_set(c, set, m)) break;
+        hi = b;
+    }
+    return hi;
+}
+
+// c (<= U+10FFFF) as UTF-8 into out; its length.
+static size_t ct_utf8_put(char *out, uint32_t c) {
+    size_t k = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+    static const unsigned char LEAD[] = {0, 0, 0xc0, 0xe0, 0xf0};
+    for (size_t j = k - 1; j > 0; j--, c >>= 6)
+        out[j] = (char)(0x80 | (c & 0x3f));
+    out[0] = (char)(LEAD[k] | c);
+    return k;
+}
+
+static int ct_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static int ct_digit(int c) { return c >= '0' && c <= '9'; }
+
+// --- lexer: text is scanned by ct_body; inside a tag, ct_next reads one token ---
+
+enum { TK_EOF, TK_END, TK_NAME, TK_STR, TK_INT, TK_OP };
+enum { OP_FLOORDIV = 256, OP_POW, OP_EQ, OP_NE, OP_LE, OP_GE };
+
+typedef struct {
+    ChatTemplate *t;
+    const char *s; // t->src
+    size_t n, pos;
+    size_t line_pos; // line is the line of byte line_pos (positions only grow)
+    int line;
+    int line_starting; // the last tag ended with a newline (lstrip_blocks looks at it)
+    char tag;          // '{' or '%' inside {{ }} or {% %}
+    int tag_line, balance;
+    int tok, op; // the current token; op for TK_OP
+    const char *ts;
+    size_t tn;    // its text (TK_STR: the decoded bytes, in t->lits)
+    long long ti; // TK_INT
+    int tline;
+    int depth, edepth; // open blocks, open expression levels
+    char *err;
+} CtParser;
+
+#define NODE(p, i) (&(p)->t->nodes[i])
+
+static int ct_line_at(CtParser *p, size_t pos) {
+    for (; p->line_pos < pos && p->line_pos < p->n; p->line_pos++)
+        p->line += p->s[p->line_pos] == '\n';
+    return p->line;
+}
+
+static int ct_unexpected(CtParser *p) {
+    if (p->tok == TK_EOF) return ct_fail(p->err, KG_EFORMAT, p->tag_line, "a tag is not closed");
+    if (p->tok == TK_END) return ct_fail(p->err, KG_EFORMAT, p->tline, "unexpected end of tag");
+    const char *what = p->tok == TK_STR ? "string" : p->tok == TK_INT ? "number" : "";
+    if (*what) return ct_fail(p->err, KG_EFORMAT, p->tline, "unexpected %s", what);
+    return ct_fail(p->err, KG_EFORMAT, p->tline, "unexpected '%.*s'",
+                   (int)(p->tn > 40 ? 40 : p->tn), p->ts);
+}
+
+// A string literal at s[pos] (a quote), decoded as Python's unicode-escape does (Jinja's
+// way) into t->lits.
+static int ct_lex_string(CtParser *p) {
+    const char *s = p->s;
+    char quote = s[p->pos], *out = p->t->lits + p->t->n_lits, *o = out;
+    size_t i = p->pos + 1;
+    while (i < p->n && s[i] != quote) {
+        if (s[i] != '\\') {
+            *o++ = s[i++];
+            continue;
+        }
+        if (i + 1 >= p->n) break;
+        char e = s[i + 1];
+        i += 2;
+        static const char SIMPLE[] = "\n\\'\"abfnrtv", VALUE[] = "\0\\'\"\a\b\f\n\r\t\v";
+        const char *hit = e ? strchr(SIMPLE, e) : NULL;
+        if (hit) {
+            if (e != '\n') *o++ = VALUE[hit - SIMPLE]; // \ + newline: a line continuation
+            continue;
+        }
+        uint32_t c = 0;
+        int digits = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
+        if (e >= '0' && e <= '7') { // up to three octal digits
+            c = (uint32_t)(e - '0');
+            for (int j = 0; j < 2 && i < p->n && s[i] >= '0' && s[i] <= '7'; j++, i++)
+                c = c * 8 + (uint32_t)(s[i] - '0');
+        } else if (digits) {
+            for (int j = 0; j < digits; j++, i++) {
+                int h = i >= p->n                                      ? -1
+                        : ct_digit(s[i])                               ? s[i] - '0'
+                        : (s[i] | 0x20) >= 'a' && (s[i] | 0x20) <= 'f' ? (s[i] | 0x20) - 'a' + 10
+                                                                       : -1;
+                if (h < 0) return ct_fail(p->err, KG_EFORMAT, p->tline, "truncated \\%c escape", e);
+                c = c * 16 + (uint32_t)h;
+            }
+        } else if (e == 'N') {
+            return ct_fail(p->err, KG_EUNSUP, p->tline, "\\N{...} escapes are not supported");
+        } else if ((unsigned char)e >= 0x80) {
+            return ct_fail(p->err, KG_EUNSUP, p->tline,
+                           "a backslash before a non-ASCII character is not supported");
+        } else { // unknown escapes stay as written
+            *o++ = '\\', *o++ = e;
+            continue;
+        }
+        if (c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+            return ct_fail(p->err, KG_EUNSUP, p->tline, "the escape \\%c gives no character", e);
+        o += ct_utf8_put(o, c);
+    }
+    if (i >= p->n) return ct_fail(p->err, KG_EFORMAT, p->tline, "a string is not closed");
+    p->pos = i + 1;
+    p->tok = TK_STR, p->ts = out, p->tn = (size_t)(o - out);
+    p->t->n_lits += p->tn;
+    return KG_OK;
+}
+
+static int ct_lex_int(CtParser *p) {
+    const char *s = p->s;
+    size_t i = p->pos;
+    long long v = 0;
+    for (; i < p->n; i++) {
+        if (s[i] == '_' && i + 1 < p->n && ct_digit(s[i + 1]) && ct_digit(s[i - 1])) continue;
+        if (!ct_digit(s[i])) break;
+        if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, s[i] - '0', &v))
+            return ct_fail(p->err, KG_EUNSUP, p->tline, "the integer is too large");
+    }
+    // a float (1.5, 1e3), hex, octal, binary or 007: Jinja reads them, we do not
+    int after_dot = p->pos > 0 && s[p->pos - 1] == '.'; // x.0.1 is x[0][1]
+    if ((i < p->n && (ct_alpha(s[i]) || ct_digit(s[i]))) ||
+        (!after_dot && i + 1 < p->n && s[i] == '.' && ct_digit(s[i + 1])) ||
+        (s[p->pos] == '0' && i - p->pos > 1 && v))
+        return ct_fail(p->err, KG_EUNSUP, p->tline, "only decimal integers are supported");
+    p->tok = TK_INT, p->ti = v, p->ts = s + p->pos, p->tn = i - p->pos;
+    p->pos = i;
+    return KG_OK;
+}
+
+// The closing mark of the current tag at s[pos], with the whitespace it takes: -}} and
+// -%} all that follows, %} one newline (trim_blocks), +%} none.
+static int ct_lex_end(CtParser *p) {
+    const char *c = p->s + p->pos;
+    size_t left = p->n - p->pos, k = 0;
+    char close = p->tag == '{' ? '}' : '%';
+    int minus = left >= 3 && c[0] == '-' && c[1] == close && c[2] == '}';
+    int plus = p->tag == '%' && left >= 3 && c[0] == '+' && c[1] == '%' && c[2] == '}';
+    if (minus || plus)
+        k = 3;
+    else if (left >= 2 && c[0] == close && c[1] == '}')
+        k = 2;
+    if (!k) return 0;
+    p->pos += k;
+    if (minus)
+        p->pos = ct_skip_set(p->s, p->pos, p->n, NULL, 0);
+    else if (!plus && p->tag == '%' && p->pos < p->n && p->s[p->pos] == '\n')
+        p->pos++;
+    p->line_starting = p->s[p->pos - 1] == '\n';
+    p->tok = TK_END, p->tag = 0;
+    return 1;
+}
+
+static int ct_next(CtParser *p) {
+    const char *s = p->s;
+    p->pos = ct_skip_set(s, p->pos, p->n, NULL, 0);
+    p->ts = s + p->pos, p->tn = 0, p->tline = ct_line_at(p, p->pos);
+    if (p->pos >= p->n) return p->tok = TK_EOF, KG_OK;
+    if (p->balance == 0 && ct_lex_end(p)) return KG_OK;
+    char c = s[p->pos];
+    if (ct_alpha(c)) {
+        size_t i = p->pos;
+        while (i < p->n && (ct_alpha(s[i]) || ct_digit(s[i])))
+            i++;
+        p->tok = TK_NAME, p->tn = i - p->pos, p->pos = i;
+        return KG_OK;
+    }
+    if (ct_digit(c)) return ct_lex_int(p);
+    if (c == '\'' || c == '"') return ct_lex_string(p);
+    static const char TWO[][3] = {"//", "**", "==", "!=", "<=", ">="};
+    for (int j = 0; j < 6; j++)
+        if (p->pos + 1 < p->n && c == TWO[j][0] && s[p->pos + 1] == TWO[j][1]) {
+            p->tok = TK_OP, p->op = OP_FLOORDIV + j, p->tn = 2, p->pos += 2;
+            return KG_OK;
+        }
+    if (!strchr("+-*/%~()[]{}.,:|<>=;", c) || !c) {
+        if (c > 32 && c < 127)
+            return ct_fail(p->err, KG_EFORMAT, p->tline, "unexpected character '%c'", c);
+        return ct_fail(p->err, KG_EFORMAT, p->tline, "unexpected byte 0x%02x", (unsigned char)c);
+    }
+    if (c == '(' || c == '[' || c == '{') p->balance++;
+    if ((c == ')' || c == ']' || c == '}') && p->balance > 0) p->balance--;
+    p->tok = TK_OP, p->op = c, p->tn = 1, p->pos++;
+    return KG_OK;
+}
+
+static int ct_is_name(const CtParser *p, const char *kw) {
+    return p->tok == TK_NAME && p->tn == strlen(kw) && !memcmp(p->ts, kw, p->tn);
+}
+
+static int ct_is_op(const CtParser *p, int op) { return p->tok == TK_OP && p->op == op; }
+
+static int ct_expect_op(CtParser *p, int op) {
+    return ct_is_op(p, op) ? ct_next(p) : ct_unexpected(p);
+}
+
+static int ct_expect_end(CtParser *p) { return p->tok == TK_END ? KG_OK : ct_unexpected(p); }
+
+// --- parser: expressions ---
+
+static int ct_new(CtParser *p, int kind, int line, int *out) {
+    ChatTemplate *t = p->t;
+    if (t->n_nodes == t->cap_nodes) {
+        if (t->cap_nodes >= CT_MAX_NODES)
+            return ct_fail(p->err, KG_ERANGE, line, "the template has more than %d parts",
+                           CT_MAX_NODES);
+        int cap = t->cap_nodes ? 2 * t->cap_nodes : 64;
+        CtNode *nodes = realloc(t->nodes, (size_t)cap * sizeof *nodes);
+        if (!nodes) return ct_fail(p->err, KG_ENOMEM, 0, "out of memory");
+        t->nodes = nodes, t->cap_nodes = cap;
+    }
+    *out = t->n_nodes++;
+    t->nodes[*out] = (CtNode){
+        .kind = (uint8_t)kind, .line = line, .a = -1, .b = -1, .c = -1, .d = -1, .next = -1};
+    return KG_OK;
+}
+
+// The deepest node of the chain first, first->next, ...
+static int ct_chain_depth(const ChatTemplate *t, int first) {
+    int d = 0;
+    for (int i = first; i >= 0; i = t->nodes[i].next)
+        if (t->nodes[i].depth > d) d = t->nodes[i].depth;
+    return d;
+}
+
+// An expression node with children (chains for lists and arguments), its depth checked.
+static int ct_expr_node(CtParser *p, int kind, int op, int line, int a, int b, int c, int d,
+                        int *out) {
+    int rc = ct_new(p, kind, line, out);
+    if (rc) return rc;
+    CtNode *nd = NODE(p, *out);
+    nd->op = (uint8_t)op, nd->a = a, nd->b = b, nd->c = c, nd->d = d;
+    int depth = 0, kids[4] = {a, b, c, d};
+    for (int j = 0; j < 4; j++) {
+        int kd = ct_chain_depth(p->t, kids[j]);
+        if (kd > depth) depth = kd;
+    }
+    if (depth + 1 > CHAT_TEMPLATE_MAX_DEPTH)
+        return ct_fail(p->err, KG_ERANGE, line, "an expression is nested deeper than %d levels",
+                       CHAT_TEMPLATE_MAX_DEPTH);
+    NODE(p, *out)->depth = (uint8_t)(depth + 1);
+    return KG_OK;
+}
+
+static int ct_intern(CtParser *p, const char *s, size_t n, int *sym) {
+    ChatTemplate *t = p->t;
+    *sym = 0;
+    for (int i = 0; i < t->n_names; i++)
+        if (t->names[i].n == n && !memcmp(t->names[i].s, s, n)) return *sym = i, KG_OK;
+    if (t->n_names == CT_MAX_NAMES)
+        return ct_fail(p->err, KG_ERANGE, p->tline, "more than %d variable names", CT_MAX_NAMES);
+    t->names[t->n_names] = (CtName){s, n};
+    *sym = t->n_names++;
+    return KG_OK;
+}
+
+static int ct_expr(CtParser *p, int *out);
+static int ct_or(CtParser *p, int *out);
+static int ct_unary(CtParser *p, int *out, int with_filters);
+
+// (arg, arg, ...) after the '(' into a chain; *count of them.
+static int ct_args(CtParser *p, int *first, int *count) {
+    int rc, last = -1, item;
+    *first = -1, *count = 0;
+    while (!ct_is_op(p, ')')) {
+        if ((rc = ct_expr(p, &item))) return rc;
+        if (ct_is_op(p, '='))
+            return ct_fail(p->err, KG_EUNSUP, p->tline, "keyword arguments are not supported");
+        if (last < 0)
+            *first = item;
+        else
+            NODE(p, last)->next = item;
+        last = item, ++*count;
+        if (!ct_is_op(p, ',')) break;
+        if ((rc = ct_next(p))) return rc;
+    }
+    return ct_expect_op(p, ')');
+}
+
+static int ct_check_args(CtParser *p, const CtFunc *f, const char *what, int count, int line) {
+    if (count >= f->min_args && count <= f->max_args) return KG_OK;
+    if (f->min_args == f->max_args)
+        return ct_fail(p->err, KG_EFORMAT, line, "the %s '%s' takes %d argument%s, not %d", what,
+                       f->name, f->min_args, f->min_args == 1 ? "" : "s", count);
+    return ct_fail(p->err, KG_EFORMAT, line, "the %s '%s' takes %d to %d arguments, not %d", what,
+                   f->name, f->min_args, f->max_args, count);
+}
+
+// '(' after an expression: raise_exception(msg) or a string method.
+static int ct_call(CtParser *p, int *node) {
+    const CtNode callee = *NODE(p, *node);
+    int line = p->tline, args, count, rc;
+    if (callee.kind == N_NAME && callee.n == 15 && !memcmp(callee.s, "raise_exception", 15)) {
+        if ((rc = ct_next(p)) || (rc = ct_args(p, &args, &count))) return rc;
+        if (count != 1)
+            return ct_fail(p->err, KG_EFORMAT, line, "raise_exception takes one argument");
+        return ct_expr_node(p, N_RAISE, 0, line, args, -1, -1, -1, node);
+    }
+    if (callee.kind == N_NAME)
+        return ct_fail(p->err, KG_EUNSUP, line, "the function '%.*s' is not supported",
+                       (int)callee.n, callee.s);
+    if (callee.kind != N_ATTR)
+        return ct_fail(p->err, KG_EUNSUP, line, "calling this value is not supported");
+    const CtFunc *m =
+        ct_find(CT_METHODS, sizeof CT_METHODS / sizeof *CT_METHODS, callee.s, callee.n);
+    if (!m)
+        return ct_fail(p->err, KG_EUNSUP, line, "the method '%.*s' is not supported", (int)callee.n,
+                       callee.s);
+    if ((rc = ct_next(p)) || (rc = ct_args(p, &args, &count)) ||
+        (rc = ct_check_args(p, m, "method", count, line)))
+        return rc;
+    if ((rc = ct_expr_node(p, N_METHOD, m->id, line, callee.a, args, -1, -1, node))) return rc;
+    NODE(p, *node)->s = callee.s, NODE(p, *node)->n = callee.n; // the name, for messages
+    return KG_OK;
+}
+
+// [index] or [start:stop:step] after the '['.
+static int ct_subscript(CtParser *p, int *node, int line) {
+    int rc, part[3] = {-1, -1, -1}, slice = 0;
+    for (int j = 0; j < 3; j++) {
+        if (!ct_is_op(p, ':') && !ct_is_op(p, ']') && (rc = ct_expr(p, &part[j]))) return rc;
+        if (!ct_is_op(p, ':') || j == 2) break;
+        slice = 1;
+        if ((rc = ct_next(p))) return rc;
+    }
+    if (ct_is_op(p, ',') || (!slice && part[0] < 0)) // x[a, b] and x[] index by a tuple
+        return ct_fail(p->err, KG_EUNSUP, line, "tuple subscripts are not supported");
+    if ((rc = ct_expect_op(p, ']'))) return rc;
+    if (!slice) return ct_expr_node(p, N_ITEM, 0, line, *node, part[0], -1, -1, node);
+    return ct_expr_node(p, N_SLICE, 0, line, *node, part[0], part[1], part[2], node);
+}
+
+static int ct_postfix(CtParser *p, int *node) {
+    for (int rc;;) {
+        int line = p->tline;
+        if (ct_is_op(p, '.')) {
+            if ((rc = ct_next(p))) return rc;
+            if (p->tok == TK_INT) { // x.0 is x[0]
+                int index;
+                if ((rc = ct_expr_node(p, N_INT, 0, line, -1, -1, -1, -1, &index))) return rc;
+                NODE(p, index)->i = p->ti;
+                if ((rc = ct_expr_node(p, N_ITEM, 0, line, *node, index, -1, -1, node))) return rc;
+            } else if (p->tok == TK_NAME) {
+                if ((rc = ct_expr_node(p, N_ATTR, 0, line, *node, -1, -1, -1, node))) return rc;
+                NODE(p, *node)->s = p->ts, NODE(p, *node)->n = p->tn;
+            } else {
+                return ct_unexpected(p);
+            }
+            if ((rc = ct_next(p))) return rc;
+        } else if (ct_is_op(p, '[')) {
+            if ((rc = ct_next(p)) || (rc = ct_subscript(p, node, line))) return rc;
+        } else if (ct_is_op(p, '(')) {
+            if ((rc = ct_call(p, node))) return rc;
+        } else {
+            return KG_OK;
+        }
+    }
+}
+
+// The name of a filter or test (Jinja allows dotted ones), looked up in tab; the token after.
+static int ct_func_name(CtParser *p, const CtFunc *tab, size_t n, const char *what,
+                        const CtFunc **f) {
+    if (p->tok != TK_NAME) return ct_unexpected(p);
+    const char *name = p->ts;
+    size_t len = p->tn;
+    int rc, line = p->tline;
+    for (;;) {
+        len = (size_t)(p->ts + p->tn - name);
+        if ((rc = ct_next(p))) return rc;
+        if (!ct_is_op(p, '.')) break;
+        if ((rc = ct_next(p))) return rc;
+        if (p->tok != TK_NAME) return ct_unexpected(p);
+    }
+    if ((*f = ct_find(tab, n, name, len))) return KG_OK;
+    return ct_fail(p->err, KG_EUNSUP, line, "the %s '%.*s' is not supported", what,
+                   (int)(len > 40 ? 40 : len), name);
+}
+
+// |filter(args) and is [not] test, in any order.
+static int ct_filters(CtParser *p, int *node) {
+    for (int rc;;) {
+        int line = p->tline;
+        if (ct_is_op(p, '|')) {
+            const CtFunc *f;
+            int args = -1, count = 0;
+            if ((rc = ct_next(p)) ||
+                (rc = ct_func_name(p, CT_FILTERS, sizeof CT_FILTERS / sizeof *CT_FILTERS, "filter",
+                                   &f)))
+                return rc;
+            if (ct_is_op(p, '(') && ((rc = ct_next(p)) || (rc = ct_args(p, &args, &count))))
+                return rc;
+            if ((rc = ct_check_args(p, f, "filter", count, line)) ||
+                (rc = ct_expr_node(p, N_FILTER, f->id, line, *node, args, -1, -1, node)))
+                return rc;
+        } else if (ct_is_name(p, "is")) {
+            if ((rc = ct_next(p))) return rc;
+            int negate = ct_is_name(p, "not");
+            const CtFunc *f;
+            if ((negate && (rc = ct_next(p))) ||
+                (rc = ct_func_name(p, CT_TESTS, sizeof CT_TESTS / sizeof *CT_TESTS, "test", &f)))
+                return rc;
+            if (ct_is_name(p, "is"))
+                return ct_fail(p->err, KG_EFORMAT, line, "tests cannot be chained with is");
+            // what Jinja would read as the test's argument: (x), or x is odd 'a' [1] if ...
+            int arg = p->tok == TK_STR || p->tok == TK_INT || ct_is_op(p, '(') ||
+                      ct_is_op(p, '[') || ct_is_op(p, '{') ||
+                      (p->tok == TK_NAME && !ct_is_name(p, "else") && !ct_is_name(p, "or") &&
+                       !ct_is_name(p, "and"));
+            if (arg)
+                return ct_fail(p->err, KG_EUNSUP, line, "the test '%s' takes no arguments",
+                               f->name);
+            if ((rc = ct_expr_node(p, N_TEST, f->id, line, *node, -1, -1, -1, node))) return rc;
+            if (negate && (rc = ct_expr_node(p, N_NOT, 0, line, *node, -1, -1, -1, node)))
+                return rc;
+        } else if (ct_is_op(p, '(')) {
+            return ct_fail(p->err, KG_EUNSUP, line, "calling this value is not supported");
+        } else {
+            return KG_OK;
+        }
+    }
+}
+
+static int ct_primary(CtParser *p, int *out) {
+    int rc, line = p->tline;
+    if (p->tok == TK_NAME) {
+        static const char *const CONSTS[] = {"true", "True", "false", "False", "none", "None"};
+        for (int j = 0; j < 6; j++)
+            if (ct_is_name(p, CONSTS[j])) {
+                if ((rc = ct_expr_node(p, j < 4 ? N_BOOL : N_NONE, 0, line, -1, -1, -1, -1, out)))
+                    return rc;
+                NODE(p, *out)->i = j < 2;
+                return ct_next(p);
+            }
+        int sym;
+        if ((rc = ct_intern(p, p->ts, p->tn, &sym)) ||
+            (rc = ct_expr_node(p, N_NAME, 0, line, -1, -1, -1, -1, out)))
+            return rc;
+        NODE(p, *out)->i = sym, NODE(p, *out)->s = p->ts, NODE(p, *out)->n = p->tn;
+        return ct_next(p);
+    }
+    if (p->tok == TK_STR) { // 'a' 'b' is 'ab': their bytes lie side by side in t->lits
+        const char *s = p->ts;
+        size_t n = 0;
+        while (p->tok == TK_STR) {
+            assert(p->ts == s + n);
+            n += p->tn;
+            if ((rc = ct_next(p))) return rc;
+        }
+        if ((rc = ct_expr_node(p, N_STR, 0, line, -1, -1, -1, -1, out))) return rc;
+        NODE(p, *out)->s = s, NODE(p, *out)->n = n;
+        return KG_OK;
+    }
+    if (p->tok == TK_INT) {
+        if ((rc = ct_expr_node(p, N_INT, 0, line, -1, -1, -1, -1, out))) return rc;
+        NODE(p, *out)->i = p->ti;
+        return ct_next(p);
+    }
+    if (ct_is_op(p, '(')) {
+        if ((rc = ct_next(p)) || (rc = ct_expr(p, out))) return rc;
+        if (ct_is_op(p, ',')) return ct_fail(p->err, KG_EUNSUP, line, "tuples are not supported");
+        return ct_expect_op(p, ')');
+    }
+    if (ct_is_op(p, '[')) {
+        int first, last = -1, item;
+        if ((rc = ct_next(p))) return rc;
+        for (first = -1; !ct_is_op(p, ']');) {
+            if ((rc = ct_expr(p, &item))) return rc;
+            if (last < 0)
+                first = item;
+            else
+                NODE(p, last)->next = item;
+            last = item;
+            if (!ct_is_op(p, ',')) break;
+            if ((rc = ct_next(p))) return rc;
+        }
+        if ((rc = ct_expect_op(p, ']'))) return rc;
+        return ct_expr_node(p, N_LIST, 0, line, first, -1, -1, -1, out);
+    }
+    if (ct_is_op(p, '{'))
+        return ct_fail(p->err, KG_EUNSUP, line, "dict literals are not supported");
+    return ct_unexpected(p);
+}
+
+// -x, +x, then x.attr[i](args), then |filters and tests
+static int ct_unary(CtParser *p, int *out, int with_filters) {
+    int rc, line = p->tline;
+    if (ct_is_op(p, '-') || ct_is_op(p, '+')) {
+        int plus = p->op == '+';
+        if (++p->edepth > CHAT_TEMPLATE_MAX_DEPTH)
+            return ct_fail(p->err, KG_ERANGE, line, "an expression is nested deeper than %d levels",
+                           CHAT_TEMPLATE_MAX_DEPTH);
+        if ((rc = ct_next(p)) || (rc = ct_unary(p, out, 0)) ||
+            (rc = ct_expr_node(p, N_NEG, plus, line, *out, -1, -1, -1, out)))
+            return rc;
+        p->edepth--;
+    } else if ((rc = ct_primary(p, out))) {
+        return rc;
+    }
+    if ((rc = ct_postfix(p, out))) return rc;
+    return with_filters ? ct_filters(p, out) : KG_OK;
+}
+
+static int ct_binary(CtParser *p, int op, int line, int lhs, int rhs, int *out) {
+    return ct_expr_node(p, N_BIN, op, line, lhs, rhs, -1, -1, out);
+}
+
+// * // %, and a refusal of / (a float) and **
+static int ct_math2(CtParser *p, int *out) {
+    int rc = ct_unary(p, out, 1), rhs;
+    while (!rc) {
+        if (ct_is_op(p, '/') || ct_is_op(p, OP_POW))
+            return ct_fail(p->err, KG_EUNSUP, p->tline, "the operator '%s' is not supported",
+                           p->op == '/' ? "/" : "**");
+        int line = p->tline, op = ct_is_op(p, '*')           ? B_MUL
+                                  : ct_is_op(p, '%')         ? B_MOD
+                                  : ct_is_op(p, OP_FLOORDIV) ? B_FLOORDIV
+                                                             : -1;
+        if (op < 0) break;
+        if ((rc = ct_next(p)) || (rc = ct_unary(p, &rhs, 1))) break;
+        rc = ct_binary(p, op, line, *out, rhs, out);
+    }
+    return rc;
+}
+
+static int ct_concat(CtParser *p, int *out) {
+    int rc = ct_math2(p, out), rhs;
+    while (!rc && ct_is_op(p, '~')) {
+        int line = p->tline;
+        if ((rc = ct_next(p)) || (rc = ct_math2(p, &rhs))) break;
+        rc = ct_binary(p, B_CONCAT, line, *out, rhs, out);
+    }
+    return rc;
+}
+
+static int ct_math1(CtParser *p, int *out) {
+    int rc = ct_concat(p, out), rhs;
+    while (!rc && (ct_is_op(p, '+') || ct_is_op(p, '-'))) {
+        int line = p->tline, op = p->op == '+' ? B_ADD : B_SUB;
+        if ((rc = ct_next(p)) || (rc = ct_concat(p, &rhs))) break;
+        rc = ct_binary(p, op, line, *out, rhs, out);
+    }
+    return rc;
+}
+
+// The comparison operator at the current token, or -1.
+static int ct_compare_op(const CtParser *p) {
+    if (p->tok == TK_OP) {
+        switch (p->op) {
+        case OP_EQ:
+            return B_EQ;
+        case OP_NE:
+            return B_NE;
+        case '<':
+            return B_LT;
+        case OP_LE:
+            return B_LE;
+        case '>':
+            return B_GT;
+        case OP_GE:
+            return B_GE;
+        }
+    }
+    return ct_is_name(p, "in") ? B_IN : ct_is_name(p, "not") ? B_NOTIN : -1;
+}
+
+static int ct_compare(CtParser *p, int *out) {
+    int rc = ct_math1(p, out), op = ct_compare_op(p), line = p->tline, rhs;
+    if (rc || op < 0) return rc;
+    if ((rc = ct_next(p))) return rc;
+    if (op == B_NOTIN && (!ct_is_name(p, "in") || (rc = ct_next(p))))
+        return rc ? rc : ct_unexpected(p);
+    if ((rc = ct_math1(p, &rhs)) || (rc = ct_binary(p, op, line, *out, rhs, out))) return rc;
+    if (ct_compare_op(p) >= 0)
+        return ct_fail(p->err, KG_EUNSUP, p->tline,
+                       "chained comparisons (a < b < c) are not supported");
+    return KG_OK;
+}
+
+static int ct_not(CtParser *p, int *out) {
+    if (!ct_is_name(p, "not")) return ct_compare(p, out);
+    int rc, line = p->tline;
+    if (++p->edepth > CHAT_TEMPLATE_MAX_DEPTH)
+        return ct_fail(p->err, KG_ERANGE, line, "an expression is nested deeper than %d levels",
+                       CHAT_TEMPLATE_MAX_DEPTH);
+    if ((rc = ct_next(p)) || (rc = ct_not(p, out))) return rc;
+    p->edepth--;
+    return ct_expr_node(p, N_NOT, 0, line, *out, -1, -1, -1, out);
+}
+
+static int ct_and(CtParser *p, int *out) {
+    int rc = ct_not(p, out), rhs;
+    while (!rc && ct_is_name(p, "and")) {
+        int line = p->tline;
+        if ((rc = ct_next(p)) || (rc = ct_not(p, &rhs))) break;
+        rc = ct_expr_node(p, N_AND, 0, line, *out, rhs, -1, -1, out);
+    }
+    return rc;
+}
+
+static int ct_or(CtParser *p, int *out) {
+    int rc = ct_and(p, out), rhs;
+    while (!rc && ct_is_name(p, "or")) {
+        int line = p->tline;
+        if ((rc = ct_next(p)) || (rc = ct_and(p, &rhs))) break;
+        rc = ct_expr_node(p, N_OR, 0, line, *out, rhs, -1, -1, out);
+    }
+    return rc;
+}
+
+// x if cond else y (else optional: undefined), Jinja's top expression level
+static int ct_expr(CtParser *p, int *out) {
+    if (++p->edepth > CHAT_TEMPLATE_MAX_DEPTH)
+        return ct_fail(p->err, KG_ERANGE, p->tline, "an expression is nested deeper than %d levels",
+                       CHAT_TEMPLATE_MAX_DEPTH);
+    int rc = ct_or(p, out);
+    while (!rc && ct_is_name(p, "if")) {
+        int line = p->tline, cond, other = -1;
+        if ((rc = ct_next(p)) || (rc = ct_or(p, &cond))) break;
+        if (ct_is_name(p, "else") && ((rc = ct_next(p)) || (rc = ct_expr(p, &other)))) break;
+        rc = ct_expr_node(p, N_COND, 0, line, cond, *out, other, -1, out);
+    }
+    p->edepth--;
+    return rc;
+}
+
+// --- parser: statements ---
+
+static int ct_body(CtParser *p, const char *const *stops, int *first, int *stop);
+
+static const char *const CT_STOP_IF[] = {"elif", "else", "endif", NULL};
+static const char *const CT_STOP_ENDIF[] = {"endif", NULL};
+static const char *const CT_STOP_FOR[] = {"else", "endfor", NULL};
+static const char *const CT_STOP_ENDFOR[] = {"endfor", NULL};
+
+static int ct_open_block(CtParser *p) {
+    if (++p->depth <= CHAT_TEMPLATE_MAX_DEPTH) return KG_OK;
+    return ct_fail(p->err, KG_ERANGE, p->tag_line, "blocks are nested deeper than %d levels",
+                   CHAT_TEMPLATE_MAX_DEPTH);
+}
+
+// The body of a block up to one of stops (*stop its index; the tag's name read), or a
+// refusal naming the block's end tag when the source ends first.
+static int ct_block_body(CtParser *p, const char *const *stops, const char *block, int line,
+                         int *first, int *stop) {
+    int rc = ct_body(p, stops, first, stop);
+    if (rc || *stop >= 0) return rc;
+    return ct_fail(p->err, KG_EFORMAT, 0, "missing {%% end%s %%} for the %s on line %d", block,
+                   block, line);
+}
+
+// if cond %} ... {% elif cond %} ... {% else %} ... {% endif %}; elif chains stay flat: each
+// elif is the else of the one before, marked op 1.
+static int ct_if(CtParser *p, int *out) {
+    int rc, node = -1, prev = -1, stop = 0, line = p->tag_line, cond, body, other;
+    if ((rc = ct_open_block(p))) return rc;
+    while (stop == 0) { // the if, then each elif
+        int at = p->tag_line;
+        if ((rc = ct_or(p, &cond)) || (rc = ct_expect_end(p)) || // Jinja: no x if c else y here
+            (rc = ct_block_body(p, CT_STOP_IF, "if", line, &body, &stop)) ||
+            (rc = ct_new(p, N_IF, at, &node)))
+            return rc;
+        NODE(p, node)->a = cond, NODE(p, node)->b = body;
+        if (prev < 0)
+            *out = node;
+        else
+            NODE(p, prev)->c = node, NODE(p, node)->op = 1;
+        prev = node;
+    }
+    if (stop == 1) { // else
+        if ((rc = ct_expect_end(p)) ||
+            (rc = ct_block_body(p, CT_STOP_ENDIF, "if", line, &other, &stop)))
+            return rc;
+        NODE(p, node)->c = other;
+    }
+    p->depth--;
+    return ct_expect_end(p);
+}
+
+// A name a set or for may assign: not a constant, not a.b (namespace()) nor a, b.
+static int ct_target(CtParser *p, int *sym) {
+    static const char *const CONSTS[] = {"true", "True", "false", "False", "none", "None"};
+    if (p->tok != TK_NAME) return ct_unexpected(p);
+    for (int j = 0; j < 6; j++)
+        if (ct_is_name(p, CONSTS[j]))
+            return ct_fail(p->err, KG_EFORMAT, p->tline, "cannot assign to '%s'", CONSTS[j]);
+    int rc = ct_intern(p, p->ts, p->tn, sym);
+    if (rc || (rc = ct_next(p))) return rc;
+    if (ct_is_op(p, '.'))
+        return ct_fail(p->err, KG_EUNSUP, p->tline,
+                       "assigning to an attribute (namespace()) is not supported");
+    if (ct_is_op(p, ','))
+        return ct_fail(p->err, KG_EUNSUP, p->tline, "unpacking (a, b = ...) is not supported");
+    return KG_OK;
+}
+
+// for x in list %} ... {% else %} ... {% endfor %}
+static int ct_for(CtParser *p, int *out) {
+    int rc, line = p->tag_line, sym, list, body, other = -1, stop;
+    if ((rc = ct_open_block(p)) || (rc = ct_target(p, &sym))) return rc;
+    if (!ct_is_name(p, "in")) return ct_unexpected(p);
+    if ((rc = ct_next(p)) || (rc = ct_or(p, &list))) return rc;
+    if (ct_is_name(p, "if") || ct_is_name(p, "recursive"))
+        return ct_fail(p->err, KG_EUNSUP, p->tline, "for ... %.*s is not supported", (int)p->tn,
+                       p->ts);
+    if ((rc = ct_expect_end(p)) || (rc = ct_block_body(p, CT_STOP_FOR, "for", line, &body, &stop)))
+        return rc;
+    if (stop == 0 && ((rc = ct_expect_end(p)) ||
+                      (rc = ct_block_body(p, CT_STOP_ENDFOR, "for", line, &other, &stop))))
+        return rc;
+    if ((rc = ct_expect_end(p)) || (rc = ct_new(p, N_FOR, line, out))) return rc;
+    CtNode *nd = NODE(p, *out);
+    nd->i = sym, nd->a = list, nd->b = body, nd->c = other;
+    p->t->n_binds += 2;
+    p->depth--;
+    return KG_OK;
+}
+
+// set name = value %}
+static int ct_set(CtParser *p, int *out) {
+    int rc, line = p->tag_line, sym, value;
+    if ((rc = ct_target(p, &sym))) return rc;
+    if (p->tok == TK_END)
+        return ct_fail(p->err, KG_EUNSUP, line,
+                       "block assignments ({%% set x %%}...{%% endset %%}) are not supported");
+    if ((rc = ct_expect_op(p, '=')) || (rc = ct_expr(p, &value))) return rc;
+    if (ct_is_op(p, ',')) return ct_fail(p->err, KG_EUNSUP, line, "tuples are not supported");
+    if ((rc = ct_expect_end(p)) || (rc = ct_new(p, N_SET, line, out))) return rc;
+    NODE(p, *out)->i = sym, NODE(p, *out)->a = value;
+    p->t->n_binds++;
+    return KG_OK;
+}
+
+// {% name ... %} after the name: one of ours, or why not.
+static int ct_tag(CtParser *p, int *out) {
+    char name[24];
+    int rc;
+    if (p->tok != TK_NAME) return ct_fail(p->err, KG_EFORMAT, p->tag_line, "expected a tag name");
+    snprintf(name, sizeof name, "%.*s", (int)(p->tn < 20 ? p->tn : 20), p->ts);
+    if ((rc = ct_next(p))) return rc;
+    if (!strcmp(name, "if")) return ct_if(p, out);
+    if (!strcmp(name, "for")) return ct_for(p, out);
+    if (!strcmp(name, "set")) return ct_set(p, out);
+    if (!strncmp(name, "end", 3) || !strcmp(name, "elif") || !strcmp(name, "else"))
+        return ct_fail(p->err, KG_EFORMAT, p->tag_line, "unexpected {%% %s %%}", name);
+    return ct_fail(p->err, KG_EUNSUP, p->tag_line, "the tag '%s' is not supported", name);
+}
+
+// Where text before a block tag or comment at s[open] ends under lstrip_blocks: before the
+// spaces that alone precede the tag on its line.
+static size_t ct_lstrip(const CtParser *p, size_t start, size_t open) {
+    size_t l = open;
+    while (l > start && p->s[l - 1] != '\n')
+        l--;
+    if ((l == start && !p->line_starting) || l == open) return open;
+    return ct_skip_set(p->s, l, open, NULL, 0) == open ? l : open;
+}
+
+static int ct_comment(CtParser *p) {
+    const char *s = p->s;
+    size_t q = p->pos;
+    while (q + 1 < p->n && !(s[q] == '#' && s[q + 1] == '}'))
+        q++;
+    if (q + 1 >= p->n) return ct_fail(p->err, KG_EFORMAT, p->tag_line, "a comment is not closed");
+    char sign = q > p->pos && (s[q - 1] == '-' || s[q - 1] == '+') ? s[q - 1] : 0;
+    p->pos = q + 2;
+    if (sign == '-')
+        p->pos = ct_skip_set(s, p->pos, p->n, NULL, 0);
+    else if (!sign && p->pos < p->n && s[p->pos] == '\n')
+        p->pos++;
+    p->line_starting = s[p->pos - 1] == '\n';
+    return KG_OK;
+}
+
+static void ct_link(CtParser *p, int *first, int *last, int node) {
+    if (*last < 0)
+        *first = node;
+    else
+        NODE(p, *last)->next = node;
+    *last = node;
+}
+
+// Statements until the end (*stop -1) or a {% tag %} named in stops (*stop its index, the
+// token after the name current).
+static int ct_body(CtParser *p, const char *const *stops, int *first, int *stop) {
+    const char *s = p->s;
+    int last = -1, rc, node;
+    *first = -1, *stop = -1;
+    for (;;) {
+        size_t start = p->pos, open = start;
+        for (; open + 1 < p->n; open++)
+            if (s[open] == '{' && (s[open + 1] == '{' || s[open + 1] == '%' || s[open + 1] == '#'))
+                break;
+        char kind = open + 1 < p->n ? s[open + 1] : 0;
+        if (!kind) open = p->n;
+        char sign =
+            kind && open + 2 < p->n && (s[open + 2] == '-' || s[open + 2] == '+') ? s[open + 2] : 0;
+        size_t text_end = open;
+        if (sign == '-')
+            text_end = ct_rskip_set(s, start, open, NULL, 0);
+        else if (kind && kind != '{' && sign != '+')
+            text_end = ct_lstrip(p, start, open);
+        if (text_end > start) {
+            if ((rc = ct_new(p, N_TEXT, ct_line_at(p, start), &node))) return rc;
+            NODE(p, node)->s = s + start, NODE(p, node)->n = text_end - start;
+            ct_link(p, first, &last, node);
+        }
+        if (!kind) {
+            p->pos = p->n;
+            return KG_OK;
+        }
+        p->pos = open + 2 + (sign != 0);
+        p->tag_line = ct_line_at(p, open);
+        if (kind == '#') {
+            if ((rc = ct_comment(p))) return rc;
+            continue;
+        }
+        p->tag = kind, p->balance = 0;
+        if ((rc = ct_next(p))) return rc;
+        if (kind == '{') {
+            int value;
+            if ((rc = ct_expr(p, &value)) || (rc = ct_expect_end(p)) ||
+                (rc = ct_new(p, N_PRINT, p->tag_line, &node)))
+                return rc;
+            NODE(p, node)->a = value;
+            ct_link(p, first, &last, node);
+            continue;
+        }
+        for (int j = 0; stops && stops[j]; j++)
+            if (ct_is_name(p, stops[j])) {
+                *stop = j;
+                return ct_next(p);
+            }
+        if ((rc = ct_tag(p, &node))) return rc;
+        ct_link(p, first, &last, node);
+    }
+}
+
+int chat_template_parse(ChatTemplate **out, const char *source, size_t len, char *err) {
+    *out = NULL;
+    if (!source && len) return kg_err(err, KG_EINVAL, "chat template: no source");
+    if (len > CHAT_TEMPLATE_MAX_SOURCE)
+        return ct_fail(err, KG_ERANGE, 0, "the template is longer than %d bytes",
+                       CHAT_TEMPLATE_MAX_SOURCE);
+    ChatTemplate *t = calloc(1, sizeof *t);
+    if (t) t->src = malloc(len + 1), t->lits = malloc(len + 1);
+    if (!t || !t->src || !t->lits) {
+        chat_template_free(t);
+        return ct_fail(err, KG_ENOMEM, 0, "out of memory");
+    }
+    for (size_t i = 0; i < len; i++) { // \r\n and \r are \n, as Jinja reads them
+        if (source[i] == '\r' && i + 1 < len && source[i + 1] == '\n') i++;
+        t->src[t->n_src++] = source[i] == '\r' ? '\n' : source[i];
+    }
+    if (t->n_src && t->src[t->n_src - 1] == '\n') t->n_src--; // keep_trailing_newline=False
+    t->src[t->n_src] = '\0';
+    for (size_t i = 0; i < sizeof CT_GLOBALS / sizeof *CT_GLOBALS; i++)
+        t->names[t->n_names++] = (CtName){CT_GLOBALS[i], strlen(CT_GLOBALS[i])};
+    CtParser p = {.t = t, .s = t->src, .n = t->n_src, .line = 1, .line_starting = 1, .err = err};
+    int stop, rc = ct_body(&p, NULL, &t->root, &stop);
+    if (rc) {
+        chat_template_free(t);
+        return rc;
+    }
+    *out = t;
+    return KG_OK;
+}
+
+void chat_template_free(ChatTemplate *t) {
+    if (!t) return;
+    free(t->src);
+    free(t->lits);
+    free(t->nodes);
+    free(t);
+}
+
+// --- the defaults (chat_template.h) ---
+
+const char CHAT_TEMPLATE_USR_SYS[] =
+    "{%- for message in messages %}\n"
+    "{%- set content = message.content or '' %}\n"
+    "{%- if message.role == 'system' or message.role == 'developer' %}{{ content }}\n"
+    "{%- elif message.role == 'user' %}{{ '<usr>' ~ content }}\n"
+    "{%- elif message.role == 'assistant' %}{{ '<sys>' ~ content ~ eos_token }}\n"
+    "{%- else %}{{ raise_exception('the <usr>/<sys> chat template takes the roles system, "
+    "user and assistant, not ' ~ message.role) }}\n"
+    "{%- endif %}\n"
+    "{%- endfor %}\n"
+    "{%- if add_generation_prompt %}{{ '<sys>' }}{% endif %}";
+
+const char CHAT_TEMPLATE_PLAIN[] = "{%- for message in messages %}\n"
+                                   "{{- message.role ~ ': ' ~ (message.content or '') ~ '\\n' }}\n"
+                                   "{%- endfor %}\n"
+                                   "{%- if add_generation_prompt %}{{ 'assistant:' }}{% endif %}";

@@ -1,0 +1,906 @@
+// chat_template_render.c — chat_template_render(): a tree walk over the nodes chat_template.c
+// parsed (chat_template_ast.h). Values point into the messages, the template or a per-render
+// arena. Variables live in one slot per name; a for iteration records what it overwrites and
+// puts it back when it ends (Jinja's scoping: a set inside a for lasts for that iteration),
+// so lookups are O(1). Bounded: output bytes, arena bytes and a work budget; recursion is no
+// deeper than the template's nesting, which the parser bounds.
+#define _GNU_SOURCE // memmem
+
+#include "chat_template.h"
+
+#include <assert.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat_template_ast.h"
+
+#define CT_MAX_MEMORY (16 << 20) // arena bytes per render (strings and lists built)
+#define CT_MAX_WORK   (1 << 22)  // work per render: 1 per node or iteration, 1 per 64 bytes
+
+// --- values ---
+
+enum { V_UNSET, V_UNDEF, V_NONE, V_BOOL, V_INT, V_STR, V_LIST, V_MSG, V_LOOP };
+
+typedef struct CtLoop CtLoop;
+
+typedef struct CtVal {
+    uint8_t kind;
+    uint8_t depth; // V_LIST: 1 + the deepest list inside (at most CHAT_TEMPLATE_MAX_DEPTH)
+    uint8_t plain; // V_UNDEF: s is the message itself, not the undefined name
+    size_t n;      // V_STR, V_UNDEF: bytes of s; V_LIST: items
+    union {
+        long long i;               // V_BOOL, V_INT
+        const char *s;             // V_STR, V_UNDEF
+        const struct CtVal *items; // V_LIST
+        const ChatMessage *msg;    // V_MSG
+        const CtLoop *loop;        // V_LOOP
+    };
+} CtVal;
+
+struct CtLoop { // the current for loop, on the C stack of ct_for_run
+    const CtVal *items;
+    size_t n, i;
+};
+
+static CtVal ct_undef(const char *name, size_t n, int plain) {
+    return (CtVal){.kind = V_UNDEF, .plain = (uint8_t)plain, .n = n, .s = name};
+}
+
+static CtVal ct_str(const char *s, size_t n) { return (CtVal){.kind = V_STR, .n = n, .s = s}; }
+static CtVal ct_int(int kind, long long i) { return (CtVal){.kind = (uint8_t)kind, .i = i}; }
+
+static const char *ct_type(const CtVal *v) {
+    static const char *const NAMES[] = {"undefined", "undefined", "none", "bool", "int",
+                                        "str",       "list",      "dict", "loop"};
+    return NAMES[v->kind];
+}
+
+static int ct_num(const CtVal *v) { return v->kind == V_INT || v->kind == V_BOOL; }
+
+static int ct_truthy(const CtVal *v) {
+    switch (v->kind) {
+    case V_BOOL:
+    case V_INT:
+        return v->i != 0;
+    case V_STR:
+    case V_LIST:
+        return v->n != 0;
+    case V_MSG:
+    case V_LOOP:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+// --- render state ---
+
+typedef struct CtChunk {
+    struct CtChunk *next;
+    size_t used, cap;
+    max_align_t data[];
+} CtChunk;
+
+typedef struct {
+    int sym;
+    unsigned owner;
+    CtVal old;
+} CtUndo;
+
+typedef struct {
+    const ChatTemplate *t;
+    CtVal *vals;     // (n_names) every variable's current value; V_UNSET: none
+    unsigned *owner; // (n_names) the frame that bound it; 0: the top level
+    CtUndo *undo;    // (n_binds) what for iterations overwrote, put back when they end
+    size_t n_undo;
+    unsigned frame, serial; // the current for iteration (0: top level); the last one given
+    char *out;
+    size_t len, cap;
+    CtChunk *mem;
+    size_t mem_used, work;
+    char *err;
+} CtRender;
+
+static int ct_work(CtRender *r, size_t bytes, int line) {
+    r->work += 1 + bytes / 64;
+    if (r->work <= CT_MAX_WORK) return KG_OK;
+    return ct_fail(r->err, KG_ERANGE, line, "rendering takes more than %d steps", CT_MAX_WORK);
+}
+
+// n bytes from the render's arena, aligned for CtVal.
+static int ct_alloc(CtRender *r, size_t n, int line, void **out) {
+    *out = NULL;
+    if (n <= CT_MAX_MEMORY) n = (n + 15) & ~(size_t)15;
+    if (!r->mem || r->mem->cap - r->mem->used < n) {
+        size_t cap = n > 16384 ? n : 16384;
+        if (n > CT_MAX_MEMORY || cap > CT_MAX_MEMORY - r->mem_used)
+            return ct_fail(r->err, KG_ERANGE, line, "rendering needs more than %d MiB",
+                           CT_MAX_MEMORY >> 20);
+        CtChunk *c = malloc(sizeof *c + cap);
+        if (!c) return ct_fail(r->err, KG_ENOMEM, line, "out of memory");
+        c->next = r->mem, c->used = 0, c->cap = cap;
+        r->mem = c, r->mem_used += cap;
+    }
+    *out = (char *)r->mem->data + r->mem->used;
+    r->mem->used += n;
+    return KG_OK;
+}
+
+static int ct_emit(CtRender *r, const char *s, size_t n, int line) {
+    if (n > CHAT_TEMPLATE_MAX_OUTPUT - r->len)
+        return ct_fail(r->err, KG_ERANGE, line, "the prompt would be longer than %d bytes",
+                       CHAT_TEMPLATE_MAX_OUTPUT);
+    if (r->len + n + 1 > r->cap) {
+        size_t cap = r->cap ? r->cap : 256;
+        while (cap < r->len + n + 1)
+            cap *= 2;
+        char *out = realloc(r->out, cap);
+        if (!out) return ct_fail(r->err, KG_ENOMEM, line, "out of memory");
+        r->out = out, r->cap = cap;
+    }
+    memcpy(r->out + r->len, s, n);
+    r->len += n;
+    return ct_work(r, n, line);
+}
+
+static int ct_undef_error(CtRender *r, const CtVal *v, int line) {
+    if (v->plain) return ct_fail(r->err, KG_EINVAL, line, "%.*s", (int)v->n, v->s);
+    return ct_fail(r->err, KG_EINVAL, line, "'%.*s' is undefined", (int)(v->n > 60 ? 60 : v->n),
+                   v->s);
+}
+
+// a + b (strings) in the arena.
+static int ct_join2(CtRender *r, const char *a, size_t na, const char *b, size_t nb, int line,
+                    CtVal *out) {
+    char *s;
+    int rc = ct_alloc(r, na + nb, line, (void **)&s);
+    if (rc || (rc = ct_work(r, na + nb, line))) return rc;
+    if (na) memcpy(s, a, na);
+    if (nb) memcpy(s + na, b, nb);
+    *out = ct_str(s, na + nb);
+    return KG_OK;
+}
+
+// v as Jinja turns it into text ({{ v }}, ~, the string filters): str(v); '' when undefined.
+static int ct_text(CtRender *r, const CtVal *v, int line, const char **s, size_t *n) {
+    switch (v->kind) {
+    case V_STR:
+        return *s = v->s, *n = v->n, KG_OK;
+    case V_UNDEF:
+        return *s = "", *n = 0, KG_OK;
+    case V_NONE:
+        return *s = "None", *n = 4, KG_OK;
+    case V_BOOL:
+        return *s = v->i ? "True" : "False", *n = v->i ? 4 : 5, KG_OK;
+    case V_INT: {
+        char buf[24];
+        CtVal str;
+        int k = snprintf(buf, sizeof buf, "%lld", v->i);
+        int rc = ct_join2(r, buf, (size_t)k, NULL, 0, line, &str);
+        return rc ? rc : (*s = str.s, *n = str.n, KG_OK);
+    }
+    default:
+        return ct_fail(r->err, KG_EUNSUP, line, "turning a %s into text is not supported",
+                       ct_type(v));
+    }
+}
+
+static int ct_msg_eq(const ChatMessage *a, const ChatMessage *b) {
+    if (a == b) return 1;
+    if (strcmp(a->role, b->role)) return 0;
+    if (!a->content || !b->content) return a->content == b->content;
+    return !strcmp(a->content, b->content);
+}
+
+// a == b as Python has it (1 == true; lists item by item; an undefined equals an undefined).
+static int ct_eq(CtRender *r, const CtVal *a, const CtVal *b, int line, int *eq) {
+    *eq = 0;
+    if (ct_num(a) && ct_num(b)) return *eq = a->i == b->i, KG_OK;
+    if (a->kind != b->kind) return KG_OK;
+    switch (a->kind) {
+    case V_UNDEF:
+    case V_NONE:
+        return *eq = 1, KG_OK;
+    case V_STR:
+        *eq = a->n == b->n && !memcmp(a->s, b->s, a->n);
+        return ct_work(r, a->n, line);
+    case V_MSG:
+        *eq = ct_msg_eq(a->msg, b->msg);
+        return ct_work(r, 0, line);
+    case V_LOOP:
+        return *eq = a->loop == b->loop, KG_OK;
+    case V_LIST:
+        if (a->n != b->n) return KG_OK;
+        *eq = 1;
+        for (size_t i = 0; i < a->n && *eq; i++) { // depth <= CHAT_TEMPLATE_MAX_DEPTH
+            // charged per item: lists that share sublists ([a, a]) are trees of any size
+            int rc = ct_work(r, 0, line);
+            if (rc || (rc = ct_eq(r, &a->items[i], &b->items[i], line, eq))) return rc;
+        }
+        return KG_OK;
+    }
+    return KG_OK;
+}
+
+// item in seq: a substring, a list item, a message's key.
+static int ct_contains(CtRender *r, const CtVal *item, const CtVal *seq, int line, int *in) {
+    *in = 0;
+    switch (seq->kind) {
+    case V_UNDEF:
+        return KG_OK;
+    case V_STR:
+        if (item->kind != V_STR)
+            return ct_fail(r->err, KG_EINVAL, line, "'in <str>' needs a str on the left, not %s",
+                           ct_type(item));
+        *in = !item->n || memmem(seq->s, seq->n, item->s, item->n);
+        return ct_work(r, seq->n + item->n, line);
+    case V_LIST:
+        for (size_t i = 0; i < seq->n && !*in; i++) {
+            int rc = ct_eq(r, item, &seq->items[i], line, in);
+            if (rc) return rc;
+        }
+        return KG_OK;
+    case V_MSG: // a dict: keys are looked up by hash, and lists and dicts have none
+        if (item->kind == V_LIST || item->kind == V_MSG)
+            return ct_fail(r->err, KG_EINVAL, line, "unhashable type: %s", ct_type(item));
+        *in = item->kind == V_STR && ((item->n == 4 && !memcmp(item->s, "role", 4)) ||
+                                      (item->n == 7 && !memcmp(item->s, "content", 7)));
+        return KG_OK;
+    case V_LOOP:
+        return ct_fail(r->err, KG_EUNSUP, line, "'in loop' is not supported");
+    default:
+        return ct_fail(r->err, KG_EINVAL, line, "'in' needs a str, list or dict, not %s",
+                       ct_type(seq));
+    }
+}
+
+// a < b etc.: *cmp < 0, 0, > 0 for two numbers or two strings.
+static int ct_order(CtRender *r, const CtVal *a, const CtVal *b, int line, int *cmp) {
+    if (ct_num(a) && ct_num(b)) return *cmp = (a->i > b->i) - (a->i < b->i), KG_OK;
+    if (a->kind == V_STR && b->kind == V_STR) {
+        int c = memcmp(a->s, b->s, a->n < b->n ? a->n : b->n);
+        *cmp = c ? c : (a->n > b->n) - (a->n < b->n);
+        return ct_work(r, a->n < b->n ? a->n : b->n, line);
+    }
+    if (a->kind == V_UNDEF) return ct_undef_error(r, a, line);
+    if (b->kind == V_UNDEF) return ct_undef_error(r, b, line);
+    if (a->kind == V_LIST && b->kind == V_LIST)
+        return ct_fail(r->err, KG_EUNSUP, line, "ordering lists is not supported");
+    return ct_fail(r->err, KG_EINVAL, line, "cannot compare %s and %s", ct_type(a), ct_type(b));
+}
+
+static int ct_list_new(CtRender *r, size_t n, int line, CtVal **items) {
+    if (n > CT_MAX_MEMORY / sizeof(CtVal))
+        return ct_fail(r->err, KG_ERANGE, line, "a list is too long");
+    int rc = ct_alloc(r, n * sizeof(CtVal), line, (void **)items);
+    return rc ? rc : ct_work(r, n * sizeof(CtVal), line);
+}
+
+static int ct_list_done(CtRender *r, CtVal *items, size_t n, int line, CtVal *out) {
+    int depth = 0;
+    for (size_t i = 0; i < n; i++)
+        if (items[i].kind == V_LIST && items[i].depth > depth) depth = items[i].depth;
+    if (depth + 1 > CHAT_TEMPLATE_MAX_DEPTH)
+        return ct_fail(r->err, KG_ERANGE, line, "lists are nested deeper than %d levels",
+                       CHAT_TEMPLATE_MAX_DEPTH);
+    *out = (CtVal){.kind = V_LIST, .depth = (uint8_t)(depth + 1), .n = n, .items = items};
+    return KG_OK;
+}
+
+// seq * times for a str or a list, as Python repeats them (times <= 0: empty).
+static int ct_repeat(CtRender *r, const CtVal *seq, long long times, int line, CtVal *out) {
+    size_t k = times > 0 ? (size_t)times : 0, n = seq->n;
+    if (n && k > CT_MAX_MEMORY / n)
+        return ct_fail(r->err, KG_ERANGE, line, "rendering needs more than %d MiB",
+                       CT_MAX_MEMORY >> 20);
+    if (seq->kind == V_STR) {
+        char *s;
+        int rc = ct_alloc(r, n * k, line, (void **)&s);
+        if (rc || (rc = ct_work(r, n * k, line))) return rc;
+        for (size_t i = 0; n && i < k; i++)
+            memcpy(s + i * n, seq->s, n);
+        *out = ct_str(s, n * k);
+        return KG_OK;
+    }
+    CtVal *items;
+    int rc = ct_list_new(r, n * k, line, &items);
+    if (rc) return rc;
+    for (size_t i = 0; n && i < k; i++)
+        memcpy(items + i * n, seq->items, n * sizeof *items);
+    return ct_list_done(r, items, n * k, line, out);
+}
+
+static int ct_arith(CtRender *r, int op, const CtVal *a, const CtVal *b, int line, CtVal *out) {
+    static const char *const SYM[] = {"+", "-", "*", "//", "%"};
+    if (op == B_MOD && a->kind == V_STR)
+        return ct_fail(r->err, KG_EUNSUP, line, "str %% formatting is not supported");
+    if (a->kind == V_UNDEF) return ct_undef_error(r, a, line);
+    if (b->kind == V_UNDEF) return ct_undef_error(r, b, line);
+    if (op == B_ADD && a->kind == V_STR && b->kind == V_STR)
+        return ct_join2(r, a->s, a->n, b->s, b->n, line, out);
+    if (op == B_ADD && a->kind == V_LIST && b->kind == V_LIST) {
+        CtVal *items;
+        int rc = ct_list_new(r, a->n + b->n, line, &items);
+        if (rc) return rc;
+        if (a->n) memcpy(items, a->items, a->n * sizeof *items);
+        if (b->n) memcpy(items + a->n, b->items, b->n * sizeof *items);
+        return ct_list_done(r, items, a->n + b->n, line, out);
+    }
+    if (op == B_MUL && (ct_num(a) || ct_num(b))) {
+        const CtVal *seq = ct_num(a) ? b : a, *times = ct_num(a) ? a : b;
+        if (seq->kind == V_STR || seq->kind == V_LIST)
+            return ct_repeat(r, seq, times->i, line, out);
+    }
+    if (!ct_num(a) || !ct_num(b))
+        return ct_fail(r->err, KG_EINVAL, line, "unsupported operand types for %s: %s and %s",
+                       SYM[op], ct_type(a), ct_type(b));
+    long long x = a->i, y = b->i, z = 0;
+    int overflow = 0;
+    if ((op == B_FLOORDIV || op == B_MOD) && y == 0)
+        return ct_fail(r->err, KG_EINVAL, line, "integer division or modulo by zero");
+    switch (op) {
+    case B_ADD:
+        overflow = __builtin_add_overflow(x, y, &z);
+        break;
+    case B_SUB:
+        overflow = __builtin_sub_overflow(x, y, &z);
+        break;
+    case B_MUL:
+        overflow = __builtin_mul_overflow(x, y, &z);
+        break;
+    default: // Python floors: -7 // 2 == -4, -7 % 3 == 2
+        if (x == LLONG_MIN && y == -1) {
+            overflow = op == B_FLOORDIV;
+            break;
+        }
+        z = op == B_FLOORDIV ? x / y : x % y;
+        if ((x % y != 0) && ((x < 0) != (y < 0))) z = op == B_FLOORDIV ? z - 1 : z + y;
+    }
+    if (overflow) return ct_fail(r->err, KG_ERANGE, line, "integer overflow");
+    *out = ct_int(V_INT, z);
+    return KG_OK;
+}
+
+static int ct_binop(CtRender *r, int op, const CtVal *a, const CtVal *b, int line, CtVal *out) {
+    int rc, res = 0;
+    switch (op) {
+    case B_CONCAT: {
+        const char *sa, *sb;
+        size_t na, nb;
+        if ((rc = ct_text(r, a, line, &sa, &na)) || (rc = ct_text(r, b, line, &sb, &nb))) return rc;
+        return ct_join2(r, sa, na, sb, nb, line, out);
+    }
+    case B_EQ:
+    case B_NE:
+        rc = ct_eq(r, a, b, line, &res);
+        res = op == B_EQ ? res : !res;
+        break;
+    case B_IN:
+    case B_NOTIN:
+        rc = ct_contains(r, a, b, line, &res);
+        res = op == B_IN ? res : !res;
+        break;
+    case B_LT:
+    case B_LE:
+    case B_GT:
+    case B_GE:
+        rc = ct_order(r, a, b, line, &res);
+        res = op == B_LT ? res < 0 : op == B_LE ? res <= 0 : op == B_GT ? res > 0 : res >= 0;
+        break;
+    default:
+        return ct_arith(r, op, a, b, line, out);
+    }
+    *out = ct_int(V_BOOL, res);
+    return rc;
+}
+
+static CtVal ct_loop_attr(const CtLoop *lp, const char *name, size_t n) {
+    static const char *const ATTRS[] = {"index", "index0", "revindex", "revindex0", "first",
+                                        "last",  "length", "previtem", "nextitem"};
+    size_t i = lp->i, len = lp->n, j = 0;
+    while (j < 9 && !(strlen(ATTRS[j]) == n && !memcmp(ATTRS[j], name, n)))
+        j++;
+    switch (j) {
+    case 0:
+        return ct_int(V_INT, (long long)i + 1);
+    case 1:
+        return ct_int(V_INT, (long long)i);
+    case 2:
+        return ct_int(V_INT, (long long)(len - i));
+    case 3:
+        return ct_int(V_INT, (long long)(len - i - 1));
+    case 4:
+        return ct_int(V_BOOL, i == 0);
+    case 5:
+        return ct_int(V_BOOL, i + 1 == len);
+    case 6:
+        return ct_int(V_INT, (long long)len);
+    case 7:
+        return i > 0 ? lp->items[i - 1] : ct_undef("there is no previous item", 25, 1);
+    case 8:
+        return i + 1 < len ? lp->items[i + 1] : ct_undef("there is no next item", 21, 1);
+    default:
+        return ct_undef(name, n, 0);
+    }
+}
+
+// obj.name, and obj['name'] for a message or the loop.
+static int ct_getattr(CtRender *r, const CtVal *obj, const char *name, size_t n, int line,
+                      CtVal *out) {
+    if (obj->kind == V_UNDEF) return ct_undef_error(r, obj, line);
+    *out = ct_undef(name, n, 0);
+    if (obj->kind == V_LOOP) *out = ct_loop_attr(obj->loop, name, n);
+    if (obj->kind != V_MSG) return KG_OK;
+    if (n == 4 && !memcmp(name, "role", 4)) *out = ct_str(obj->msg->role, strlen(obj->msg->role));
+    if (n == 7 && !memcmp(name, "content", 7)) {
+        const char *c = obj->msg->content;
+        *out = c ? ct_str(c, strlen(c)) : ct_int(V_NONE, 0);
+    }
+    return ct_work(r, out->kind == V_STR ? out->n : 0, line);
+}
+
+static int ct_getitem(CtRender *r, const CtVal *obj, const CtVal *key, int line, CtVal *out) {
+    if (obj->kind == V_UNDEF) return ct_undef_error(r, obj, line);
+    if (key->kind == V_STR && obj->kind != V_STR)
+        return ct_getattr(r, obj, key->s, key->n, line, out);
+    if (obj->kind == V_STR)
+        return ct_fail(r->err, KG_EUNSUP, line, "indexing a str is not supported");
+    *out = ct_undef("no such item", 12, 1);
+    if (obj->kind != V_LIST || !ct_num(key)) return KG_OK;
+    long long i = key->i, n = (long long)obj->n;
+    if (i < 0) i += n;
+    if (i >= 0 && i < n)
+        *out = obj->items[i];
+    else
+        *out = ct_undef("list index out of range", 23, 1);
+    return KG_OK;
+}
+
+// list[start:stop:step] as Python slices (missing parts NULL).
+static int ct_slice(CtRender *r, const CtVal *obj, const CtVal *part[3], int line, CtVal *out) {
+    if (obj->kind == V_UNDEF) return ct_undef_error(r, obj, line);
+    if (obj->kind != V_LIST)
+        return ct_fail(r->err, KG_EUNSUP, line, "slicing a %s is not supported", ct_type(obj));
+    long long n = (long long)obj->n, v[3];
+    for (int j = 0; j < 3; j++) {
+        if (part[j] && part[j]->kind != V_NONE && !ct_num(part[j]))
+            return ct_fail(r->err, KG_EINVAL, line, "slice indices must be integers or none");
+        v[j] = part[j] && part[j]->kind != V_NONE ? part[j]->i : LLONG_MIN;
+        if (v[j] != LLONG_MIN) v[j] = v[j] < -n - 1 ? -n - 1 : v[j] > n + 1 ? n + 1 : v[j];
+    }
+    long long step = v[2] == LLONG_MIN ? 1 : v[2], start = v[0], stop = v[1], count = 0;
+    if (step == 0) return ct_fail(r->err, KG_EINVAL, line, "slice step cannot be zero");
+    if (start == LLONG_MIN)
+        start = step > 0 ? 0 : n - 1;
+    else if (start < 0)
+        start = start + n < 0 ? (step > 0 ? 0 : -1) : start + n;
+    else if (start >= n)
+        start = step > 0 ? n : n - 1;
+    if (stop == LLONG_MIN)
+        stop = step > 0 ? n : -1;
+    else if (stop < 0)
+        stop = stop + n < 0 ? (step > 0 ? 0 : -1) : stop + n;
+    else if (stop >= n)
+        stop = step > 0 ? n : n - 1;
+    if (step > 0 && start < stop) count = (stop - start - 1) / step + 1;
+    if (step < 0 && stop < start) count = (start - stop - 1) / -step + 1;
+    CtVal *items;
+    int rc = ct_list_new(r, (size_t)count, line, &items);
+    if (rc) return rc;
+    for (long long k = 0; k < count; k++)
+        items[k] = obj->items[start + k * step];
+    return ct_list_done(r, items, (size_t)count, line, out);
+}
+
+// A copy of s with ASCII letters changed: mode 'u' upper, 'l' lower, 'c' capitalize.
+static int ct_case(CtRender *r, const char *s, size_t n, int mode, int line, CtVal *out) {
+    int rc = ct_join2(r, s, n, NULL, 0, line, out);
+    char *o = (char *)out->s;
+    for (size_t i = 0; !rc && i < n; i++) {
+        int up = mode == 'u' || (mode == 'c' && i == 0);
+        if (up && o[i] >= 'a' && o[i] <= 'z') o[i] = (char)(o[i] - 32);
+        if (!up && o[i] >= 'A' && o[i] <= 'Z') o[i] = (char)(o[i] + 32);
+    }
+    return rc;
+}
+
+// s.strip(chars): which 1 left, 2 right, 3 both; chars none or a str.
+static int ct_strip(CtRender *r, const CtVal *v, const CtVal *chars, int which, int line,
+                    CtVal *out) {
+    const char *set = NULL;
+    size_t m = 0, lo = 0, hi = v->n;
+    if (chars && chars->kind == V_STR)
+        set = chars->s, m = chars->n;
+    else if (chars && chars->kind != V_NONE)
+        return ct_fail(r->err, KG_EINVAL, line, "strip arg must be none or str, not %s",
+                       ct_type(chars));
+    // charged before: each character may be looked for in all of chars
+    int rc = ct_work(r, m && v->n > SIZE_MAX / m ? SIZE_MAX : v->n * (m ? m : 1), line);
+    if (rc) return rc;
+    if (which & 1) lo = ct_skip_set(v->s, lo, hi, set, m);
+    if (which & 2) hi = ct_rskip_set(v->s, lo, hi, set, m);
+    *out = ct_str(v->s + lo, hi - lo);
+    return KG_OK;
+}
+
+static int ct_method(CtRender *r, const CtNode *nd, const CtVal *v, const CtVal *args, CtVal *out) {
+    int line = nd->line;
+    if (v->kind == V_UNDEF) return ct_undef_error(r, v, line);
+    if (v->kind != V_STR)
+        return ct_fail(r->err, KG_EINVAL, line, "%s has no method '%.*s'", ct_type(v), (int)nd->n,
+                       nd->s);
+    switch (nd->op) {
+    case M_STRIP:
+    case M_LSTRIP:
+    case M_RSTRIP:
+        return ct_strip(r, v, nd->b >= 0 ? &args[0] : NULL,
+                        nd->op == M_STRIP    ? 3
+                        : nd->op == M_LSTRIP ? 1
+                                             : 2,
+                        line, out);
+    case M_UPPER:
+    case M_LOWER:
+    case M_CAPITALIZE:
+        return ct_case(r, v->s, v->n,
+                       nd->op == M_UPPER   ? 'u'
+                       : nd->op == M_LOWER ? 'l'
+                                           : 'c',
+                       line, out);
+    default: { // startswith, endswith
+        if (args[0].kind != V_STR)
+            return ct_fail(r->err, KG_EINVAL, line, "%.*s takes a str, not %s", (int)nd->n, nd->s,
+                           ct_type(&args[0]));
+        size_t k = args[0].n;
+        int hit =
+            k <= v->n && !memcmp(nd->op == M_STARTSWITH ? v->s : v->s + v->n - k, args[0].s, k);
+        *out = ct_int(V_BOOL, hit);
+        return ct_work(r, k, line);
+    }
+    }
+}
+
+static int ct_filter(CtRender *r, const CtNode *nd, const CtVal *v, const CtVal *args, int n_args,
+                     CtVal *out) {
+    int rc, line = nd->line;
+    const char *s;
+    size_t n;
+    switch (nd->op) {
+    case F_DEFAULT: { // default(value='', boolean=false)
+        int use = v->kind == V_UNDEF || (n_args > 1 && ct_truthy(&args[1]) && !ct_truthy(v));
+        *out = !use ? *v : n_args ? args[0] : ct_str("", 0);
+        return KG_OK;
+    }
+    case F_LENGTH:
+        if (v->kind == V_STR) {
+            size_t k = 0; // Python counts characters
+            for (size_t i = 0; i < v->n; i++)
+                k += ((unsigned char)v->s[i] & 0xc0) != 0x80;
+            *out = ct_int(V_INT, (long long)k);
+            return ct_work(r, v->n, line);
+        }
+        if (v->kind == V_LIST || v->kind == V_UNDEF || v->kind == V_MSG || v->kind == V_LOOP) {
+            long long k = v->kind == V_LIST   ? (long long)v->n
+                          : v->kind == V_LOOP ? (long long)v->loop->n
+                          : v->kind == V_MSG  ? 2 // role, content
+                                              : 0;
+            *out = ct_int(V_INT, k);
+            return KG_OK;
+        }
+        return ct_fail(r->err, KG_EINVAL, line, "%s has no length", ct_type(v));
+    case F_FIRST:
+    case F_LAST:
+        if (v->kind == V_UNDEF) return *out = *v, KG_OK;
+        if (v->kind != V_LIST)
+            return ct_fail(r->err, KG_EUNSUP, line, "first/last of a %s is not supported",
+                           ct_type(v));
+        *out = !v->n ? ct_undef("the list is empty", 17, 1)
+                     : v->items[nd->op == F_FIRST ? 0 : v->n - 1];
+        return KG_OK;
+    case F_JOIN: { // sizes first, then one copy: joining in steps would copy n^2 bytes
+        const char *sep = "";
+        size_t n_sep = 0, total = 0;
+        char *o;
+        if (v->kind == V_UNDEF) return *out = ct_str("", 0), KG_OK;
+        if (v->kind != V_LIST)
+            return ct_fail(r->err, KG_EUNSUP, line, "joining a %s is not supported", ct_type(v));
+        if (n_args && (rc = ct_text(r, &args[0], line, &sep, &n_sep))) return rc;
+        for (size_t i = 0; i < v->n; i++) {
+            if ((rc = ct_text(r, &v->items[i], line, &s, &n))) return rc;
+            total += n + (i ? n_sep : 0); // each part is in the arena or the messages
+        }
+        if ((rc = ct_alloc(r, total, line, (void **)&o)) || (rc = ct_work(r, total, line)))
+            return rc;
+        *out = ct_str(o, total);
+        for (size_t i = 0; i < v->n; i++) {
+            if ((rc = ct_text(r, &v->items[i], line, &s, &n))) return rc;
+            if (i && n_sep) memcpy(o, sep, n_sep);
+            o += i ? n_sep : 0;
+            if (n) memcpy(o, s, n);
+            o += n;
+        }
+        return KG_OK;
+    }
+    }
+    if ((rc = ct_text(r, v, line, &s, &n))) return rc; // the rest work on str(v)
+    CtVal str = ct_str(s, n);
+    switch (nd->op) {
+    case F_TRIM:
+        return ct_strip(r, &str, n_args ? &args[0] : NULL, 3, line, out);
+    case F_UPPER:
+    case F_LOWER:
+    case F_CAPITALIZE:
+        return ct_case(r, s, n, nd->op == F_UPPER ? 'u' : nd->op == F_LOWER ? 'l' : 'c', line, out);
+    default: // F_STRING
+        return *out = str, KG_OK;
+    }
+}
+
+static int ct_test(CtRender *r, const CtNode *nd, const CtVal *v, CtVal *out) {
+    int k = v->kind, res = 0;
+    switch (nd->op) {
+    case T_DEFINED:
+        res = k != V_UNDEF;
+        break;
+    case T_UNDEFINED:
+        res = k == V_UNDEF;
+        break;
+    case T_NONE:
+        res = k == V_NONE;
+        break;
+    case T_STRING:
+        res = k == V_STR;
+        break;
+    case T_NUMBER:
+        res = ct_num(v);
+        break;
+    case T_INTEGER:
+        res = k == V_INT;
+        break;
+    case T_BOOLEAN:
+        res = k == V_BOOL;
+        break;
+    case T_TRUE:
+        res = k == V_BOOL && v->i;
+        break;
+    case T_FALSE:
+        res = k == V_BOOL && !v->i;
+        break;
+    default: // odd, even
+        if (k == V_UNDEF) return ct_undef_error(r, v, nd->line);
+        if (!ct_num(v))
+            return ct_fail(r->err, KG_EINVAL, nd->line, "odd/even needs a number, not %s",
+                           ct_type(v));
+        res = (v->i & 1) == (nd->op == T_ODD);
+    }
+    *out = ct_int(V_BOOL, res);
+    return KG_OK;
+}
+
+static int ct_eval(CtRender *r, int idx, CtVal *out) {
+    const CtNode *nd = &r->t->nodes[idx];
+    int rc = ct_work(r, 0, nd->line), line = nd->line;
+    CtVal a, b, args[2];
+    if (rc) return rc;
+    switch (nd->kind) {
+    case N_STR:
+        return *out = ct_str(nd->s, nd->n), KG_OK;
+    case N_INT:
+        return *out = ct_int(V_INT, nd->i), KG_OK;
+    case N_BOOL:
+        return *out = ct_int(V_BOOL, nd->i), KG_OK;
+    case N_NONE:
+        return *out = ct_int(V_NONE, 0), KG_OK;
+    case N_NAME:
+        *out = r->vals[nd->i];
+        if (out->kind == V_UNSET) *out = ct_undef(nd->s, nd->n, 0);
+        return KG_OK;
+    case N_LIST: {
+        size_t n = 0, j = 0;
+        for (int i = nd->a; i >= 0; i = r->t->nodes[i].next)
+            n++;
+        CtVal *items;
+        if ((rc = ct_list_new(r, n, line, &items))) return rc;
+        for (int i = nd->a; i >= 0; i = r->t->nodes[i].next)
+            if ((rc = ct_eval(r, i, &items[j++]))) return rc;
+        return ct_list_done(r, items, n, line, out);
+    }
+    case N_ATTR:
+        if ((rc = ct_eval(r, nd->a, &a))) return rc;
+        return ct_getattr(r, &a, nd->s, nd->n, line, out);
+    case N_ITEM:
+        if ((rc = ct_eval(r, nd->a, &a)) || (rc = ct_eval(r, nd->b, &b))) return rc;
+        return ct_getitem(r, &a, &b, line, out);
+    case N_SLICE: {
+        CtVal v[3];
+        const CtVal *part[3] = {NULL, NULL, NULL};
+        const int kids[3] = {nd->b, nd->c, nd->d};
+        if ((rc = ct_eval(r, nd->a, &a))) return rc;
+        for (int j = 0; j < 3; j++) {
+            if (kids[j] < 0) continue;
+            if ((rc = ct_eval(r, kids[j], &v[j]))) return rc;
+            part[j] = &v[j];
+        }
+        return ct_slice(r, &a, part, line, out);
+    }
+    case N_RAISE: {
+        const char *s;
+        size_t n;
+        if ((rc = ct_eval(r, nd->a, &a)) || (rc = ct_text(r, &a, line, &s, &n))) return rc;
+        return ct_fail(r->err, KG_EINVAL, 0, "%.*s", (int)(n < KG_ERRLEN ? n : KG_ERRLEN), s);
+    }
+    case N_METHOD:
+    case N_FILTER: {
+        int n_args = 0;
+        if ((rc = ct_eval(r, nd->a, &a))) return rc;
+        for (int i = nd->b; i >= 0; i = r->t->nodes[i].next) // parse checked the count
+            if ((rc = ct_eval(r, i, &args[n_args++]))) return rc;
+        if (nd->kind == N_METHOD) return ct_method(r, nd, &a, args, out);
+        return ct_filter(r, nd, &a, args, n_args, out);
+    }
+    case N_TEST:
+        if ((rc = ct_eval(r, nd->a, &a))) return rc;
+        return ct_test(r, nd, &a, out);
+    case N_NOT:
+        if ((rc = ct_eval(r, nd->a, &a))) return rc;
+        return *out = ct_int(V_BOOL, !ct_truthy(&a)), KG_OK;
+    case N_NEG:
+        if ((rc = ct_eval(r, nd->a, &a))) return rc;
+        if (a.kind == V_UNDEF) return ct_undef_error(r, &a, line);
+        if (!ct_num(&a))
+            return ct_fail(r->err, KG_EINVAL, line, "bad operand type for unary %c: %s",
+                           nd->op ? '+' : '-', ct_type(&a));
+        if (!nd->op && a.i == LLONG_MIN)
+            return ct_fail(r->err, KG_ERANGE, line, "integer overflow");
+        return *out = ct_int(V_INT, nd->op ? a.i : -a.i), KG_OK;
+    case N_AND:
+    case N_OR: // Python returns the deciding operand, not a bool
+        if ((rc = ct_eval(r, nd->a, out))) return rc;
+        if (ct_truthy(out) == (nd->kind == N_OR)) return KG_OK;
+        return ct_eval(r, nd->b, out);
+    case N_BIN:
+        if ((rc = ct_eval(r, nd->a, &a)) || (rc = ct_eval(r, nd->b, &b))) return rc;
+        return ct_binop(r, nd->op, &a, &b, line, out);
+    default: // N_COND
+        if ((rc = ct_eval(r, nd->a, &a))) return rc;
+        if (ct_truthy(&a)) return ct_eval(r, nd->b, out);
+        if (nd->c >= 0) return ct_eval(r, nd->c, out);
+        *out = ct_undef("the inline if-expression was false and has no else", 51, 1);
+        return KG_OK;
+    }
+}
+
+// --- statements ---
+
+// Binds sym in the current frame, recording the outer value the first time.
+static void ct_bind(CtRender *r, int sym, const CtVal *v) {
+    if (r->frame && r->owner[sym] != r->frame) {
+        assert(r->n_undo < (size_t)r->t->n_binds);
+        r->undo[r->n_undo++] = (CtUndo){sym, r->owner[sym], r->vals[sym]};
+        r->owner[sym] = r->frame;
+    }
+    r->vals[sym] = *v;
+}
+
+static int ct_run(CtRender *r, int first);
+
+static int ct_for_run(CtRender *r, const CtNode *nd) {
+    CtVal list;
+    int rc = ct_eval(r, nd->a, &list);
+    if (rc) return rc;
+    if (list.kind == V_UNDEF) list = (CtVal){.kind = V_LIST}; // Jinja loops zero times
+    if (list.kind == V_STR || list.kind == V_MSG)
+        return ct_fail(r->err, KG_EUNSUP, nd->line, "looping over a %s is not supported",
+                       ct_type(&list));
+    if (list.kind != V_LIST)
+        return ct_fail(r->err, KG_EINVAL, nd->line, "cannot loop over %s", ct_type(&list));
+    if (list.n == 0) return ct_run(r, nd->c);
+    CtLoop lp = {list.items, list.n, 0};
+    CtVal loop = {.kind = V_LOOP, .loop = &lp};
+    unsigned outer = r->frame;
+    for (; lp.i < lp.n && !rc; lp.i++) {
+        size_t mark = r->n_undo;
+        if ((rc = ct_work(r, 0, nd->line))) break;
+        r->frame = ++r->serial; // a new scope for each iteration
+        ct_bind(r, (int)nd->i, &lp.items[lp.i]);
+        ct_bind(r, SYM_LOOP, &loop);
+        rc = ct_run(r, nd->b);
+        for (; r->n_undo > mark; r->n_undo--) {
+            const CtUndo *u = &r->undo[r->n_undo - 1];
+            r->vals[u->sym] = u->old, r->owner[u->sym] = u->owner;
+        }
+        r->frame = outer;
+    }
+    return rc;
+}
+
+static int ct_stmt(CtRender *r, const CtNode *nd) {
+    const char *s;
+    size_t n;
+    CtVal v;
+    int rc = ct_work(r, 0, nd->line);
+    if (rc) return rc;
+    switch (nd->kind) {
+    case N_TEXT:
+        return ct_emit(r, nd->s, nd->n, nd->line);
+    case N_PRINT:
+        if ((rc = ct_eval(r, nd->a, &v)) || (rc = ct_text(r, &v, nd->line, &s, &n))) return rc;
+        return ct_emit(r, s, n, nd->line);
+    case N_SET:
+        if ((rc = ct_eval(r, nd->a, &v))) return rc;
+        ct_bind(r, (int)nd->i, &v);
+        return KG_OK;
+    case N_FOR:
+        return ct_for_run(r, nd);
+    default: // N_IF; elif chains in a loop, not by recursion
+        for (;;) {
+            if ((rc = ct_eval(r, nd->a, &v))) return rc;
+            if (ct_truthy(&v)) return ct_run(r, nd->b);
+            if (nd->c < 0) return KG_OK;
+            const CtNode *other = &r->t->nodes[nd->c];
+            if (other->kind != N_IF || !other->op) return ct_run(r, nd->c);
+            nd = other;
+        }
+    }
+}
+
+static int ct_run(CtRender *r, int first) {
+    for (int i = first, rc; i >= 0; i = r->t->nodes[i].next)
+        if ((rc = ct_stmt(r, &r->t->nodes[i]))) return rc;
+    return KG_OK;
+}
+
+static int ct_render_run(CtRender *r, const ChatMessage *msgs, size_t n, int add_generation_prompt,
+                         const char *bos_token, const char *eos_token) {
+    const ChatTemplate *t = r->t;
+    r->vals = calloc((size_t)t->n_names, sizeof *r->vals);
+    r->owner = calloc((size_t)t->n_names, sizeof *r->owner);
+    r->undo = malloc((size_t)(t->n_binds + 1) * sizeof *r->undo);
+    if (!r->vals || !r->owner || !r->undo) return ct_fail(r->err, KG_ENOMEM, 0, "out of memory");
+    CtVal *items;
+    int rc = ct_list_new(r, n, 0, &items);
+    if (rc) return rc;
+    for (size_t i = 0; i < n; i++)
+        items[i] = (CtVal){.kind = V_MSG, .msg = &msgs[i]};
+    rc = ct_list_done(r, items, n, 0, &r->vals[SYM_MESSAGES]);
+    const char *tokens[2] = {bos_token, eos_token};
+    for (int j = 0; j < 2; j++) {
+        const CtName *name = &t->names[SYM_BOS + j];
+        r->vals[SYM_BOS + j] =
+            tokens[j] ? ct_str(tokens[j], strlen(tokens[j])) : ct_undef(name->s, name->n, 0);
+    }
+    r->vals[SYM_ADD_GEN] = ct_int(V_BOOL, add_generation_prompt != 0);
+    r->vals[SYM_TOOLS] = r->vals[SYM_DOCUMENTS] = ct_int(V_NONE, 0); // as transformers passes
+    if (rc || (rc = ct_run(r, t->root)) || (rc = ct_emit(r, "", 0, 0))) return rc;
+    r->out[r->len] = '\0';
+    return KG_OK;
+}
+
+int chat_template_render(const ChatTemplate *t, const ChatMessage *msgs, size_t n,
+                         int add_generation_prompt, const char *bos_token, const char *eos_token,
+                         char **out, size_t *out_len, char *err) {
+    *out = NULL;
+    if (out_len) *out_len = 0;
+    if (!t || (n && !msgs)) return kg_err(err, KG_EINVAL, "chat template: no template or messages");
+    for (size_t i = 0; i < n; i++)
+        if (!msgs[i].role)
+            return kg_err(err, KG_EINVAL, "chat template: message %zu has no role", i);
+    CtRender r = {.t = t, .err = err};
+    int rc = ct_render_run(&r, msgs, n, add_generation_prompt, bos_token, eos_token);
+    if (rc == KG_OK) {
+        *out = r.out, r.out = NULL;
+        if (out_len) *out_len = r.len;
+    }
+    while (r.mem) {
+        CtChunk *next = r.mem->next;
+        free(r.mem);
+        r.mem = next;
+    }
+    free(r.out);
+    free(r.vals);
+    free(r.owner);
+    free(r.undo);
+    return rc;
+}

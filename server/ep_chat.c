@@ -1,0 +1,388 @@
+// ep_chat.c — POST /v1/chat/completions: OpenAI's chat completions, which most client code
+// speaks (LangChain's ChatOpenAI, the AI SDK's chat model).
+//
+//   {"messages": [{"role": "system"|"user"|"assistant", "content": a string or an array of
+//    {"type": "text", "text"} parts}], "n" 1..16, "max_tokens" (or "max_completion_tokens"),
+//    "stream", "stream_options": {"include_usage"}, "logprobs" (bool) with "top_logprobs"
+//    0..20, and the sampling fields of /v1/completions; "model" absent or the served one}
+//   -> {id, object: "chat.completion", created, model, choices [{index, message {role:
+//       "assistant", content}, logprobs, finish_reason}], usage}; stream: chat.completion.chunk
+//       objects: a first delta {role, content: ""} per choice, content deltas, a last delta {}
+//       with its finish_reason, the usage chunk if asked, then "data: [DONE]".
+//
+// KoGPT2 is a base model: the messages become one prompt through the model's chat template
+// (tokenizer_config.json's chat_template, --chat-template FILE, or the default: KoGPT2-chatbot's
+// <usr>/<sys> form where the tokenizer has those tokens, "role: content" lines otherwise;
+// chat_template.h). The reply ends at the end-of-text token or where the model starts the
+// user's next turn (<usr>).
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "chat_template.h"
+#include "job.h"
+#include "json_in.h"
+
+#define CHAT_MAX_MESSAGES 256
+
+typedef struct {
+    int *prompt; // (n_prompt) ids: the rendered messages
+    size_t n_prompt;
+    int want_logprobs, include_usage;
+    size_t n_choices;
+    cJSON **j_logprobs; // (n_choices) OpenAI's {"content": [...]} when logprobs is true
+} Chat;
+
+// A chat.completion(.chunk) object with an empty "choices" array.
+static cJSON *chat_object(const Job *job, const char *object, cJSON **j_choices) {
+    cJSON *j_root = cJSON_CreateObject();
+    if (!j_root || !cJSON_AddStringToObject(j_root, "id", job->id) ||
+        !cJSON_AddStringToObject(j_root, "object", object) ||
+        !cJSON_AddNumberToObject(j_root, "created", (double)job->created) ||
+        !cJSON_AddStringToObject(j_root, "model", job->app->model_name) ||
+        !(*j_choices = cJSON_AddArrayToObject(j_root, "choices"))) {
+        cJSON_Delete(j_root);
+        return NULL;
+    }
+    return j_root;
+}
+
+// {"token", "logprob", "bytes"} of one token's text.
+static cJSON *chat_token_logprob(const char *text, size_t len, float logprob) {
+    char *s = strndup(text, len);
+    cJSON *j = cJSON_CreateObject(), *j_bytes = NULL;
+    int ok = s && j && cJSON_AddStringToObject(j, "token", s) &&
+             cJSON_AddNumberToObject(j, "logprob", logprob) &&
+             (j_bytes = cJSON_AddArrayToObject(j, "bytes"));
+    for (size_t i = 0; ok && i < len; i++)
+        ok = cJSON_AddItemToArray(j_bytes, cJSON_CreateNumber((unsigned char)text[i]));
+    free(s);
+    if (!ok) cJSON_Delete(j);
+    return ok ? j : NULL;
+}
+
+// One generated token's entry of logprobs.content, with its top_logprobs.
+static cJSON *chat_logprob_entry(const Tokenizer *tok, const SchedToken *t) {
+    cJSON *j = chat_token_logprob(t->text, t->text_len, t->logprob);
+    cJSON *j_top = j ? cJSON_AddArrayToObject(j, "top_logprobs") : NULL;
+    for (size_t k = 0; j_top && k < t->n_candidates; k++) {
+        char *text = tok_piece_text(tok, t->candidates[k].id);
+        cJSON *j_c = text ? chat_token_logprob(text, strlen(text), t->candidates[k].logprob) : NULL;
+        free(text);
+        if (!cJSON_AddItemToArray(j_top, j_c)) {
+            cJSON_Delete(j_c);
+            j_top = NULL;
+        }
+    }
+    if (!j_top) cJSON_Delete(j);
+    return j_top ? j : NULL;
+}
+
+// A chunk of choice i: delta {role?, content?}, logprobs (j_lp consumed), finish_reason.
+static int chat_chunk(Job *job, size_t i, int with_role, const char *content, cJSON *j_lp,
+                      const char *finish) {
+    cJSON *j_choices, *j_c = NULL, *j_delta = NULL;
+    cJSON *j = chat_object(job, "chat.completion.chunk", &j_choices);
+    int ok = j && cJSON_AddItemToArray(j_choices, j_c = cJSON_CreateObject()) &&
+             cJSON_AddNumberToObject(j_c, "index", (double)i) &&
+             (j_delta = cJSON_AddObjectToObject(j_c, "delta")) &&
+             (!with_role || cJSON_AddStringToObject(j_delta, "role", "assistant")) &&
+             (!content || cJSON_AddStringToObject(j_delta, "content", content)) &&
+             (j_lp ? cJSON_AddItemToObject(j_c, "logprobs", j_lp)
+                   : cJSON_AddNullToObject(j_c, "logprobs") != NULL);
+    if (ok) j_lp = NULL; // attached
+    ok = ok && (finish ? cJSON_AddStringToObject(j_c, "finish_reason", finish)
+                       : cJSON_AddNullToObject(j_c, "finish_reason"));
+    cJSON_Delete(j_lp);
+    if (!ok) {
+        cJSON_Delete(j);
+        return KG_ENOMEM;
+    }
+    return job_sse_json(job, j);
+}
+
+static int chat_token(Job *job, size_t i, const SchedToken *t) {
+    Chat *ch = job->ctx;
+    cJSON *j_entry = ch->want_logprobs ? chat_logprob_entry(job->app->tok, t) : NULL;
+    if (ch->want_logprobs && !j_entry) return KG_ENOMEM;
+    if (!job->stream) {
+        if (!j_entry) return KG_OK;
+        return cJSON_AddItemToArray(cJSON_GetObjectItem(ch->j_logprobs[i], "content"), j_entry)
+                   ? KG_OK
+                   : (cJSON_Delete(j_entry), KG_ENOMEM);
+    }
+    cJSON *j_lp = NULL;
+    if (j_entry && (!(j_lp = cJSON_CreateObject()) ||
+                    !cJSON_AddItemToArray(cJSON_AddArrayToObject(j_lp, "content"), j_entry))) {
+        cJSON_Delete(j_lp);
+        cJSON_Delete(j_entry);
+        return KG_ENOMEM;
+    }
+    char *s = strndup(t->text, t->text_len);
+    int rc = s ? chat_chunk(job, i, 0, s, j_lp, NULL) : (cJSON_Delete(j_lp), KG_ENOMEM);
+    free(s);
+    return rc;
+}
+
+static int chat_choice_end(Job *job, size_t i) {
+    return chat_chunk(job, i, 0, NULL, NULL, job_finish_reason(job, i, 1));
+}
+
+static int chat_stream_end(Job *job) {
+    Chat *ch = job->ctx;
+    if (ch->include_usage) {
+        size_t prompt, generated;
+        job_usage(job, &prompt, &generated);
+        cJSON *j_choices, *j = chat_object(job, "chat.completion.chunk", &j_choices);
+        if (!j || !api_add_usage(j, prompt, generated) || job_sse_json(job, j)) {
+            cJSON_Delete(j);
+            return KG_ENOMEM;
+        }
+    }
+    return job_sse_raw(job, "data: [DONE]\n\n");
+}
+
+static cJSON *chat_reply(Job *job) {
+    Chat *ch = job->ctx;
+    size_t prompt, generated;
+    job_usage(job, &prompt, &generated);
+    cJSON *j_choices, *j_root = chat_object(job, "chat.completion", &j_choices);
+    for (size_t i = 0; j_root && i < job->n_choices; i++) {
+        cJSON *j_c = cJSON_CreateObject(), *j_m = NULL;
+        if (!j_c || !cJSON_AddItemToArray(j_choices, j_c)) {
+            cJSON_Delete(j_c);
+            goto oom;
+        }
+        const char *text = job->choices[i].text.p ? job->choices[i].text.p : "";
+        if (!cJSON_AddNumberToObject(j_c, "index", (double)i) ||
+            !(j_m = cJSON_AddObjectToObject(j_c, "message")) ||
+            !cJSON_AddStringToObject(j_m, "role", "assistant") ||
+            !cJSON_AddStringToObject(j_m, "content", text) ||
+            !(ch->j_logprobs ? cJSON_AddItemToObject(j_c, "logprobs", ch->j_logprobs[i])
+                             : cJSON_AddNullToObject(j_c, "logprobs") != NULL))
+            goto oom;
+        if (ch->j_logprobs) ch->j_logprobs[i] = NULL; // moved into the reply
+        if (!cJSON_AddStringToObject(j_c, "finish_reason", job_finish_reason(job, i, 1))) goto oom;
+    }
+    if (j_root && !api_add_usage(j_root, prompt, generated)) goto oom;
+    return j_root;
+oom:
+    cJSON_Delete(j_root);
+    return NULL;
+}
+
+static void chat_free(void *ctx) {
+    Chat *ch = ctx;
+    if (!ch) return;
+    for (size_t i = 0; ch->j_logprobs && i < ch->n_choices; i++)
+        cJSON_Delete(ch->j_logprobs[i]);
+    free(ch->j_logprobs);
+    free(ch->prompt);
+    free(ch);
+}
+
+static const JobHooks CHAT_HOOKS = {.token = chat_token,
+                                    .choice_end = chat_choice_end,
+                                    .stream_end = chat_stream_end,
+                                    .reply = chat_reply,
+                                    .free = chat_free};
+
+// A message's content: a string, or an array of {"type": "text", "text"} parts (joined).
+// *out is malloc'd.
+static int chat_content(const cJSON *j_msg, size_t index, char **out, char *err) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(j_msg, "content");
+    if (cJSON_IsString(j)) return (*out = strdup(j->valuestring)) ? KG_OK : KG_ENOMEM;
+    if (!j || cJSON_IsNull(j)) return (*out = strdup("")) ? KG_OK : KG_ENOMEM;
+    if (!cJSON_IsArray(j))
+        return kg_err(err, KG_EINVAL,
+                      "messages[%zu].content must be a string or an array of "
+                      "text parts",
+                      index);
+    size_t len = 0;
+    for (const cJSON *p = j->child; p; p = p->next) {
+        const cJSON *j_type = cJSON_GetObjectItemCaseSensitive(p, "type");
+        const cJSON *j_text = cJSON_GetObjectItemCaseSensitive(p, "text");
+        if (!cJSON_IsString(j_type) || strcmp(j_type->valuestring, "text") ||
+            !cJSON_IsString(j_text))
+            return kg_err(err, KG_EUNSUP, "messages[%zu].content: only text parts are supported",
+                          index);
+        len += strlen(j_text->valuestring);
+    }
+    if (!(*out = malloc(len + 1))) return KG_ENOMEM;
+    (*out)[0] = '\0';
+    for (const cJSON *p = j->child; p; p = p->next)
+        strcat(*out, cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring);
+    return KG_OK;
+}
+
+// The messages rendered by the chat template and encoded into ch->prompt.
+static int chat_prompt(const SrvApp *app, const cJSON *j_req, Chat *ch, char *err) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(j_req, "messages");
+    if (!cJSON_IsArray(j)) return kg_err(err, KG_EINVAL, "messages must be an array of messages");
+    size_t n = (size_t)cJSON_GetArraySize(j);
+    if (n == 0) return kg_err(err, KG_ERANGE, "messages is empty");
+    if (n > CHAT_MAX_MESSAGES)
+        return kg_err(err, KG_ERANGE, "messages: at most %d (got %zu)", CHAT_MAX_MESSAGES, n);
+    ChatMessage *msgs = calloc(n, sizeof *msgs);
+    char **contents = calloc(n, sizeof *contents);
+    int rc = msgs && contents ? KG_OK : kg_err(err, KG_ENOMEM, "out of memory");
+    size_t i = 0;
+    for (const cJSON *m = j->child; !rc && m; m = m->next, i++) {
+        const cJSON *j_role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        if (!cJSON_IsObject(m) || !cJSON_IsString(j_role))
+            rc = kg_err(err, KG_EINVAL, "messages[%zu] must be an object with a string role", i);
+        else if (!json_utf8_valid(j_role->valuestring, strlen(j_role->valuestring), NULL))
+            rc = kg_err(err, KG_EINVAL, "messages[%zu].role: invalid UTF-8", i);
+        else if ((rc = chat_content(m, i, &contents[i], err)) == KG_ENOMEM)
+            kg_err(err, KG_ENOMEM, "out of memory");
+        size_t bad;
+        if (!rc && !json_utf8_valid(contents[i], strlen(contents[i]), &bad))
+            rc = kg_err(err, KG_EINVAL, "messages[%zu].content: invalid UTF-8 at byte %zu", i, bad);
+        if (!rc) msgs[i] = (ChatMessage){.role = j_role->valuestring, .content = contents[i]};
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (!rc)
+        rc = chat_template_render(app->chat_template, msgs, n, 1, app->bos_token, app->eos_token,
+                                  &text, &len, err);
+    if (!rc)
+        rc = api_prompt_from(app, text, len, NULL, "messages", &ch->prompt, &ch->n_prompt, err);
+    for (size_t k = 0; contents && k < n; k++)
+        free(contents[k]);
+    free(contents);
+    free(msgs);
+    free(text);
+    return rc;
+}
+
+// What a base model cannot do is refused by name, never ignored: tools and functions, and a
+// response_format other than text (LangChain's bindTools and withStructuredOutput send them).
+static int chat_unsupported(const cJSON *j_req, const char **param, char *err) {
+    static const char *const FIELDS[] = {"tools", "tool_choice", "functions", "function_call"};
+    for (size_t i = 0; i < sizeof FIELDS / sizeof *FIELDS; i++) {
+        const cJSON *j = cJSON_GetObjectItemCaseSensitive(j_req, FIELDS[i]);
+        if (j && !cJSON_IsNull(j))
+            return *param = FIELDS[i],
+                   kg_err(err, KG_EUNSUP, "%s: tool calls are not supported by this model",
+                          FIELDS[i]);
+    }
+    const cJSON *j_type = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(j_req, "response_format"), "type");
+    if (cJSON_IsString(j_type) && strcmp(j_type->valuestring, "text"))
+        return *param = "response_format",
+               kg_err(err, KG_EUNSUP, "response_format %.*s is not supported (only text)",
+                      api_quote_len(j_type->valuestring, 32), j_type->valuestring);
+    return KG_OK;
+}
+
+enum MHD_Result ep_chat_completions(SrvReq *r, const cJSON *j_req) {
+    enum MHD_Result ret = MHD_NO;
+    SrvApp *app = api_ready(r, &ret);
+    if (!app) return ret;
+    char err[KG_ERRLEN];
+    const char *param = "model";
+    ApiSampling s = {0};
+    long long n = 1;
+    Job *job = NULL;
+    SchedParams params[API_MAX_CHOICES];
+    Chat *ch = calloc(1, sizeof *ch);
+    const cJSON *j_max = cJSON_GetObjectItemCaseSensitive(j_req, "max_completion_tokens");
+    int rc = ch ? api_model(app, j_req, err) : kg_err(err, KG_ENOMEM, "out of memory");
+    if (!rc) rc = chat_unsupported(j_req, &param, err);
+    if (!rc) rc = json_int(j_req, param = "n", &n, 1, 1, API_MAX_CHOICES, err);
+    if (!rc) rc = api_sampling(app, j_req, &s, 16, 1, &param, err);
+    // the newer name of max_tokens wins when both are given
+    long long max_completion;
+    if (!rc && j_max && !cJSON_IsNull(j_max) &&
+        !(rc = json_int(j_req, param = "max_completion_tokens", &max_completion, 16, 1,
+                        (long long)app->n_ctx, err)))
+        s.max_tokens = max_completion;
+    if (!rc) rc = chat_prompt(app, j_req, ch, err), param = "messages";
+    const cJSON *j_lp = cJSON_GetObjectItemCaseSensitive(j_req, "logprobs");
+    if (!rc) ch->want_logprobs = cJSON_IsTrue(j_lp), ch->include_usage = s.include_usage;
+    if (!rc) ch->n_choices = (size_t)n;
+    if (!rc && ch->want_logprobs && !s.stream &&
+        !(ch->j_logprobs = calloc((size_t)n, sizeof *ch->j_logprobs)))
+        rc = kg_err(err, KG_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && ch->j_logprobs && i < (size_t)n; i++)
+        if (!(ch->j_logprobs[i] = cJSON_CreateObject()) ||
+            !cJSON_AddArrayToObject(ch->j_logprobs[i], "content"))
+            rc = kg_err(err, KG_ENOMEM, "out of memory");
+    if (!rc && !(job = job_new(app, &CHAT_HOOKS, ch, (size_t)n, "chatcmpl", s.stream)))
+        rc = kg_err(err, KG_ENOMEM, "out of memory");
+    if (rc) {
+        chat_free(ch);
+        api_sampling_free(&s);
+        return srv_reply_kg(r, rc, err, param);
+    }
+    for (size_t i = 0; i < (size_t)n; i++) {
+        params[i] = api_sched_params(&s, ch->prompt, ch->n_prompt);
+        params[i].seed = (uint64_t)s.seed + i; // each sample its own stream
+        params[i].stop_tokens = &app->chat_stop_id;
+        params[i].n_stop_tokens = app->chat_stop_id >= 0;
+        if (s.stream && chat_chunk(job, i, 1, "", NULL, NULL)) job->oom = 1; // role first
+    }
+    ret = job_run(r, job, params);
+    api_sampling_free(&s); // sched_submit copied what it keeps
+    return ret;
+}
+
+// tokenizer_config.json's chat_template: a string, or a list of {name, template} (the
+// "default" one). *source is malloc'd, NULL when there is none.
+static int chat_config_template(const char *model_dir, char **source, char *err) {
+    *source = NULL;
+    char path[4096], *text;
+    if (kg_path_join(path, sizeof path, model_dir, "tokenizer_config.json") || access(path, F_OK))
+        return KG_OK;
+    int rc = kg_read_file(path, 16 << 20, &text, NULL, err);
+    if (rc) return rc;
+    cJSON *j_root = cJSON_Parse(text),
+          *j = cJSON_GetObjectItemCaseSensitive(j_root, "chat_template");
+    if (cJSON_IsArray(j))
+        for (const cJSON *e = j->child; e; e = e->next) {
+            const cJSON *j_name = cJSON_GetObjectItemCaseSensitive(e, "name");
+            if (cJSON_IsString(j_name) && !strcmp(j_name->valuestring, "default"))
+                j = cJSON_GetObjectItemCaseSensitive(e, "template");
+        }
+    if (!j_root)
+        rc = kg_err(err, KG_EFORMAT, "%s: not JSON", path);
+    else if (cJSON_IsString(j) && !(*source = strdup(j->valuestring)))
+        rc = kg_err(err, KG_ENOMEM, "out of memory");
+    cJSON_Delete(j_root);
+    free(text);
+    return rc;
+}
+
+int ep_chat_setup(SrvApp *app, const char *model_dir, const char *template_file, ChatTemplate **out,
+                  char *err) {
+    *out = NULL;
+    const Tokenizer *tok = app->tok;
+    TokSpecial sp = tok_special(tok);
+    app->bos_token = sp.bos >= 0 ? tok_piece(tok, sp.bos) : "";
+    app->eos_token = sp.eos >= 0 ? tok_piece(tok, sp.eos) : "";
+    int usr = tok_piece_id(tok, "<usr>"), sys = tok_piece_id(tok, "<sys>");
+    app->chat_stop_id = usr;
+    char *source = NULL;
+    const char *what = "the default chat template";
+    int rc = KG_OK;
+    if (template_file) {
+        rc = kg_read_file(template_file, 1 << 20, &source, NULL, err);
+        what = template_file;
+    } else if (!(rc = chat_config_template(model_dir, &source, err)) && source) {
+        what = "tokenizer_config.json's chat_template";
+    }
+    if (rc) return rc;
+    const char *text = source                 ? source
+                       : usr >= 0 && sys >= 0 ? CHAT_TEMPLATE_USR_SYS
+                                              : CHAT_TEMPLATE_PLAIN;
+    rc = chat_template_parse(out, text, strlen(text), err);
+    if (rc) {
+        char why[KG_ERRLEN];
+        snprintf(why, sizeof why, "%s", err);
+        kg_err(err, rc, "%s: %s", what, why);
+    }
+    free(source);
+    if (!rc) app->chat_template = *out;
+    return rc;
+}

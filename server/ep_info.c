@@ -1,0 +1,100 @@
+// ep_info.c — the GET endpoints: what is served and how it is doing.
+//
+//   /v1/models -> {object: "list", data: [the model]};  /v1/models/{id} -> the model, or 404
+//   /healthz   -> 200 while the process lives (never waits on the engine)
+//   /readyz    -> 200 when the model is loaded and warm and we are not draining, else 503
+//   /metrics   -> Prometheus text (metrics.h)
+//   other GETs outside /v1/: the Explorer's files (--web-dir)
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "metrics.h"
+
+// {"id", "object": "model", "created", "owned_by", "n_ctx", "vocab_size", "ready"}.
+static cJSON *model_json(const SrvApp *app) {
+    cJSON *j_m = cJSON_CreateObject();
+    if (!j_m || !cJSON_AddStringToObject(j_m, "id", app->model_name) ||
+        !cJSON_AddStringToObject(j_m, "object", "model") ||
+        !cJSON_AddNumberToObject(j_m, "created", (double)app->created) ||
+        !cJSON_AddStringToObject(j_m, "owned_by", "kogpt2") ||
+        !cJSON_AddNumberToObject(j_m, "n_ctx", (double)app->n_ctx) ||
+        !cJSON_AddNumberToObject(j_m, "vocab_size", (double)app->vocab_size) ||
+        !cJSON_AddBoolToObject(j_m, "ready", atomic_load(&app->ready))) {
+        cJSON_Delete(j_m);
+        return NULL;
+    }
+    return j_m;
+}
+
+enum MHD_Result ep_models(SrvReq *r, const cJSON *j_req) {
+    (void)j_req;
+    cJSON *j_root = cJSON_CreateObject(), *j_data;
+    if (!cJSON_AddStringToObject(j_root, "object", "list") ||
+        !(j_data = cJSON_AddArrayToObject(j_root, "data")) ||
+        !cJSON_AddItemToArray(j_data, model_json(srv_app(r->srv)))) {
+        cJSON_Delete(j_root);
+        j_root = NULL;
+    }
+    return srv_reply_json(r, 200, j_root); // NULL: 503
+}
+
+enum MHD_Result ep_model(SrvReq *r, const cJSON *j_req) {
+    (void)j_req;
+    const SrvApp *app = srv_app(r->srv);
+    const char *id = r->url + strlen("/v1/models/");
+    if (strcmp(id, app->model_name)) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "the model '%.*s' does not exist here (model_not_found)",
+                 api_quote_len(id, 64), id);
+        return srv_reply_error(r, 404, msg, "model");
+    }
+    return srv_reply_json(r, 200, model_json(app));
+}
+
+enum MHD_Result ep_healthz(SrvReq *r, const cJSON *j_req) {
+    (void)j_req;
+    static const char OK[] = "{\"status\":\"ok\"}";
+    return srv_reply(r, 200, "application/json", OK, sizeof OK - 1, "Cache-Control", "no-store",
+                     NULL);
+}
+
+enum MHD_Result ep_readyz(SrvReq *r, const cJSON *j_req) {
+    (void)j_req;
+    SrvApp *app = srv_app(r->srv);
+    if (srv_draining(r->srv)) return srv_reply_error(r, 503, "draining: shutting down", NULL);
+    if (!atomic_load(&app->ready)) return srv_reply_error(r, 503, "the model is loading", NULL);
+    static const char OK[] = "{\"status\":\"ready\"}";
+    return srv_reply(r, 200, "application/json", OK, sizeof OK - 1, "Cache-Control", "no-store",
+                     NULL);
+}
+
+enum MHD_Result ep_metrics(SrvReq *r, const cJSON *j_req) {
+    (void)j_req;
+    SrvApp *app = srv_app(r->srv);
+    MetricsGauges g = {.in_flight = srv_in_flight(r->srv),
+                       .ready = atomic_load(&app->ready) && !srv_draining(r->srv)};
+    if (atomic_load(&app->ready)) {
+        SchedGauges sg;
+        sched_gauges(app->sched, &sg);
+        g.queue_depth = sg.queued;
+        g.running = sg.running;
+        g.batch_rows = sg.last_batch_rows;
+        g.cache_bytes = sg.cache_bytes;
+        g.cache_capacity = sg.cache_capacity;
+        g.cache_entries = sg.cache_entries;
+    }
+    size_t len;
+    char *text = metrics_render(&g, &len);
+    if (!text) return srv_reply_error(r, 503, "out of memory", NULL);
+    enum MHD_Result ret = srv_reply(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len,
+                                    "Cache-Control", "no-store", NULL);
+    free(text);
+    return ret;
+}
+
+enum MHD_Result ep_static(SrvReq *r, const cJSON *j_req) {
+    (void)j_req;
+    return srv_static(r, ((const SrvApp *)srv_app(r->srv))->web_dir, r->url);
+}

@@ -1,0 +1,82 @@
+// ep_tokenize.c — POST /v1/tokenize and POST /v1/detokenize: the tokenizer alone.
+//
+//   /v1/tokenize {"text"} -> {tokens, pieces}
+//   /v1/detokenize {"tokens"} -> {text}
+//   At most --max-tokenize tokens either way (422): the reply's tree is ~100 bytes a token.
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "json_in.h"
+
+enum MHD_Result ep_tokenize(SrvReq *r, const cJSON *j_req) {
+    enum MHD_Result ret = MHD_NO;
+    SrvApp *app = api_ready(r, &ret);
+    if (!app) return ret;
+    char err[KG_ERRLEN];
+    const char *text;
+    size_t len, n = 0;
+    int *ids = NULL;
+    int rc = json_str(j_req, "text", &text, &len, err);
+    if (!rc && !text) rc = kg_err(err, KG_EINVAL, "text is required");
+    if (!rc) rc = tok_encode(app->tok, text, len, &ids, &n, err);
+    if (!rc && n > app->max_tokenize)
+        rc = kg_err(err, KG_ERANGE, "n_tokens (%zu) exceeds --max-tokenize (%zu)", n,
+                    app->max_tokenize);
+    if (rc) {
+        free(ids);
+        return srv_reply_kg(r, rc, err, "text");
+    }
+    cJSON *j_root = cJSON_CreateObject(), *j_pieces = cJSON_CreateArray();
+    if (!cJSON_AddItemToObject(j_root, "tokens", api_ids_json(ids, n)) ||
+        !cJSON_AddItemToObject(j_root, "pieces", j_pieces)) {
+        cJSON_Delete(j_pieces);
+        goto oom;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!cJSON_AddItemToArray(j_pieces, cJSON_CreateString(tok_piece(app->tok, ids[i]))))
+            goto oom;
+    free(ids);
+    return srv_reply_json(r, 200, j_root);
+oom:
+    free(ids);
+    cJSON_Delete(j_root);
+    return srv_reply_error(r, 503, "out of memory", NULL);
+}
+
+enum MHD_Result ep_detokenize(SrvReq *r, const cJSON *j_req) {
+    enum MHD_Result ret = MHD_NO;
+    SrvApp *app = api_ready(r, &ret);
+    if (!app) return ret;
+    char err[KG_ERRLEN];
+    int *ids = NULL;
+    size_t n = 0;
+    char *text = NULL;
+    const cJSON *j_tokens = cJSON_GetObjectItemCaseSensitive(j_req, "tokens");
+    int rc = j_tokens
+                 ? json_ids(j_tokens, "tokens", &ids, &n, 0, (long long)app->vocab_size - 1, err)
+                 : kg_err(err, KG_EINVAL, "tokens is required");
+    if (!rc && n > app->max_tokenize)
+        rc = kg_err(err, KG_ERANGE, "n_tokens (%zu) exceeds --max-tokenize (%zu)", n,
+                    app->max_tokenize);
+    size_t len = 0;
+    if (!rc) rc = tok_decode(app->tok, ids, n, &text, &len, err);
+    // a byte token 0x00 decodes to a NUL, which a JSON string of cJSON would silently end at:
+    // refused, never cut
+    const char *nul = rc ? NULL : memchr(text, 0, len);
+    if (nul)
+        rc = kg_err(err, KG_ERANGE, "tokens: their text holds a NUL byte (at byte %zu)",
+                    (size_t)(nul - text));
+    free(ids);
+    if (rc) {
+        free(text);
+        return srv_reply_kg(r, rc, err, "tokens");
+    }
+    cJSON *j_root = cJSON_CreateObject();
+    if (!cJSON_AddStringToObject(j_root, "text", text)) {
+        cJSON_Delete(j_root);
+        j_root = NULL;
+    }
+    free(text);
+    return srv_reply_json(r, 200, j_root); // NULL: srv_reply_json answers 503
+}

@@ -1,0 +1,235 @@
+// job.c — the engine work behind one HTTP request: submit one engine job per choice, wait
+// for them or stream them, and hand every token to the endpoint's hooks (job.h).
+#include "job.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+
+#define JOB_READ_BATCH 32 // tokens copied out of the engine per sched_job_read
+
+int job_buf_add(JobBuf *b, const char *s, size_t n) {
+    if (n == 0) return KG_OK; // (s may then be NULL: an entry with no text)
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) return KG_ENOMEM;
+        b->p = p; // p may move
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+    return KG_OK;
+}
+
+int job_sse_raw(Job *job, const char *s) { return job_buf_add(&job->out, s, strlen(s)); }
+
+int job_sse_json(Job *job, cJSON *j) {
+    char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+    cJSON_Delete(j);
+    int rc = text ? KG_OK : KG_ENOMEM;
+    if (!rc) rc = job_sse_raw(job, "data: ");
+    if (!rc) rc = job_sse_raw(job, text);
+    if (!rc) rc = job_sse_raw(job, "\n\n");
+    cJSON_free(text);
+    return rc;
+}
+
+const char *job_finish_reason(const Job *job, size_t i, int openai) {
+    switch (job->choices[i].state) {
+    case SCHED_DONE_STOP:
+        return "stop";
+    case SCHED_DONE_EOS:
+        return openai ? "stop" : "eos";
+    case SCHED_DONE_CANCELLED:
+        return "cancelled";
+    case SCHED_DONE_ERROR:
+        return "error";
+    default:
+        return "length";
+    }
+}
+
+void job_usage(const Job *job, size_t *prompt_tokens, size_t *generated_tokens) {
+    *prompt_tokens = *generated_tokens = 0;
+    for (size_t i = 0; i < job->n_choices; i++) {
+        SchedStats st;
+        sched_job_stats(job->choices[i].sched_job, &st);
+        *prompt_tokens += st.prompt_tokens;
+        *generated_tokens += st.generated_tokens;
+    }
+}
+
+// The first failed choice's error code and message, or KG_OK.
+static int job_error(const Job *job, char *err) {
+    for (size_t i = 0; i < job->n_choices; i++) {
+        SchedState st = job->choices[i].state;
+        if (st == SCHED_DONE_ERROR) return sched_job_error(job->choices[i].sched_job, err);
+        if (st == SCHED_DONE_CANCELLED)
+            return kg_err(err, KG_ECANCEL, "cancelled: the server is shutting down");
+    }
+    return KG_OK;
+}
+
+// Copies out everything the engine has for choice i; at its end, its final event.
+static void job_poll_choice(Job *job, size_t i) {
+    JobChoice *c = &job->choices[i];
+    SchedToken toks[JOB_READ_BATCH];
+    size_t n;
+    do {
+        n = sched_job_read(c->sched_job, toks, JOB_READ_BATCH, &c->state);
+        for (size_t k = 0; k < n; k++) {
+            const SchedToken *t = &toks[k];
+            if (!t->prompt && t->id >= 0 && !job->first_token_seen) {
+                job->first_token_seen = 1;
+                metrics_first_token(srv_now() - job->t_start);
+            }
+            if (!t->prompt && t->id >= 0) c->n_generated++;
+            if (!t->prompt && job_buf_add(&c->text, t->text, t->text_len)) job->oom = 1;
+            if (job->hooks->token(job, i, t)) job->oom = 1;
+        }
+    } while (n == JOB_READ_BATCH);
+    if (c->state != SCHED_RUNNING && !c->ended) {
+        c->ended = 1;
+        if (job->stream && job->hooks->choice_end && job->hooks->choice_end(job, i)) job->oom = 1;
+    }
+}
+
+// Polls every choice. 1 when every one has ended.
+static int job_poll(Job *job) {
+    int all_ended = 1;
+    for (size_t i = 0; i < job->n_choices; i++) {
+        job_poll_choice(job, i);
+        all_ended &= job->choices[i].ended;
+    }
+    return all_ended;
+}
+
+// The request completed (answered, hung up or shut down): count tokens, drop the job.
+static void job_done(SrvReq *r, int aborted) {
+    Job *job = r->ctx;
+    for (size_t i = 0; i < job->n_choices; i++) {
+        JobChoice *c = &job->choices[i];
+        if (!c->sched_job) continue;
+        if (aborted) sched_job_cancel(c->sched_job);
+        SchedStats st;
+        sched_job_stats(c->sched_job, &st);
+        // a cancelled job may not have its final figures yet: count what was sent
+        size_t generated =
+            st.generated_tokens > c->n_generated ? st.generated_tokens : c->n_generated;
+        metrics_tokens(r->endpoint, st.prompt_tokens, st.cached_tokens, generated, st.decode_ms);
+        sched_job_release(c->sched_job); // after this the engine never calls srv_wake(r)
+    }
+    job_free(job);
+    r->ctx = NULL;
+}
+
+// The whole answer once every choice is done (not streamed).
+static enum MHD_Result job_reply(SrvReq *r, Job *job) {
+    char err[KG_ERRLEN];
+    int code = job_error(job, err);
+    if (code) return srv_reply_kg(r, code, err, NULL);
+    if (job->oom) return srv_reply_error(r, 503, "out of memory", NULL);
+    return srv_reply_json(r, 200, job->hooks->reply(job)); // NULL: 503
+}
+
+// MHD calls this again after each srv_wake(): answer when every choice is done, else wait.
+static enum MHD_Result job_resume(SrvReq *r) {
+    Job *job = r->ctx;
+    for (;;) {
+        if (job_poll(job)) return job_reply(r, job);
+        if (srv_client_gone(r)) return MHD_NO; // reset: close; job_done cancels
+        if (srv_wait(r)) return MHD_YES;
+    }
+}
+
+// The stream's last events: an error event if a choice failed (the others are cancelled),
+// else the endpoint's.
+static void job_stream_end(Job *job) {
+    char err[KG_ERRLEN];
+    int code = job_error(job, err);
+    if (code) {
+        for (size_t i = 0; i < job->n_choices; i++)
+            sched_job_cancel(job->choices[i].sched_job);
+        if (job_sse_json(job, srv_error_json(srv_status_from_err(code), err, NULL))) job->oom = 1;
+    } else if (job->hooks->stream_end && job->hooks->stream_end(job)) {
+        job->oom = 1;
+    }
+    job->finished = 1;
+}
+
+static ssize_t job_stream_pull(SrvReq *r, char *buf, size_t max) {
+    Job *job = r->ctx;
+    if (job->out_pos == job->out.len) {
+        job->out.len = job->out_pos = 0;
+        if (job->finished) return MHD_CONTENT_READER_END_OF_STREAM;
+        char err[KG_ERRLEN];
+        if (job_poll(job) || job_error(job, err)) job_stream_end(job);
+        if (job->oom) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (job->out.len == 0) return 0; // nothing yet: wait for the engine
+    }
+    size_t n = job->out.len - job->out_pos < max ? job->out.len - job->out_pos : max;
+    memcpy(buf, job->out.p + job->out_pos, n);
+    job->out_pos += n;
+    return (ssize_t)n;
+}
+
+static void job_notify(void *ctx) { srv_wake(ctx); }
+
+enum MHD_Result job_run(SrvReq *r, Job *job, const SchedParams *params) {
+    char err[KG_ERRLEN];
+    r->ctx = job;
+    r->done = job_done; // from here every path ends in job_done: it releases what was submitted
+    job->t_start = srv_now();
+    for (size_t i = 0; i < job->n_choices; i++) {
+        int rc = sched_submit(job->app->sched, &params[i], job_notify, r,
+                              &job->choices[i].sched_job, err);
+        if (rc) {
+            for (size_t k = 0; k < i; k++)
+                sched_job_cancel(job->choices[k].sched_job);
+            return srv_reply_kg(r, rc, err, NULL);
+        }
+    }
+    if (job->stream) return srv_stream_start(r, job_stream_pull);
+    r->resume = job_resume;
+    return job_resume(r);
+}
+
+Job *job_new(SrvApp *app, const JobHooks *hooks, void *ctx, size_t n_choices, const char *id_prefix,
+             int stream) {
+    Job *job = calloc(1, sizeof *job);
+    JobChoice *choices = calloc(n_choices, sizeof *choices);
+    if (!job || !choices) {
+        free(job);
+        free(choices);
+        return NULL;
+    }
+    *job = (Job){.hooks = hooks,
+                 .ctx = ctx,
+                 .app = app,
+                 .stream = stream,
+                 .n_choices = n_choices,
+                 .choices = choices,
+                 .created = time(NULL)};
+    for (size_t i = 0; i < n_choices; i++)
+        choices[i].state = SCHED_RUNNING;
+    static atomic_ulong seq;
+    snprintf(job->id, sizeof job->id, "%s-%lx-%lu", id_prefix, (unsigned long)job->created,
+             (unsigned long)atomic_fetch_add(&seq, 1));
+    return job;
+}
+
+void job_free(Job *job) {
+    if (!job) return;
+    job->hooks->free(job->ctx);
+    for (size_t i = 0; i < job->n_choices; i++)
+        free(job->choices[i].text.p);
+    free(job->choices);
+    free(job->out.p);
+    free(job);
+}
