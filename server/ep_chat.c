@@ -131,15 +131,10 @@ static int chat_choice_end(Job *job, size_t i) {
 
 static int chat_stream_end(Job *job) {
     Chat *ch = job->ctx;
-    if (ch->include_usage) {
-        size_t prompt, generated;
-        job_usage(job, &prompt, &generated);
-        cJSON *j_choices, *j = chat_object(job, "chat.completion.chunk", &j_choices);
-        if (!j || !api_add_usage(j, prompt, generated) || job_sse_json(job, j)) {
-            cJSON_Delete(j);
-            return KG_ENOMEM;
-        }
-    }
+    cJSON *j_choices;
+    if (ch->include_usage &&
+        job_sse_usage(job, chat_object(job, "chat.completion.chunk", &j_choices)))
+        return KG_ENOMEM;
     return job_sse_raw(job, "data: [DONE]\n\n");
 }
 

@@ -161,15 +161,9 @@ static int completions_choice_end(Job *job, size_t i) {
 
 static int completions_stream_end(Job *job) {
     Completions *c = job->ctx;
-    if (c->include_usage) { // OpenAI's usage chunk: no choices
-        size_t prompt, generated;
-        job_usage(job, &prompt, &generated);
-        cJSON *j_choices, *j = completions_object(job, &j_choices);
-        if (!j || !api_add_usage(j, prompt, generated) || job_sse_json(job, j)) {
-            cJSON_Delete(j);
-            return KG_ENOMEM;
-        }
-    }
+    cJSON *j_choices;
+    if (c->include_usage && job_sse_usage(job, completions_object(job, &j_choices)))
+        return KG_ENOMEM;
     return job_sse_raw(job, "data: [DONE]\n\n");
 }
 

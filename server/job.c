@@ -40,6 +40,16 @@ int job_sse_json(Job *job, cJSON *j) {
     return rc;
 }
 
+int job_sse_usage(Job *job, cJSON *j) {
+    size_t prompt, generated;
+    job_usage(job, &prompt, &generated);
+    if (!j || !api_add_usage(j, prompt, generated)) {
+        cJSON_Delete(j);
+        return KG_ENOMEM;
+    }
+    return job_sse_json(job, j);
+}
+
 const char *job_finish_reason(const Job *job, size_t i, int openai) {
     switch (job->choices[i].state) {
     case SCHED_DONE_STOP:

@@ -78,6 +78,10 @@ enum MHD_Result job_run(SrvReq *r, Job *job, const SchedParams *params);
 int job_sse_json(Job *job, cJSON *j);
 int job_sse_raw(Job *job, const char *s);
 
+// OpenAI's usage chunk of a stream: j (a chunk with empty "choices"; consumed, NULL counts as
+// OOM) gets the usage of every choice and is appended as an event.
+int job_sse_usage(Job *job, cJSON *j);
+
 // OpenAI's finish_reason of choice i ("stop" for the end-of-text token, "length"), or
 // kogpt2's own ("eos" for the end-of-text token) when openai is 0.
 const char *job_finish_reason(const Job *job, size_t i, int openai);

@@ -446,7 +446,8 @@ static void test_prompt_scoring(Sched *s, const Gpt2 *m, const Tokenizer *tok) {
             KgCandidate ref[3];
             sampler_topk(row, V, 1.0f, 3, ref);
             int same;
-            top_ok &= t[i].n_candidates == 3 && max_cand_diff(t[i].candidates, ref, 3, &same) <= TOL && same;
+            top_ok &= t[i].n_candidates == 3 &&
+                      max_cand_diff(t[i].candidates, ref, 3, &same) <= TOL && same;
         }
         if (got) continue;
         if (state != SCHED_RUNNING) break;
