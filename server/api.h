@@ -30,7 +30,8 @@ typedef struct {
     size_t vocab_size;                 // V: token ids are 0 .. V-1
     size_t max_tokenize;               // tokens per /v1/tokenize or /v1/detokenize (--max-tokenize)
     const char *web_dir;               // the Explorer's files (NULL: none)
-    const ChatTemplate *chat_template; // renders /v1/chat/completions messages
+    const ChatTemplate *chat_template; // renders /v1/chat/completions messages (NULL: refused)
+    char chat_error[KG_ERRLEN];        // why, when chat_template is NULL
     const char *bos_token, *eos_token; // their text, for the template
     int chat_stop_id;                  // a chat's reply also ends here (<usr>; -1: none)
     time_t created;
@@ -113,8 +114,9 @@ enum MHD_Result ep_static(SrvReq *r, const cJSON *j_req);
 // Chat's setup, once the tokenizer is in app: the template (template_file, else the model
 // directory's tokenizer_config.json chat_template, else the default: <usr>/<sys> where the
 // tokenizer has those tokens, "role: content" lines otherwise), the bos/eos texts and the
-// stop id (<usr>). KG_OK and *out (chat_template_free() it after the server stops), or the
-// template's error naming where it came from.
+// stop id (<usr>). KG_OK and *out (chat_template_free() it after the server stops). A
+// template_file that cannot be used is an error naming it; a model's own template outside
+// the subset is a warning line, and chat then answers 422 with the reason (app->chat_error).
 int ep_chat_setup(SrvApp *app, const char *model_dir, const char *template_file, ChatTemplate **out,
                   char *err);
 

@@ -284,6 +284,8 @@ enum MHD_Result ep_chat_completions(SrvReq *r, const cJSON *j_req) {
     Chat *ch = calloc(1, sizeof *ch);
     const cJSON *j_max = cJSON_GetObjectItemCaseSensitive(j_req, "max_completion_tokens");
     int rc = ch ? api_model(app, j_req, err) : kg_err(err, KG_ENOMEM, "out of memory");
+    if (!rc && !app->chat_template)
+        param = NULL, rc = kg_err(err, KG_EUNSUP, "%s", app->chat_error);
     if (!rc) rc = chat_unsupported(j_req, &param, err);
     if (!rc) rc = json_int(j_req, param = "n", &n, 1, 1, API_MAX_CHOICES, err);
     if (!rc) rc = api_sampling(app, j_req, &s, 16, 1, &param, err);
@@ -371,13 +373,18 @@ int ep_chat_setup(SrvApp *app, const char *model_dir, const char *template_file,
     const char *text = source                 ? source
                        : usr >= 0 && sys >= 0 ? CHAT_TEMPLATE_USR_SYS
                                               : CHAT_TEMPLATE_PLAIN;
-    rc = chat_template_parse(out, text, strlen(text), err);
-    if (rc) {
-        char why[KG_ERRLEN];
-        snprintf(why, sizeof why, "%s", err);
-        kg_err(err, rc, "%s: %s", what, why);
-    }
+    char why[KG_ERRLEN];
+    rc = chat_template_parse(out, text, strlen(text), why);
     free(source);
-    if (!rc) app->chat_template = *out;
-    return rc;
+    if (!rc) {
+        app->chat_template = *out;
+        return KG_OK;
+    }
+    kg_err(err, rc, "%s: %s", what, why);
+    if (template_file) return rc; // asked for by name: refuse to start
+    // the model's own template is outside the subset (tool branches often are): the rest of
+    // the API still serves, and chat answers 422 with this reason instead of guessing a format
+    snprintf(app->chat_error, sizeof app->chat_error, "%s; pass --chat-template FILE", err);
+    fprintf(stderr, "kogpt2d: warning: /v1/chat/completions is refused: %s\n", app->chat_error);
+    return KG_OK;
 }

@@ -659,6 +659,54 @@ def test_concurrency(d, n_threads=16, seconds=4):
     print("  concurrency: %d requests from %d clients in %ds" % (count[0], n_threads, seconds))
 
 
+def test_chat_templates(model_dir):
+    """The model's own chat_template is used; one outside the Jinja subset refuses chat (422,
+    naming the construct) while everything else serves; --chat-template FILE overrides it, and
+    an unusable FILE stops the start with the reason."""
+    cfg = os.path.join(model_dir, "tokenizer_config.json")
+    msgs = {"messages": [{"role": "user", "content": "안녕"}], "max_tokens": 2}
+    try:
+        with open(cfg, "w") as f:
+            json.dump({"chat_template": "{% for m in messages %}{{ m.content | tojson }}"
+                                        "{% endfor %}"}, f)
+        d = lib.Daemon(model_dir, log=os.path.join(model_dir, "chat.log"))
+        try:
+            st, _, body = d.request("POST", "/v1/chat/completions", msgs)
+            check(st == 422 and b"tojson" in body and b"--chat-template" in body,
+                  "a model template outside the subset: chat 422 naming it: %r" % body[:200])
+            check(d.request("POST", "/v1/tokenize", {"text": "a"})[0] == 200,
+                  "the rest serves with an unusable chat template")
+        finally:
+            d.stop()
+        check("warning: /v1/chat/completions is refused" in d.log_text(), "a warning line")
+        with open(cfg, "w") as f:
+            json.dump({"chat_template": "{{ bos_token }}{% for m in messages %}Q: {{ m.content }}"
+                                        "{% endfor %} A:"}, f)
+        tpl = os.path.join(model_dir, "plain.jinja")
+        with open(tpl, "w") as f:
+            f.write("{% for m in messages %}{{ m.content }}{% endfor %}")
+        for args, want in (((), "Q: 안녕 A:"), (("--chat-template", tpl), "안녕")):
+            d = lib.Daemon(model_dir, *args, log=os.path.join(model_dir, "chat.log"))
+            try:
+                c = post(d, "/v1/chat/completions", msgs)
+                ids = post(d, "/v1/tokenize", {"text": want})["tokens"]
+                bos = 1 if not args else 0  # the model template starts with bos_token
+                check(c["usage"]["prompt_tokens"] == len(ids) + bos,
+                      "chat renders %r: %d prompt tokens, want %d" %
+                      (args or "the model's template", c["usage"]["prompt_tokens"], len(ids) + bos))
+            finally:
+                d.stop()
+        with open(tpl, "w") as f:
+            f.write("{% macro x() %}{% endmacro %}")
+        r = lib.kogpt2d_run(model_dir, "--chat-template", tpl, "--port", "0")
+        check(r.returncode == 1 and "macro" in r.stderr and tpl in r.stderr,
+              "an unusable --chat-template stops the start: %r" % r.stderr[-300:])
+    finally:
+        for path in (cfg, os.path.join(model_dir, "plain.jinja")):
+            if os.path.exists(path):
+                os.remove(path)
+
+
 def test_auth_cors_busy(model_dir):
     d = lib.Daemon(model_dir, "--api-key", "s3cret", "--cors-origin", "https://example.org",
                    "--max-batch", "1", "--max-queue", "1", log=os.path.join(model_dir, "auth.log"))
@@ -943,6 +991,8 @@ def main():
         if FAILURES:
             print("--- daemon log (last 60 lines) ---")
             print("\n".join(log.splitlines()[-60:]))
+    print("- chat templates", flush=True)
+    test_chat_templates(model_dir)
     print("- auth, CORS, 429", flush=True)
     test_auth_cors_busy(model_dir)
     print("- SIGTERM under load", flush=True)
