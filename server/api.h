@@ -99,6 +99,7 @@ size_t api_utf8_chars(const char *s, size_t n);
 
 // --- the endpoints (ep_*.c), one handler each ---
 enum MHD_Result ep_next_token(SrvReq *r, const cJSON *j_req);
+enum MHD_Result ep_score(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_generate(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_completions(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_chat_completions(SrvReq *r, const cJSON *j_req);

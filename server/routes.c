@@ -1,7 +1,7 @@
 // routes.c — kogpt2d's one route table: what is served, and where each endpoint is.
 //
 // Every endpoint reads top to bottom in its own file (its request, its reply, its hooks
-// into the engine job of job.c): ep_next_token.c, ep_generate.c, ep_completions.c,
+// into the engine job of job.c): ep_next_token.c, ep_score.c, ep_generate.c, ep_completions.c,
 // ep_chat.c, ep_tokenize.c, ep_info.c. Errors are {"error": {code (the HTTP status), type
 // (OpenAI's), message, param}}: 400 malformed JSON, wrong type, invalid UTF-8, missing field;
 // 401 API key; 404 (a wrong model: model_not_found); 405 (+Allow); 413 body over
@@ -14,6 +14,7 @@
 
 static const SrvRoute ROUTES[] = {
     {"POST", "/v1/next-token", ep_next_token, SRV_ROUTE_JSON},
+    {"POST", "/v1/score", ep_score, SRV_ROUTE_JSON},
     {"POST", "/v1/generate", ep_generate, SRV_ROUTE_JSON},
     {"POST", "/v1/completions", ep_completions, SRV_ROUTE_JSON},
     {"POST", "/v1/chat/completions", ep_chat_completions, SRV_ROUTE_JSON},

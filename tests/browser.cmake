@@ -8,7 +8,13 @@
 # environment, else the mock (tests/browser/mock_server.mjs, a fake daemon, for developing the
 # page alone). Screenshots go to <build>/artifacts/.
 find_program(KG_NODE NAMES node nodejs)
-set(KG_BROWSER_MODEL_DIR "" CACHE PATH "model directory for kogpt2d in the browser test (empty: mock or KG_SERVER_URL)")
+# Issue 17: the page's features are checked against the real daemon on the default model
+# (models/default) when it is there; else the small random model below.
+set(_browser_default "")
+if(EXISTS "${CMAKE_SOURCE_DIR}/models/default/config.json")
+  set(_browser_default "${CMAKE_SOURCE_DIR}/models/default")
+endif()
+set(KG_BROWSER_MODEL_DIR "${_browser_default}" CACHE PATH "model directory for kogpt2d in the browser test (empty: a small random model, or the mock without kogpt2d)")
 set(_browser_env "KG_ARTIFACT_DIR=${CMAKE_BINARY_DIR}/artifacts")
 # Without a model of one's own, the real daemon serves a small random model with KoGPT2 v2's
 # tokenizer, made by a fixture from ../shared (skipped there when the data is missing).

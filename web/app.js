@@ -7,10 +7,18 @@
 // The client keeps the token ids: after a click the next request sends {"tokens": [...]}
 // so the prompt is never re-tokenized (no drift). Editing the text box tokenizes anew.
 // Generation streams Server-Sent Events over fetch + ReadableStream (EventSource can't POST).
+//
+// Issue 17: the prompt's tokens coloured by the rank the model gave each (POST /v1/score, one
+// request, mostly answered from the server's caches); a candidate's own next tokens on hover
+// or focus (a next-token request that speculation has already answered); the choices as a
+// tree of paths (jump back, take another branch; the URL keeps it: &root=N&paths=a.b~c.d&at=P.K);
+// the mass of the ten shown and the entropy, at a view temperature (&vt=T).
 'use strict';
 
 const $ = (id) => document.getElementById(id);
-const TOP_K = 10;
+const TOP_K = 10;      // candidates shown
+const ASK_K = 100;    // candidates asked for: the entropy and the mass beyond the ten
+const PEEK_K = 5;     // a candidate's own next tokens
 const DEBOUNCE_MS = 250;
 
 const state = {
@@ -19,6 +27,13 @@ const state = {
   undo: [],      // earlier {text, tokens}
   cands: [],     // the current answer's candidates, best first
   focus: 0,      // which candidate has the keyboard focus
+  all: [],       // the ASK_K candidates of the answer (for the distribution figures)
+  vocab: 0,      // V, from /v1/models (0: unknown)
+  viewTemp: 1,   // the next-token request's temperature (the view only)
+  scores: null,  // /v1/score's scores of state.tokens
+  // the choices made from a root prompt: paths of {id, text} (a path shares a prefix with
+  // earlier ones up to its branch point); at: the path shown and how far along it
+  tree: { root: null, paths: [], at: [0, 0] },
 };
 let seq = 0;           // bumped on every change; a stale answer is dropped
 let inflight = null;   // AbortController of the next-token request
@@ -125,7 +140,11 @@ async function fetchNext() {
   if (!state.text.trim() && !(state.tokens && state.tokens.length)) {
     inflight = null;
     state.cands = [];
+    state.all = [];
+    state.scores = null;
     render();
+    renderDist();
+    renderToks();
     showError('');
     $('stats').textContent = '';
     $('cands').setAttribute('aria-busy', 'false');
@@ -133,8 +152,8 @@ async function fetchNext() {
   }
   const ctl = (inflight = new AbortController());
   // speculate: the server precomputes the answers for these candidates, so a click is instant
-  const body = state.tokens ? { tokens: state.tokens, top_k: TOP_K, speculate: true }
-                            : { text: state.text, top_k: TOP_K, speculate: true };
+  const body = Object.assign(state.tokens ? { tokens: state.tokens } : { text: state.text },
+    { top_k: ASK_K, temperature: state.viewTemp, speculate: true });
   $('cands').setAttribute('aria-busy', 'true');
   const t0 = performance.now();
   try {
@@ -143,11 +162,16 @@ async function fetchNext() {
     if (my !== seq) return;
     const rtt = performance.now() - t0;
     if (Array.isArray(j.tokens)) state.tokens = j.tokens;
-    state.cands = (j.candidates || []).slice().sort((a, b) => b.prob - a.prob);
-    state.focus = 0;
+    state.all = (j.candidates || []).slice().sort((a, b) => b.prob - a.prob);
+    state.cands = state.all.slice(0, TOP_K);
+    if (state.focus >= state.cands.length) state.focus = 0;
+    treeSync();
     showError('');
     render();
+    renderDist();
+    renderTree();
     syncUrl();
+    fetchScores(my);
     const t = j.timings || {};
     const n = j.prompt_tokens ?? (state.tokens || []).length;
     $('stats').textContent = [
@@ -201,6 +225,7 @@ function render() {
     if (i < 10) b.setAttribute('aria-keyshortcuts', key);
     b.setAttribute('aria-label', `${key}: ${(c.piece ?? c.text ?? '').replace(/\u2581/g, ' (space) ')}, ${pct(c.prob)}`);
     b.title = `id ${c.id} · logprob ${Number(c.logprob).toFixed(3)}`;
+    b.setAttribute('aria-describedby', 'peek');
     const meter = document.createElement('span');
     meter.className = 'meter';
     const fill = document.createElement('span');
@@ -234,7 +259,9 @@ function choose(i) {
   const c = state.cands[i];
   if (!c || !state.tokens || $('cands').classList.contains('stale')) return;
   state.undo.push({ text: state.text, tokens: state.tokens });
-  setPrompt(state.text + (c.text ?? c.piece.replace(/\u2581/g, ' ')), state.tokens.concat(c.id));
+  const text = c.text ?? c.piece.replace(/\u2581/g, ' ');
+  treeChoose({ id: c.id, text });
+  setPrompt(state.text + text, state.tokens.concat(c.id));
 }
 
 function undo() {
@@ -243,12 +270,249 @@ function undo() {
   $('undo').disabled = state.undo.length === 0;
 }
 
+// ---- how surprising each prompt token was (/v1/score) ----------------------------------
+
+const RANK_CLASS = (r) => (r === 1 ? 'r1' : r != null && r <= 10 ? 'r10' : r != null && r <= 100 ? 'r100' : 'rx');
+const RANK_WORD = (r) => (r == null ? 'beyond the top 100' : `rank ${r}`);
+const shown = (t) => String(t ?? '').replace(/\n/g, '↵').replace(/\t/g, '⇥');
+
+async function fetchScores(my) {
+  if (!state.tokens || !state.tokens.length) return;
+  const tokens = state.tokens;
+  try {
+    const j = await (await api('/v1/score', { tokens })).json();
+    if (my !== seq || state.tokens !== tokens) return;
+    state.scores = j.scores || null;
+    renderToks();
+  } catch (e) {
+    if (e.name !== 'AbortError' && my === seq) state.scores = null;
+  }
+}
+
+// One sentence for a token: for aria-label and the tooltip.
+function scoreText(s, i) {
+  if (i === 0 || s.top == null) return `${shown(s.text)}: the first token (nothing predicts it)`;
+  return `${shown(s.text)}: ${RANK_WORD(s.rank)}, ${pct(s.prob)}; the model's top choice: ${shown(s.top.text)} ${pct(s.top.prob)}`;
+}
+
+function renderToks() {
+  const box = $('toks');
+  const had = box.contains(document.activeElement) ? Number(document.activeElement.dataset.i) : -1;
+  box.replaceChildren();
+  (state.scores || []).forEach((s, i) => {
+    const el = document.createElement('span');
+    el.setAttribute('role', 'listitem');
+    el.className = 'tok ' + (i === 0 ? 'r0' : RANK_CLASS(s.rank));
+    el.dataset.i = i;
+    el.tabIndex = i === (had >= 0 ? had : 0) ? 0 : -1;
+    el.setAttribute('aria-label', scoreText(s, i));
+    el.appendChild(pieceNode(s));
+    box.appendChild(el);
+  });
+  if (had >= 0 && box.children[Math.min(had, box.children.length - 1)]) box.children[Math.min(had, box.children.length - 1)].focus();
+}
+
+function showTip(el, text) {
+  const tip = $('tip');
+  tip.textContent = text;
+  tip.hidden = false;
+  const r = el.getBoundingClientRect();
+  const w = Math.min(320, window.innerWidth - 16);
+  tip.style.maxWidth = w + 'px';
+  tip.style.left = Math.max(8, Math.min(r.left, window.innerWidth - w - 8)) + 'px';
+  tip.style.top = (r.bottom + 6) + 'px';
+  el.setAttribute('aria-describedby', 'tip');
+}
+function hideTip(el) {
+  $('tip').hidden = true;
+  if (el) el.removeAttribute('aria-describedby');
+}
+
+// ---- peeking one step further -----------------------------------------------------------
+
+const peekCache = new Map();  // "ids" -> {cands, cached}
+let peekFor = '';
+
+async function peek(i) {
+  const c = state.cands[i];
+  if (!c || !state.tokens) return;
+  const tokens = state.tokens.concat(c.id);
+  const key = tokens.join(',') + '@' + state.viewTemp;
+  peekFor = key;
+  let hit = peekCache.get(key);
+  if (!hit) {
+    try {
+      const j = await (await api('/v1/next-token', { tokens, top_k: PEEK_K, temperature: state.viewTemp })).json();
+      hit = { cands: j.candidates || [], cached: j.cached_tokens === j.prompt_tokens, ms: (j.timings || {}).total_ms };
+      peekCache.set(key, hit);
+      if (peekCache.size > 200) peekCache.delete(peekCache.keys().next().value);
+    } catch (e) {
+      return;
+    }
+  }
+  if (peekFor !== key) return;
+  const box = $('peek');
+  box.replaceChildren(Object.assign(document.createElement('span'), { className: 'muted', textContent: 'after ' }),
+    pieceNode(c), document.createTextNode(': '));
+  hit.cands.forEach((d, k) => {
+    const s = document.createElement('span');
+    s.className = 'peek-c';
+    s.append(pieceNode(d), document.createTextNode(' ' + pct(d.prob)));
+    box.appendChild(s);
+    if (k < hit.cands.length - 1) box.appendChild(document.createTextNode(' · '));
+  });
+  box.appendChild(Object.assign(document.createElement('span'), {
+    className: 'muted peek-src', textContent: hit.cached ? ' (from the prefix cache: no forward pass)' : ' (computed now)' }));
+  box.dataset.cached = hit.cached ? '1' : '0';
+  box.dataset.for = key;
+}
+
+// ---- the distribution: mass of the ten, entropy -------------------------------------------
+
+function clampTemp(t) { return Math.max(0.1, Math.min(3, Math.round(t * 100) / 100)); }
+
+function renderDist() {
+  const el = $('dist-stats');
+  if (!state.all.length) { el.innerHTML = '&nbsp;'; return; }
+  const mass10 = state.cands.reduce((a, c) => a + c.prob, 0);
+  const massAll = state.all.reduce((a, c) => a + c.prob, 0);
+  let h = 0;
+  for (const c of state.all) if (c.prob > 0) h -= c.prob * Math.log2(c.prob);
+  // the rest, spread evenly over the other tokens: an upper bound of its share
+  const rest = Math.max(0, 1 - massAll), nRest = Math.max(1, (state.vocab || 51200) - state.all.length);
+  if (rest > 0) h -= rest * Math.log2(rest / nRest);
+  el.textContent = `top ${state.cands.length} cover ${pct(mass10)} · top ${state.all.length} ${pct(massAll)} · entropy ≈ ${h.toFixed(2)} bits`;
+  el.title = `Entropy of the full distribution at temperature ${state.viewTemp}: the top ${state.all.length} exactly, the remaining ${pct(rest)} counted as spread evenly over the other tokens (an upper bound).`;
+  el.dataset.mass10 = mass10;
+  el.dataset.entropy = h;
+}
+
+// ---- the tree of choices --------------------------------------------------------------------
+
+// Where state.tokens sits in the tree; a prompt outside it becomes a new root.
+function treeSync() {
+  const tr = state.tree, tk = state.tokens || [];
+  if (tr.root && tr.root.tokens.length <= tk.length && tr.root.tokens.every((x, i) => x === tk[i])) {
+    const rest = tk.slice(tr.root.tokens.length);
+    if (!rest.length) { tr.at = [tr.at[0], 0]; return; }
+    for (let p = 0; p < tr.paths.length; p++) {
+      const path = tr.paths[p];
+      if (rest.length <= path.length && rest.every((x, i) => path[i].id === x)) { tr.at = [p, rest.length]; return; }
+    }
+  }
+  state.tree = { root: { text: state.text, tokens: tk.slice() }, paths: [], at: [0, 0] };
+}
+
+// A choice made at the current point: walk on, extend the path, or branch off.
+function treeChoose(c) {
+  const tr = state.tree;
+  if (!tr.root) return;
+  const [p, k] = tr.at;
+  const path = tr.paths[p];
+  if (!path) { tr.paths.push([c]); tr.at = [tr.paths.length - 1, 1]; return; }
+  if (path[k] && path[k].id === c.id) { tr.at = [p, k + 1]; return; }
+  if (k === path.length) { path.push(c); tr.at = [p, k + 1]; return; }
+  for (let q = 0; q < tr.paths.length; q++) {  // an earlier branch already took it
+    const o = tr.paths[q];
+    if (o.length > k && o[k].id === c.id && path.slice(0, k).every((x, i) => o[i].id === x.id)) { tr.at = [q, k + 1]; return; }
+  }
+  tr.paths.push(path.slice(0, k).concat(c));
+  tr.at = [tr.paths.length - 1, k + 1];
+}
+
+function treeJump(p, k) {
+  const tr = state.tree, path = tr.paths[p];
+  if (!tr.root || !path) return;
+  state.undo.push({ text: state.text, tokens: state.tokens });
+  tr.at = [p, k];
+  const steps = path.slice(0, k);
+  setPrompt(tr.root.text + steps.map((c) => c.text).join(''), tr.root.tokens.concat(steps.map((c) => c.id)));
+}
+
+// The first step where path p leaves the earlier paths (its branch point).
+function branchAt(p) {
+  const paths = state.tree.paths;
+  let best = 0;
+  for (let q = 0; q < p; q++) {
+    let k = 0;
+    while (k < paths[p].length && k < paths[q].length && paths[p][k].id === paths[q][k].id) k++;
+    best = Math.max(best, k);
+  }
+  return best;
+}
+
+function renderTree() {
+  const ol = $('tree'), tr = state.tree;
+  const focused = ol.contains(document.activeElement) ? document.activeElement.dataset.key : '';
+  ol.replaceChildren();
+  if (!tr.root || !tr.paths.length) {
+    ol.appendChild(Object.assign(document.createElement('li'), { className: 'muted', textContent: 'No choices yet: click a candidate.' }));
+    return;
+  }
+  tr.paths.forEach((path, p) => {
+    const li = document.createElement('li');
+    li.className = 'branch' + (p === tr.at[0] ? ' current' : '');
+    const from = branchAt(p);
+    const label = p === 0 ? 'Path 1' : `Branch ${p + 1}, from step ${from}`;
+    li.setAttribute('aria-label', label);
+    const head = Object.assign(document.createElement('button'), { type: 'button', className: 'step root',
+      textContent: from ? `↳ ${from}` : '●' });
+    head.dataset.key = `${p}.${from}`;
+    head.dataset.p = p; head.dataset.k = from;
+    head.setAttribute('aria-label', from ? `${label}: back to step ${from}` : 'Back to the typed prompt');
+    if (p === tr.at[0] && tr.at[1] === from) head.setAttribute('aria-current', 'step');
+    li.appendChild(head);
+    for (let k = from; k < path.length; k++) {
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.className = 'step';
+      b.dataset.p = p; b.dataset.k = k + 1; b.dataset.key = `${p}.${k + 1}`;
+      b.appendChild(pieceNode(path[k]));
+      b.setAttribute('aria-label', `${label}, step ${k + 1}: ${shown(path[k].text)}`);
+      if (p === tr.at[0] && tr.at[1] === k + 1) b.setAttribute('aria-current', 'step');
+      if (p === tr.at[0] && k + 1 > tr.at[1]) b.classList.add('ahead');
+      li.appendChild(b);
+    }
+    ol.appendChild(li);
+  });
+  if (focused) { const b = ol.querySelector(`[data-key="${focused}"]`); if (b) b.focus(); }
+}
+
+// &root=N&paths=a.b~a.c&at=P.K: the texts of the steps come from /v1/score of each path.
+async function treeFromUrl(p, text, tokens) {
+  state.tree = { root: null, paths: [], at: [0, 0] };
+  const n = Number(p.get('root')), raw = p.get('paths');
+  if (!tokens || !raw || !Number.isInteger(n) || n < 1 || n > tokens.length) return;
+  const ids = raw.split('~').map((s) => s.split('.').filter(Boolean).map(Number));
+  if (!ids.every((a) => a.length && a.every((x) => Number.isInteger(x) && x >= 0))) return;
+  const rootTokens = tokens.slice(0, n);
+  try {
+    const paths = await Promise.all(ids.map(async (a) => {
+      const j = await (await api('/v1/score', { tokens: rootTokens.concat(a) })).json();
+      return j.scores.slice(n).map((s) => ({ id: s.id, text: s.text }));
+    }));
+    const [ap, ak] = (p.get('at') || '0.0').split('.').map(Number);
+    const cur = paths[ap] ? paths[ap].slice(0, ak) : [];
+    const curText = cur.map((c) => c.text).join('');
+    const rootText = text.endsWith(curText) ? text.slice(0, text.length - curText.length) : text;
+    state.tree = { root: { text: rootText, tokens: rootTokens }, paths, at: [ap || 0, ak || 0] };
+  } catch (e) {
+    showError(e.message);
+  }
+}
+
 // ---- the URL ---------------------------------------------------------------------------
 
 function syncUrl() {
   const q = [];
   if (state.tokens && state.tokens.length) q.push('t=' + state.tokens.join(','));
   if (state.text) q.push('text=' + encodeURIComponent(state.text));
+  const tr = state.tree;
+  if (tr.root && tr.paths.length) {
+    q.push('root=' + tr.root.tokens.length, 'paths=' + tr.paths.map((p) => p.map((c) => c.id).join('.')).join('~'),
+      'at=' + tr.at.join('.'));
+  }
+  if (state.viewTemp !== 1) q.push('vt=' + state.viewTemp);
   const url = location.pathname + (q.length ? '?' + q.join('&') : '');
   if (url !== location.pathname + location.search) history.replaceState(null, '', url);
 }
@@ -265,6 +529,10 @@ async function loadFromUrl() {
       showError(e.message);
     }
   }
+  state.viewTemp = clampTemp(Number(p.get('vt')) || 1);
+  $('view-temp').value = state.viewTemp;
+  $('view-temp-out').textContent = state.viewTemp.toFixed(2);
+  await treeFromUrl(p, text, tokens);
   setPrompt(text, tokens);
 }
 
@@ -282,6 +550,8 @@ async function generate(ev) {
   const body = Object.assign(base.tokens ? { tokens: base.tokens } : { text: base.text }, {
     stream: true, max_tokens: num('max_tokens'), temperature: num('temperature'),
     top_k: num('top_k'), top_p: num('top_p'), seed: num('seed'),
+    repetition_penalty: num('repetition_penalty'), presence_penalty: num('presence_penalty'),
+    frequency_penalty: num('frequency_penalty'),
   });
   gen = { ctl: new AbortController(), base, ids: [], text: '', exact: true };
   const g = gen;
@@ -356,6 +626,7 @@ async function checkModel() {
     const m = (j.data && j.data[0]) || {};
     $('model-name').textContent = m.id || 'model loaded';
     if (m.n_ctx > 0) $('max_tokens').max = m.n_ctx;  // the daemon refuses more
+    if (m.vocab_size > 0) state.vocab = m.vocab_size;
     el.className = 'model ok';
   } catch (e) {
     $('model-name').textContent = e.status === 503 ? 'model loading…' : 'server unreachable';
@@ -427,6 +698,44 @@ function wire() {
     }
     setTimeout(() => { b.textContent = 'Copy link'; }, 1500);
   });
+  $('view-temp').addEventListener('input', () => {
+    state.viewTemp = clampTemp(Number($('view-temp').value));
+    $('view-temp-out').textContent = state.viewTemp.toFixed(2);
+    if (state.tokens) schedule(60);  // the server's softmax at this temperature (cached logits)
+  });
+  const toks = $('toks');
+  toks.addEventListener('mouseover', (e) => {
+    const t = e.target.closest('.tok');
+    if (t && state.scores) showTip(t, scoreText(state.scores[t.dataset.i], Number(t.dataset.i)));
+  });
+  toks.addEventListener('mouseout', (e) => { const t = e.target.closest('.tok'); if (t) hideTip(t); });
+  toks.addEventListener('focusin', (e) => {
+    const t = e.target.closest('.tok');
+    if (t && state.scores) showTip(t, scoreText(state.scores[t.dataset.i], Number(t.dataset.i)));
+  });
+  toks.addEventListener('focusout', (e) => hideTip(e.target.closest('.tok')));
+  toks.addEventListener('keydown', (e) => {
+    const t = e.target.closest('.tok');
+    if (!t) return;
+    const all = toks.querySelectorAll('.tok'), i = Number(t.dataset.i);
+    const to = { ArrowRight: i + 1, ArrowDown: i + 1, ArrowLeft: i - 1, ArrowUp: i - 1, Home: 0, End: all.length - 1 }[e.key];
+    if (e.key === 'Escape') return hideTip(t);
+    if (to === undefined) return;
+    e.preventDefault();
+    const k = Math.max(0, Math.min(all.length - 1, to));
+    all.forEach((x, j) => { x.tabIndex = j === k ? 0 : -1; });
+    all[k].focus();
+  });
+  const onPeek = (e) => {
+    const b = e.target.closest('.cand');
+    if (b) peek(Number(b.dataset.i));
+  };
+  $('cands').addEventListener('mouseover', onPeek);
+  $('cands').addEventListener('focusin', onPeek);
+  $('tree').addEventListener('click', (e) => {
+    const b = e.target.closest('.step');
+    if (b) treeJump(Number(b.dataset.p), Number(b.dataset.k));
+  });
   $('gen-form').addEventListener('submit', generate);
   $('stop').addEventListener('click', () => gen && gen.ctl && gen.ctl.abort());
   $('adopt').addEventListener('click', adopt);
@@ -434,5 +743,6 @@ function wire() {
 }
 
 wire();
+renderTree();
 checkModel();
 loadFromUrl();

@@ -6,6 +6,12 @@
 // (the prompt grows, the URL updates, the next request sends token ids), keyboard choice,
 // Undo, reload the URL (same state), kindly shown errors (429 + retry, network down, 4xx),
 // a streamed generation, "Append to prompt", Stop, dark mode and a 390 px wide layout.
+// Issue 17 (real daemon only): the prompt's tokens coloured by rank (vs /v1/next-token at each
+// prefix) with a tooltip on hover and focus, a candidate's peek from the prefix cache, the tree
+// of choices (branch, jump, the link restores it), the mass and entropy at a view temperature,
+// the generate panel's penalties (greedy "이 책은" must not loop on the default model), the
+// layout-shift score while candidates arrive, focus order and accessible names, and
+// screenshots at 390 and 1280 px in light and dark.
 // Saves screenshots and prints their paths. Exit 0: passed; 1: a check failed; 77: skipped
 // (no chromium, no node_modules, or KG_SERVER_URL unreachable).
 //
@@ -104,6 +110,14 @@ const ctx = await chromium.launchPersistentContext(profile, {
     '--disable-component-update', '--disable-sync'],
 });
 const page = ctx.pages()[0] || (await ctx.newPage());
+// layout shift (issue 17): every 'layout-shift' entry not caused by recent input is summed
+await page.addInitScript(() => {
+  window.__cls = 0;
+  window.__shifts = [];
+  new PerformanceObserver((l) => {
+    for (const e of l.getEntries()) if (!e.hadRecentInput) { window.__cls += e.value; window.__shifts.push(e.value); }
+  }).observe({ type: 'layout-shift', buffered: true });
+});
 const pageErrors = [];
 page.on('pageerror', (e) => pageErrors.push(String(e)));
 page.on('console', (m) => {  // a failed request is logged by Chromium itself: expected in step 6
@@ -132,6 +146,180 @@ const prompt = () => page.inputValue('#text');
 const urlTokens = () => (new URL(page.url()).searchParams.get('t') || '').split(',').filter(Boolean).map(Number);
 const nextBody = () => page.waitForRequest((r) => r.url().endsWith('/v1/next-token') && r.method() === 'POST')
   .then((r) => r.postDataJSON());
+
+const pctOf = (s) => parseFloat(String(s).replace('<', ''));
+async function scoresShown() {
+  await page.waitForFunction(() => state.scores && state.tokens && state.scores.length === state.tokens.length &&
+    document.querySelectorAll('#toks .tok').length === state.tokens.length);
+}
+
+async function issue17() {
+  // (1) the prompt's tokens, coloured by rank, checked against /v1/next-token at each prefix
+  await page.fill('#text', '');
+  await page.locator('#text').pressSequentially('이 책은 정말 재미있다', { delay: 5 });
+  await settled();
+  await scoresShown();
+  const toks = await page.$$eval('#toks .tok', (ts) => ts.map((t) => ({ cls: t.className, label: t.getAttribute('aria-label'),
+    role: t.getAttribute('role'), tab: t.tabIndex })));
+  const ids = await page.evaluate(() => state.tokens);
+  let agree = true, detail = [];
+  for (let k = 1; k < ids.length; k++) {
+    const j = await (await fetch(base + '/v1/next-token', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ tokens: ids.slice(0, k), top_k: 100 }) })).json();
+    const r = j.candidates.findIndex((c) => c.id === ids[k]) + 1;
+    const want = r === 1 ? 'r1' : r && r <= 10 ? 'r10' : r && r <= 100 ? 'r100' : 'rx';
+    agree &&= toks[k].cls.includes(want) && toks[k].label.includes(j.candidates[0].text.replace(/\n/g, '↵'));
+    detail.push(`${k}:${want}`);
+  }
+  check(toks.length === ids.length && toks[0].cls.includes('r0') && agree,
+    'prompt tokens are coloured by their rank and name the top choice (vs /v1/next-token per prefix)', detail.join(' '));
+  check(toks.every((t) => t.role === 'listitem') && toks.filter((t) => t.tab === 0).length === 1,
+    'the token list is one tab stop with list items');
+  await page.locator('#toks .tok').nth(1).hover();
+  const tip = await page.textContent('#tip');
+  check(await page.isVisible('#tip') && /rank|beyond/.test(tip) && /top choice/.test(tip) && /%/.test(tip),
+    'hovering a token shows its rank, probability and the top choice', tip);
+  await page.mouse.move(0, 0);
+  // keyboard: Tab from the prompt reaches the tokens; arrows move; focus shows the tooltip
+  await page.focus('#text');
+  await page.keyboard.press('Tab');
+  const f1 = await page.evaluate(() => document.activeElement.className);
+  await page.keyboard.press('ArrowRight');
+  const f2 = await page.evaluate(() => [document.activeElement.dataset.i, document.getElementById('tip').hidden]);
+  check(/tok/.test(f1) && f2[0] === '1' && f2[1] === false, 'Tab reaches the tokens, arrows move, focus shows the tooltip', `${f1} ${f2}`);
+
+  // (4) distribution: mass of the ten and entropy; the view temperature re-shapes it
+  const d1 = await page.evaluate(() => ({ m: Number($('dist-stats').dataset.mass10), h: Number($('dist-stats').dataset.entropy),
+    sum: state.cands.reduce((a, c) => a + c.prob, 0), text: $('dist-stats').textContent }));
+  check(Math.abs(d1.m - d1.sum) < 1e-9 && d1.h > 0 && /cover/.test(d1.text) && /entropy/.test(d1.text),
+    'the mass of the ten and the entropy are shown', d1.text);
+  let req = nextBody();
+  await page.$eval('#view-temp', (el) => { el.value = '2'; el.dispatchEvent(new Event('input', { bubbles: true })); });
+  const tb = await req;
+  await settled();
+  await page.waitForFunction(() => Number($('dist-stats').dataset.entropy) > 0 && state.viewTemp === 2);
+  const d2 = await page.evaluate(() => ({ m: Number($('dist-stats').dataset.mass10), h: Number($('dist-stats').dataset.entropy) }));
+  check(tb.temperature === 2 && d2.h > d1.h && d2.m < d1.m, 'a higher view temperature flattens the distribution',
+    `mass ${d1.m.toFixed(3)}→${d2.m.toFixed(3)}, H ${d1.h.toFixed(2)}→${d2.h.toFixed(2)} bits`);
+  await page.$eval('#view-temp', (el) => { el.value = '1'; el.dispatchEvent(new Event('input', { bubbles: true })); });
+  await page.waitForFunction(() => state.viewTemp === 1);
+  await settled();
+
+  // (2) peek: hovering a candidate shows its own next tokens, from the prefix cache
+  await page.waitForTimeout(150);  // speculation runs when the engine is idle
+  const t0 = Date.now();
+  await cands.nth(0).hover();
+  await page.waitForFunction(() => $('peek').querySelectorAll('.peek-c').length > 0);
+  const pk = await page.evaluate(() => ({ cached: $('peek').dataset.cached, n: $('peek').querySelectorAll('.peek-c').length,
+    text: $('peek').textContent }));
+  check(pk.n === 5 && pk.cached === '1', 'hovering a candidate shows its next tokens from the prefix cache (no forward pass)',
+    `${pk.text} (${Date.now() - t0} ms)`);
+  await cands.nth(3).focus();
+  await page.waitForFunction(() => ($('peek').dataset.for || '').startsWith(state.tokens.concat(state.cands[3].id).join(',') + '@'));
+  check(true, 'focusing a candidate by keyboard shows its peek');
+  const live = await page.evaluate(() => [$('cands-status').getAttribute('aria-live'), $('peek').getAttribute('aria-live'),
+    document.querySelector('#cands .cand').getAttribute('aria-label')]);
+  check(live[0] === 'polite' && live[1] === 'polite' && /%/.test(live[2]), 'live regions for candidates and peek; labelled buttons', live.join(' | '));
+  await page.mouse.move(0, 0);
+
+  // (3) the tree: two clicks, back to step 1, another branch; the link restores it all
+  const rootTokens = await page.evaluate(() => state.tokens.slice());
+  const lat = [];
+  for (const i of [0, 0]) {
+    const tc = Date.now();
+    await cands.nth(i).click();
+    await settled();
+    lat.push(Date.now() - tc);
+  }
+  await page.click('#tree .branch .step[data-k="1"]');
+  await settled();
+  check(JSON.stringify(await page.evaluate(() => state.tokens)) === JSON.stringify(rootTokens.concat(await page.evaluate(() => state.tree.paths[0][0].id))),
+    'jumping to step 1 of the path restores that prompt');
+  const alt = await page.evaluate(() => state.cands[2].id);
+  await cands.nth(2).click();
+  await settled();
+  const tr = await page.evaluate(() => ({ n: state.tree.paths.length, at: state.tree.at, rows: document.querySelectorAll('#tree .branch').length,
+    cur: document.querySelector('#tree [aria-current]')?.getAttribute('aria-label') }));
+  check(tr.n === 2 && tr.rows === 2 && tr.at.join() === '1,2' && /Branch 2, from step 1/.test(tr.cur || ''),
+    'another choice at an earlier point makes a branch, shown as a second row', JSON.stringify(tr));
+  const url = page.url();
+  const want = await page.evaluate(() => ({ text: $('text').value, tokens: state.tokens, paths: state.tree.paths.map((p) => p.map((c) => c.id + c.text)), at: state.tree.at }));
+  await page.goto('about:blank');
+  await page.goto(url);
+  await settled();
+  await page.waitForFunction(() => state.tree.paths.length === 2);
+  const got = await page.evaluate(() => ({ text: $('text').value, tokens: state.tokens, paths: state.tree.paths.map((p) => p.map((c) => c.id + c.text)), at: state.tree.at }));
+  check(JSON.stringify(got) === JSON.stringify(want) && alt === got.tokens.at(-1), 'the link restores the text, the tokens and the whole tree', url);
+  await page.click('#tree .branch:first-child .step[data-k="2"]');
+  await settled();
+  check(await page.evaluate(() => state.tree.at.join()) === '0,2', 'after the reload the first branch can be walked again');
+  lat.sort((a, b) => a - b);
+  console.log(`# click to settled list (2 clicks): ${lat.join(', ')} ms`);
+
+  // (5) the generate panel's penalties: greedy "이 책은" does not loop with the defaults
+  const pen = await page.evaluate(() => ['repetition_penalty', 'presence_penalty', 'frequency_penalty'].map((id) => Number($(id).value)));
+  check(pen[0] > 1 && pen[2] > 0, 'the penalties are offered with defaults', pen.join(', '));
+  const greedy = async (rp, pp, fp) => (await (await fetch(base + '/v1/generate', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ text: '이 책은', max_tokens: 40, temperature: 0, repetition_penalty: rp, presence_penalty: pp, frequency_penalty: fp }) })).json()).text;
+  const loops = (t) => /(.{3,})\1\1/.test(t);
+  const plain = await greedy(1, 0, 0), withDefaults = await greedy(...pen);
+  const onDefault = (await page.textContent('#model-name')) === 'default';
+  check(!onDefault || !loops(withDefaults), 'greedy generation with the default penalties does not loop', `${JSON.stringify(plain.slice(0, 40))} → ${JSON.stringify(withDefaults.slice(0, 60))}`);
+  const greq = page.waitForRequest((r) => r.url().endsWith('/v1/generate')).then((r) => r.postDataJSON());
+  await page.fill('#max_tokens', '8');
+  await page.click('#generate');
+  const gb = await greq;
+  await page.waitForSelector('#generate:not([disabled])', { timeout: 60000 });
+  check(gb.repetition_penalty === pen[0] && gb.presence_penalty === pen[1] && gb.frequency_penalty === pen[2],
+    'the generate request sends the penalties');
+
+  // (6) no layout shift while candidates arrive (typing, a click, a temperature change)
+  const cls0 = await page.evaluate(() => window.__cls);
+  const box0 = await page.$eval('#gen-h', (e) => e.getBoundingClientRect().top);
+  await page.fill('#text', '');
+  await settled(0).catch(() => {});
+  await page.locator('#text').pressSequentially('오늘 날씨가', { delay: 5 });
+  await settled();
+  await page.waitForTimeout(600);
+  const box1 = await page.$eval('#gen-h', (e) => e.getBoundingClientRect().top);
+  const cls = await page.evaluate(() => window.__cls);
+  check(cls - cls0 < 0.01 && Math.abs(box1 - box0) < 1, 'no layout shift when candidates arrive',
+    `CLS ${(cls - cls0).toFixed(4)} (whole session ${cls.toFixed(4)}), the generate panel moved ${Math.abs(box1 - box0)} px`);
+  // focus order by keyboard: prompt → tokens → buttons → view temperature → candidates → tree
+  await page.focus('#text');
+  const order = [];
+  for (let i = 0; i < 9; i++) {
+    await page.keyboard.press('Tab');
+    order.push(await page.evaluate(() => document.activeElement.id || document.activeElement.className));
+  }
+  const pos = (re) => order.findIndex((x) => re.test(x));
+  check(pos(/tok/) >= 0 && pos(/tok/) < pos(/^undo|^clear/) && pos(/view-temp/) < pos(/cand/) && pos(/cand/) >= 0,
+    'keyboard focus order: prompt, tokens, buttons, view temperature, candidates', order.join(' → '));
+  const unlabelled = await page.$$eval('input, textarea, button, [role=listitem]', (els) => els.filter((e) => {
+    const lab = e.getAttribute('aria-label') || (e.labels && e.labels.length && e.labels[0].textContent.trim()) || e.textContent.trim() || e.getAttribute('aria-labelledby');
+    return !lab;
+  }).map((e) => e.id || e.className));
+  check(unlabelled.length === 0, 'every control has an accessible name', unlabelled.join(' '));
+  // a 390 px screen: shots in light and dark
+  for (const scheme of ['light', 'dark']) {
+    await page.emulateMedia({ colorScheme: scheme });
+    await page.setViewportSize({ width: 390, height: 844 });
+    check(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth + 1), `390 px (${scheme}): no horizontal scroll`);
+    const f = path.join(ART, `explorer-390-${scheme}.png`);
+    await page.screenshot({ path: f, fullPage: true });
+    console.log(`# screenshot: ${f}`);
+    await page.setViewportSize({ width: 1280, height: 900 });
+    const g = path.join(ART, `explorer-1280-${scheme}.png`);
+    await page.screenshot({ path: g, fullPage: true });
+    console.log(`# screenshot: ${g}`);
+  }
+  await page.emulateMedia({ colorScheme: 'light' });
+  await page.fill('#max_tokens', '64');
+  // back to the state the later steps expect: the typed prompt
+  await page.fill('#text', '');
+  await page.locator('#text').pressSequentially(PROMPT, { delay: 5 });
+  await settled();
+}
 
 try {
   // 1. load, type Korean, 10 candidates
@@ -199,6 +387,12 @@ try {
   check(await prompt() === saved.text, 'reloading the URL restores the text');
   check(JSON.stringify(body.tokens) === JSON.stringify(saved.tokens), 'reloading sends the same token ids');
   check(JSON.stringify((await readCands()).map((x) => x.id)) === JSON.stringify(saved.ids), 'reloading shows the same candidates');
+
+  // 5b. issue 17 on the real daemon: token colours, peek, tree, distribution, keyboard, CLS
+  await page.mouse.move(0, 0);
+  if (mock) console.log('# issue 17 checks need the real daemon (skipped on the mock)');
+  else await issue17();
+  await page.mouse.move(0, 0);
 
   // 6. errors shown kindly: a 429 with Retry-After, then the automatic retry recovers
   await page.route('**/v1/next-token', (r) => r.fulfill({ status: 429, headers: { 'Retry-After': '1' },

@@ -1,0 +1,260 @@
+// ep_score.c — POST /v1/score: how surprising each prompt token was (the Explorer colours the
+// prompt by it, as GLTR did).
+//
+//   {"text"|"tokens"}
+//   -> {model, tokens, scores [{id, piece, text, logprob, prob, rank, top {id, piece, text,
+//       prob}}] one per prompt token, prompt_tokens, cached_tokens, timings}
+//
+// A token's logprob and prob are those of the full-vocabulary softmax of the raw logits at the
+// prefix before it (what /v1/next-token answers there); rank is 1 for the model's own top
+// choice (top), up to SCORE_TOP_RANK, and null beyond. The first token, which nothing
+// predicts, has logprob, prob, rank and top null.
+//
+// Cost. A position's score depends only on the tokens up to it, so positions of an earlier
+// request sharing the prefix come from a small memo (cached_tokens counts them). When at most
+// SCORE_TAIL positions are left (a click appends one token; typing changes the last one or
+// two), each is a next-token job at its prefix, answered from the engine's prefix cache when
+// the Explorer has asked there (no forward pass). More are one prompt-scoring job: one forward
+// pass over the whole prompt.
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "job.h"
+
+#define SCORE_TOP_RANK 100 // ranks reported exactly; beyond is null
+#define SCORE_TAIL     2   // positions left that go through the prefix cache
+#define SCORE_MEMO_N   16  // prompts whose scores are remembered
+
+typedef struct {
+    int id, top_id;
+    int rank; // 1.., 0: beyond SCORE_TOP_RANK or not scored (the first token)
+    float logprob, top_logprob;
+    int scored; // 0 for the first token
+} ScorePos;
+
+typedef struct {
+    int *tokens; // (n)
+    ScorePos *pos;
+    size_t n;
+} ScoreMemo;
+
+static ScoreMemo score_memo[SCORE_MEMO_N];
+static size_t score_memo_next;
+static pthread_mutex_t score_memo_mu = PTHREAD_MUTEX_INITIALIZER;
+
+typedef struct {
+    int *prompt; // (n_prompt) ids
+    size_t n_prompt;
+    ScorePos *pos;      // (n_prompt)
+    size_t n_known;     // positions 0 .. n_known-1 came from the memo
+    int whole;          // one prompt-scoring job (else one next-token job per position left)
+    size_t next_prompt; // whole: the next prompt position the engine reports
+} Score;
+
+// Copies the memo's scores of the longest remembered prefix of s->prompt into s->pos.
+static void score_memo_lookup(Score *s) {
+    pthread_mutex_lock(&score_memo_mu);
+    size_t best = 0, best_i = 0;
+    for (size_t i = 0; i < SCORE_MEMO_N; i++) {
+        const ScoreMemo *m = &score_memo[i];
+        size_t k = 0;
+        while (k < m->n && k < s->n_prompt && m->tokens[k] == s->prompt[k])
+            k++;
+        if (k > best) best = k, best_i = i;
+    }
+    if (best) memcpy(s->pos, score_memo[best_i].pos, best * sizeof *s->pos);
+    s->n_known = best;
+    pthread_mutex_unlock(&score_memo_mu);
+}
+
+// Remembers s's scores (replacing the oldest entry); on OOM nothing is remembered.
+static void score_memo_insert(const Score *s) {
+    int *tokens = malloc(s->n_prompt * sizeof *tokens);
+    ScorePos *pos = malloc(s->n_prompt * sizeof *pos);
+    if (!tokens || !pos) {
+        free(tokens);
+        free(pos);
+        return;
+    }
+    memcpy(tokens, s->prompt, s->n_prompt * sizeof *tokens);
+    memcpy(pos, s->pos, s->n_prompt * sizeof *pos);
+    pthread_mutex_lock(&score_memo_mu);
+    ScoreMemo *m = &score_memo[score_memo_next++ % SCORE_MEMO_N];
+    free(m->tokens);
+    free(m->pos);
+    *m = (ScoreMemo){tokens, pos, s->n_prompt};
+    pthread_mutex_unlock(&score_memo_mu);
+}
+
+// Position k's score from the candidates there (best first): the token's rank, and its
+// logprob when found among them (else the caller's).
+static void score_set(ScorePos *p, const KgCandidate *c, size_t n, float logprob) {
+    p->scored = 1;
+    p->logprob = logprob;
+    p->rank = 0;
+    for (size_t r = 0; r < n; r++)
+        if (c[r].id == p->id) {
+            p->rank = r < SCORE_TOP_RANK ? (int)r + 1 : 0;
+            p->logprob = c[r].logprob;
+            break;
+        }
+    p->top_id = n ? c[0].id : -1;
+    p->top_logprob = n ? c[0].logprob : 0.0f;
+}
+
+static int score_token(Job *job, size_t i, const SchedToken *t) {
+    Score *s = job->ctx;
+    if (s->whole) { // the prompt's entries in order; the first has no candidates
+        if (!t->prompt) return KG_OK;
+        size_t k = s->next_prompt++;
+        if (k > 0 && k < s->n_prompt)
+            score_set(&s->pos[k], t->candidates, t->n_candidates, t->logprob);
+        return KG_OK;
+    }
+    if (t->id == -1 && t->n_candidates) // choice i: next-token at the prefix of position k
+        score_set(&s->pos[s->n_known + i], t->candidates, t->n_candidates, NAN);
+    return KG_OK;
+}
+
+// {"id", "piece", "text", "prob"} of id; with_rank adds "logprob" and "rank" (nulls when not
+// scored).
+static cJSON *score_piece_json(const Tokenizer *tok, int id, float logprob, int scored,
+                               int with_rank, int rank) {
+    const char *piece = tok_piece(tok, id);
+    char *text = tok_piece_text(tok, id);
+    cJSON *j = cJSON_CreateObject();
+    int ok = text && j && cJSON_AddNumberToObject(j, "id", id) &&
+             cJSON_AddStringToObject(j, "piece", piece ? piece : "") &&
+             cJSON_AddStringToObject(j, "text", text);
+    if (ok && with_rank)
+        ok = scored ? cJSON_AddNumberToObject(j, "logprob", logprob) != NULL
+                    : cJSON_AddNullToObject(j, "logprob") != NULL;
+    if (ok)
+        ok = scored ? cJSON_AddNumberToObject(j, "prob", expf(logprob)) != NULL
+                    : cJSON_AddNullToObject(j, "prob") != NULL;
+    if (ok && with_rank)
+        ok = scored && rank ? cJSON_AddNumberToObject(j, "rank", rank) != NULL
+                            : cJSON_AddNullToObject(j, "rank") != NULL;
+    free(text);
+    if (!ok) {
+        cJSON_Delete(j);
+        return NULL;
+    }
+    return j;
+}
+
+static cJSON *score_pos_json(const Tokenizer *tok, const ScorePos *p) {
+    cJSON *j = score_piece_json(tok, p->id, p->logprob, p->scored, 1, p->rank);
+    cJSON *j_top =
+        p->scored ? score_piece_json(tok, p->top_id, p->top_logprob, 1, 0, 0) : cJSON_CreateNull();
+    if (!j || !cJSON_AddItemToObject(j, "top", j_top)) {
+        cJSON_Delete(j);
+        cJSON_Delete(j_top);
+        return NULL;
+    }
+    return j;
+}
+
+// The reply; timings are the slowest choice's (they ran in one batch).
+static cJSON *score_reply_of(SrvApp *app, const Score *s, Job *job) {
+    SchedStats st = {0}, one;
+    for (size_t i = 0; job && i < job->n_choices; i++) {
+        sched_job_stats(job->choices[i].sched_job, &one);
+        if (one.total_ms >= st.total_ms) st = one;
+    }
+    size_t cached = s->n_known;
+    if (job && !s->whole)
+        for (size_t i = 0; i < job->n_choices; i++) {
+            sched_job_stats(job->choices[i].sched_job, &one);
+            cached += one.cached_tokens == one.prompt_tokens; // answered from the prefix cache
+        }
+    cJSON *j_root = cJSON_CreateObject(), *j_scores = NULL;
+    if (!j_root || !cJSON_AddStringToObject(j_root, "model", app->model_name) ||
+        !cJSON_AddItemToObject(j_root, "tokens", api_ids_json(s->prompt, s->n_prompt)) ||
+        !(j_scores = cJSON_AddArrayToObject(j_root, "scores")))
+        goto fail;
+    for (size_t k = 0; k < s->n_prompt; k++)
+        if (!cJSON_AddItemToArray(j_scores, score_pos_json(app->tok, &s->pos[k]))) goto fail;
+    if (!cJSON_AddNumberToObject(j_root, "prompt_tokens", (double)s->n_prompt) ||
+        !cJSON_AddNumberToObject(j_root, "cached_tokens", (double)cached) ||
+        !api_add_timings(j_root, &st))
+        goto fail;
+    return j_root;
+fail:
+    cJSON_Delete(j_root);
+    return NULL;
+}
+
+static cJSON *score_reply(Job *job) {
+    Score *s = job->ctx;
+    for (size_t k = 1; k < s->n_prompt; k++)
+        if (!s->pos[k].scored) return NULL; // the engine left a position out: 503
+    score_memo_insert(s);
+    return score_reply_of(job->app, s, job);
+}
+
+static void score_free(void *ctx) {
+    Score *s = ctx;
+    if (!s) return;
+    free(s->prompt);
+    free(s->pos);
+    free(s);
+}
+
+static const JobHooks SCORE_HOOKS = {
+    .token = score_token, .reply = score_reply, .free = score_free};
+
+enum MHD_Result ep_score(SrvReq *r, const cJSON *j_req) {
+    enum MHD_Result ret = MHD_NO;
+    SrvApp *app = api_ready(r, &ret);
+    if (!app) return ret;
+    char err[KG_ERRLEN];
+    const char *param = NULL;
+    Score *s = calloc(1, sizeof *s);
+    int rc = s ? api_prompt(app, j_req, &s->prompt, &s->n_prompt, &param, err)
+               : kg_err(err, KG_ENOMEM, "out of memory");
+    if (!rc && !(s->pos = calloc(s->n_prompt, sizeof *s->pos)))
+        rc = kg_err(err, KG_ENOMEM, "out of memory");
+    if (rc) {
+        score_free(s);
+        return srv_reply_kg(r, rc, err, param);
+    }
+    for (size_t k = 0; k < s->n_prompt; k++)
+        s->pos[k] = (ScorePos){.id = s->prompt[k], .top_id = -1};
+    score_memo_lookup(s);
+    if (s->n_known == 0) s->n_known = 1; // the first token has no score
+    size_t n_left = s->n_prompt - s->n_known;
+    if (n_left == 0) { // all remembered: no engine work
+        enum MHD_Result out = srv_reply_json(r, 200, score_reply_of(app, s, NULL));
+        score_free(s);
+        return out;
+    }
+    s->whole = n_left > SCORE_TAIL;
+    size_t n_jobs = s->whole ? 1 : n_left;
+    Job *job = job_new(app, &SCORE_HOOKS, s, n_jobs, "score", 0);
+    if (!job) {
+        score_free(s);
+        return srv_reply_kg(r, KG_ENOMEM, "out of memory", NULL);
+    }
+    SchedParams p[SCORE_TAIL];
+    if (s->whole) { // every position's candidates in one pass
+        p[0] = (SchedParams){.kind = SCHED_GENERATE,
+                             .tokens = s->prompt,
+                             .n_tokens = s->n_prompt,
+                             .n_candidates = SCORE_TOP_RANK < app->vocab_size ? SCORE_TOP_RANK
+                                                                              : app->vocab_size,
+                             .temperature = 1,
+                             .top_p = 1,
+                             .score_prompt = 1};
+    } else { // the whole vocabulary ranked at each prefix: the token's logprob is always found
+        for (size_t i = 0; i < n_jobs; i++)
+            p[i] = (SchedParams){.kind = SCHED_NEXT_TOKEN,
+                                 .tokens = s->prompt,
+                                 .n_tokens = s->n_known + i,
+                                 .n_candidates = app->vocab_size,
+                                 .temperature = 1};
+    }
+    return job_run(r, job, p);
+}
