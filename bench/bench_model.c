@@ -2,7 +2,7 @@
 // this machine's own memory bandwidth and peak FLOP/s measured in the same run.
 //
 //   build/bench_model [--layers 12 --embd 768 --heads 12 --ctx 1024 --vocab 51200]
-//                     [--threads 1,2] [--dtypes f32,f16] [--dir /tmp/kg-bench]
+//                     [--threads 1,2] [--dtypes f32,f16,q8_0,q4_0] [--dir /tmp/kg-bench]
 //
 // It writes a random checkpoint of the shape once per dtype (Hugging Face layout) and then
 // prints, per dtype and thread count: the time of a 20-token prompt (next to its floor: the
@@ -109,13 +109,15 @@ int main(int argc, char **argv) {
            best_bw[1] / 1e9, best_bw[max_threads] / 1e9, max_threads, best_peak[1] / 1e9,
            best_peak[max_threads] / 1e9, max_threads);
     char err[KG_ERRLEN];
-    const char *names[3] = {"f32", "f16", "bf16"};
-    KgDtype kinds[3] = {KG_F32, KG_F16, KG_BF16};
-    for (int d = 0; d < 3; d++) {
+    // q8_0 and q4_0 are the f32 checkpoint quantized at load (--dtype q8_0 / q4_0)
+    const char *names[5] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
+    KgDtype kinds[5] = {KG_F32, KG_F16, KG_BF16, KG_Q8_0, KG_Q4_0};
+    for (int d = 0; d < 5; d++) {
         if (!strstr(dtypes, names[d])) continue;
+        const int quant = kg_dtype_quantized(kinds[d]);
         char mdir[600];
-        snprintf(mdir, sizeof mdir, "%s-%s", dir, names[d]);
-        sh.dtype = kinds[d];
+        snprintf(mdir, sizeof mdir, "%s-%s", dir, quant ? "f32" : names[d]);
+        sh.dtype = quant ? KG_F32 : kinds[d];
         if (testmodel_write(mdir, &sh, err)) {
             fprintf(stderr, "bench_model: %s\n", err);
             return 1;
@@ -125,7 +127,9 @@ int main(int argc, char **argv) {
             size_t wbytes = 0;
             KgBackend *be = kg_cpu_backend_new(threads[ti], err);
             // warm-up: 8 tokens touch every weight page once
-            int rc = be ? bench_speeds(be, mdir, 8, &sp, &wbytes, err) : KG_ENOMEM;
+            int rc = be ? bench_speeds_dtype(be, mdir, quant ? (int)kinds[d] : GPT2_DTYPE_AUTO, 8,
+                                             &sp, &wbytes, err)
+                        : KG_ENOMEM;
             kg_backend_free(be);
             if (rc) {
                 fprintf(stderr, "bench_model: %s\n", err);

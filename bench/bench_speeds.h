@@ -14,13 +14,14 @@ typedef struct {
 
 // Opens dir on be, warms up with a warmup-token prompt (touches every weight page; on a GPU
 // also lets cuBLAS pick its kernels and the staging and scratch reach their sizes), then
-// times. *weight_bytes: what one forward reads. KG_OK or an error with err filled.
-static int bench_speeds(KgBackend *be, const char *dir, size_t warmup, BenchSpeeds *out,
-                        size_t *weight_bytes, char *err) {
+// times. *weight_bytes: what one forward reads. dtype: as gpt2_open's (GPT2_DTYPE_AUTO keeps
+// the file's; KG_Q8_0 / KG_Q4_0 quantize at load). KG_OK or an error with err filled.
+static inline int bench_speeds_dtype(KgBackend *be, const char *dir, int dtype, size_t warmup,
+                                     BenchSpeeds *out, size_t *weight_bytes, char *err) {
     Gpt2 m;
     Gpt2State s = {0};
     KvCache kv = {0};
-    int rc = gpt2_open(&m, dir, be, GPT2_DTYPE_AUTO, err);
+    int rc = gpt2_open(&m, dir, be, dtype, err);
     if (rc) return rc;
     size_t V = m.config.vocab_size;
     *weight_bytes = gpt2_weight_bytes(&m);
@@ -59,6 +60,11 @@ end:
     gpt2_state_free(&s, &m);
     gpt2_close(&m);
     return rc;
+}
+
+static inline int bench_speeds(KgBackend *be, const char *dir, size_t warmup, BenchSpeeds *out,
+                               size_t *weight_bytes, char *err) {
+    return bench_speeds_dtype(be, dir, GPT2_DTYPE_AUTO, warmup, out, weight_bytes, err);
 }
 
 #endif

@@ -26,7 +26,7 @@ typedef struct {
 
 static void next_usage(FILE *f) {
     fprintf(f, "usage: kogpt2 next [--model DIR] (--text TEXT | --tokens ID,ID,...) [--top-k K]\n"
-               "                   [--json] [--threads N] [--dtype auto|f32|f16|bf16]\n"
+               "                   [--json] [--threads N] [--dtype auto|f32|f16|bf16|q8_0|q4_0]\n"
                "                   [--device auto|cpu|cuda|cuda:N]\n"
                "  --model DIR      Hugging Face layout: config.json + model.safetensors,\n"
                "                   shards or pytorch_model.bin; or ORG/NAME[@REV] in the\n"
@@ -37,17 +37,16 @@ static void next_usage(FILE *f) {
                "  --top-k K        candidates to print (default 10)\n"
                "  --json           print {\"tokens\":[...],\"candidates\":[...]}\n"
                "  --threads N      compute threads (default: one per core)\n"
-               "  --dtype T        weights in memory: auto keeps the file's (zero-copy)\n"
+               "  --dtype T        weights in memory: auto keeps the file's (zero-copy);\n"
+               "                   q8_0/q4_0 quantize the layers and LM head (cpu only)\n"
                "  --device D       auto (a GPU when there is one, else the CPU), cpu, cuda\n");
 }
 
-// "auto" -> GPT2_DTYPE_AUTO, "f32"/"f16"/"bf16" -> KgDtype; -2 when unknown.
+// "auto" -> GPT2_DTYPE_AUTO, "f32"/"f16"/"bf16"/"q8_0"/"q4_0" -> KgDtype; -2 when unknown.
 static int parse_dtype(const char *s) {
     if (!strcmp(s, "auto")) return GPT2_DTYPE_AUTO;
-    if (!strcmp(s, "f32")) return KG_F32;
-    if (!strcmp(s, "f16")) return KG_F16;
-    if (!strcmp(s, "bf16")) return KG_BF16;
-    return -2;
+    int dt = kg_dtype_parse(s);
+    return dt < 0 ? -2 : dt;
 }
 
 // Adds "piece" and "text" of id to j_c when there is a tokenizer. 0 on OOM.

@@ -15,7 +15,7 @@
 #include <stdio.h>
 
 #include "config.h"
-#include "safetensors.h"
+#include "dtype.h"
 #include "sampler.h"
 
 // A weight matrix in its stored dtype and layout. Logically it is (C, OC) and
@@ -23,7 +23,7 @@
 // in x out; the embedding table doubling as the LM head is stored transposed, (OC, C).
 typedef struct {
     const void *data; // backend memory
-    KgDtype dtype;    // KG_F32, KG_F16 or KG_BF16
+    KgDtype dtype;    // KG_F32, KG_F16, KG_BF16, or KG_Q8_0 / KG_Q4_0 (always transposed)
     int transposed;   // 0: (C, OC) row-major; 1: (OC, C) row-major
 } KgMat;
 
@@ -70,6 +70,9 @@ typedef struct {
     // every stored (in, out) Conv1D matrix transposed (a GPU: a decode step's matvec then
     // reads each output's weights as one contiguous row; see cuda/matvec.cu)
     int matrices_out_major;
+    // 1: matmul_forward also takes KG_Q8_0 / KG_Q4_0 matrices, held transposed (OC, C) in
+    // blocks along C (dtype.h); gpt2_open refuses quantized weights on a backend without them
+    int quant_weights;
 
     // --- memory ---
     // Zeroed backend memory, aligned for any vector load; NULL on OOM.
@@ -175,11 +178,13 @@ struct KgBackend {
 };
 
 // The CPU backend: a thread pool of `threads` workers (0 = one per core) and the best
-// kernels this processor supports (AVX-512, AVX2+FMA, or portable C), chosen at run time.
+// kernels this processor supports (AVX-512 with or without VNNI, AVX2+FMA, or portable C),
+// chosen at run time.
 // NULL with err filled on failure. Free with kg_backend_free().
 KgBackend *kg_cpu_backend_new(int threads, char *err);
 
-// As kg_cpu_backend_new but forcing an instruction set: "avx512", "avx2" or "generic".
+// As kg_cpu_backend_new but forcing an instruction set: "avx512vnni" (AVX-512 plus VNNI: the
+// quantized kernels' vpdpbusd), "avx512", "avx2" or "generic".
 // KG_EUNSUP in err when this processor lacks it. For tests and benchmarks.
 KgBackend *kg_cpu_backend_new_isa(int threads, const char *isa, char *err);
 

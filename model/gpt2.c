@@ -23,6 +23,7 @@ typedef struct {
     KgMat *mat;        // a matrix keeps its dtype (or takes the requested one)
     const float **vec; // a vector is always f32
     int transposed;
+    int embedding; // wte, wpe: read by row lookups, never quantized
 } WeightSpec;
 
 // The tensor table, in the order of the training parameter buffer (wte, wpe, each layer,
@@ -35,8 +36,12 @@ static size_t weight_specs(const Gpt2Config *c, Gpt2Weights *w, Gpt2LayerWeights
 #define SPEC(r, cl, M, Vp, tr, ...)                                                                \
     do {                                                                                           \
         if (n < cap) {                                                                             \
-            spec[n] = (WeightSpec){                                                                \
-                .rows = (r), .cols = (cl), .mat = (M), .vec = (Vp), .transposed = (tr)};           \
+            spec[n] = (WeightSpec){.rows = (r),                                                    \
+                                   .cols = (cl),                                                   \
+                                   .mat = (M),                                                     \
+                                   .vec = (Vp),                                                    \
+                                   .transposed = (tr),                                             \
+                                   .embedding = (M) == &w->wte || (M) == &w->wpe};                 \
             snprintf(spec[n].name, sizeof spec[n].name, __VA_ARGS__);                              \
         }                                                                                          \
         n++;                                                                                       \
@@ -106,6 +111,20 @@ static void note_unused(Gpt2 *m, const StTensor *const *used, size_t n_used) {
                  file ? file + 1 : m->src.path, n, n > 1 ? "s" : "", names, n > 3 ? ", ..." : "");
 }
 
+// The quantized dtype of a matrix stored as rows of blocks (a U8 tensor (out, in / 32 * block
+// bytes), as gpt2_convert writes it), or KG_DTYPE_OTHER when t is not one.
+static KgDtype stored_quant(const StTensor *t, size_t out, size_t in) {
+    if (!t || strcmp(t->dtype_name, "U8") || t->ndim != 2 || t->shape[0] != out || in % KG_QBLOCK)
+        return KG_DTYPE_OTHER;
+    if (t->shape[1] == kg_dtype_bytes(KG_Q8_0, in)) return KG_Q8_0;
+    if (t->shape[1] == kg_dtype_bytes(KG_Q4_0, in)) return KG_Q4_0;
+    return KG_DTYPE_OTHER;
+}
+
+// A matrix spec's output and input sizes (Conv1D is stored in x out, the embeddings out x in).
+static size_t spec_out(const WeightSpec *s) { return s->transposed ? s->rows : s->cols; }
+static size_t spec_in(const WeightSpec *s) { return s->transposed ? s->cols : s->rows; }
+
 static int check_tensor(const StTensor *t, const char *name, size_t rows, size_t cols, char *err) {
     if (!t) return kg_err(err, KG_EFORMAT, "tensor %s: missing", name);
     if (t->dtype == KG_DTYPE_OTHER)
@@ -128,7 +147,14 @@ static int check_tensor(const StTensor *t, const char *name, size_t rows, size_t
 
 // The index of t's first NaN or infinite value (all exponent bits set), or -1: one pass over
 // memory the load reads anyway.
-static long long first_nonfinite(const StTensor *t) {
+static long long first_nonfinite(const StTensor *t, KgDtype quant) {
+    if (quant != KG_DTYPE_OTHER) { // the scale of each block (the int8 values are all finite)
+        const size_t bs = kg_dtype_bytes(quant, KG_QBLOCK);
+        const unsigned char *p = t->data;
+        for (size_t i = 0; i < t->nbytes; i += bs)
+            if (((p[i] | p[i + 1] << 8) & 0x7c00) == 0x7c00) return (long long)(i / bs * KG_QBLOCK);
+        return -1;
+    }
     if (t->dtype == KG_F32) {
         const uint32_t *u = t->data;
         for (size_t i = 0; i < t->n_elems; i++)
@@ -143,9 +169,13 @@ static long long first_nonfinite(const StTensor *t) {
 
 // KG_OK, or KG_EFORMAT naming the tensor and the place of its first NaN or infinite value:
 // such weights would load and serve NaN probabilities.
-static int check_finite(const StTensor *t, const char *name, char *err) {
-    long long bad = first_nonfinite(t);
+static int check_finite(const StTensor *t, KgDtype quant, const char *name, char *err) {
+    long long bad = first_nonfinite(t, quant);
     if (bad < 0) return KG_OK;
+    if (quant != KG_DTYPE_OTHER)
+        return kg_err(err, KG_EFORMAT,
+                      "tensor %s: the scale of the block at element %lld is not a finite number",
+                      name, bad);
     if (t->ndim == 2)
         return kg_err(err, KG_EFORMAT,
                       "tensor %s: element %lld (row %lld, column %lld) is not a finite number",
@@ -153,14 +183,47 @@ static int check_finite(const StTensor *t, const char *name, char *err) {
     return kg_err(err, KG_EFORMAT, "tensor %s: element %lld is not a finite number", name, bad);
 }
 
+static void transpose(void *dst, const void *src, size_t rows, size_t cols, size_t esize);
+
+// The dtype t is stored in: its safetensors dtype, or q8_0/q4_0 for a matrix of blocks.
+static KgDtype stored_dtype(const StTensor *t, const WeightSpec *s) {
+    KgDtype q = s->mat ? stored_quant(t, spec_out(s), spec_in(s)) : KG_DTYPE_OTHER;
+    return q != KG_DTYPE_OTHER ? q : t->dtype;
+}
+
+// The dtype the backend holds a tensor in: vectors f32; matrices as stored (dtype AUTO) or
+// converted to dtype, except the embedding tables, which a quantized model keeps in f32 for
+// their row lookups (the tied LM head then gets its own quantized copy).
+static KgDtype target_dtype(const StTensor *t, const WeightSpec *s, int dtype) {
+    if (s->vec) return KG_F32;
+    if (dtype == GPT2_DTYPE_AUTO) return stored_dtype(t, s);
+    if (s->embedding && kg_dtype_quantized((KgDtype)dtype)) return KG_F32;
+    return (KgDtype)dtype;
+}
+
 // Host bytes a tensor needs beyond the mapping: f32 vectors widened from f16/bf16, and
-// matrices converted to the requested dtype.
+// matrices converted (or quantized) to the requested dtype.
 static size_t owned_bytes(const StTensor *t, const WeightSpec *s, int dtype) {
-    size_t b = 0;
-    if (s->vec && t->dtype != KG_F32) b = t->n_elems * sizeof(float);
-    if (s->mat && dtype != GPT2_DTYPE_AUTO && (KgDtype)dtype != t->dtype)
-        b = t->n_elems * kg_dtype_size((KgDtype)dtype);
+    KgDtype to = target_dtype(t, s, dtype);
+    size_t b = to == stored_dtype(t, s) ? 0 : kg_dtype_bytes(to, t->n_elems);
     return (b + 63) / 64 * 64;
+}
+
+// dst (OC, C blocks of dt) = t quantized, t a float matrix stored as s says. KG_ENOMEM or KG_OK.
+static int quantize_weight(void *dst, KgDtype dt, const StTensor *t, const WeightSpec *s) {
+    const size_t n = t->n_elems;
+    float *f = malloc(n * sizeof *f), *flip = s->transposed ? NULL : malloc(n * sizeof *flip);
+    if (!f || (!s->transposed && !flip)) {
+        free(f);
+        free(flip);
+        return KG_ENOMEM;
+    }
+    kg_dtype_convert(f, KG_F32, t->data, t->dtype, n);
+    if (flip) transpose(flip, f, s->rows, s->cols, sizeof(float)); // (C, OC) -> (OC, C)
+    kg_quantize_rows(dst, dt, flip ? flip : f, spec_out(s), spec_in(s));
+    free(f);
+    free(flip);
+    return KG_OK;
 }
 
 // dst (cols, rows) = src (rows, cols) transposed, elements of esize bytes (2 or 4), in 32 x 32
@@ -181,16 +244,19 @@ static void transpose(void *dst, const void *src, size_t rows, size_t cols, size
 // that lives only until weights_map has copied it to the device).
 static int bind_weight(Gpt2 *m, const WeightSpec *s, const StTensor *t, int dtype, char **cursor) {
     const void *src = t->data;
-    KgDtype dt = t->dtype;
+    KgDtype dt = target_dtype(t, s, dtype);
     size_t extra = owned_bytes(t, s, dtype);
-    if (extra) {
-        dt = s->vec ? KG_F32 : (KgDtype)dtype;
+    if (extra && kg_dtype_quantized(dt)) {
+        if (quantize_weight(*cursor, dt, t, s)) return KG_ENOMEM;
+    } else if (extra) {
         kg_dtype_convert(*cursor, dt, t->data, t->dtype, t->n_elems);
+    }
+    if (extra) {
         src = *cursor;
         *cursor += extra;
     }
-    size_t bytes = t->n_elems * kg_dtype_size(dt);
-    int transposed = s->transposed;
+    size_t bytes = kg_dtype_bytes(dt, s->rows * (s->cols ? s->cols : 1));
+    int transposed = s->transposed || kg_dtype_quantized(dt); // blocks run along C: (OC, C)
     void *flipped = NULL;
     if (s->mat && !transposed && m->be->ops->matrices_out_major) {
         if (!(flipped = malloc(bytes))) return KG_ENOMEM;
@@ -208,6 +274,42 @@ static int bind_weight(Gpt2 *m, const WeightSpec *s, const StTensor *t, int dtyp
     return KG_OK;
 }
 
+// Quantize the tied LM head too (a copy of wte in blocks; wte stays f32 for the lookups).
+// Why, by arithmetic rather than a measurement: on the KoGPT2-base shape the head is 39 M of
+// the 124 M weights a decode step reads, and decode reads every weight once, so an f32 head
+// would be read at 4 bytes a weight against q8_0's 1.06. Its rounding is inside the logits
+// test_gpt2_quant compares with f32 (top-1 agreement and KL).
+#define GPT2_QUANT_TIED_HEAD 1
+
+// Every check of one tensor against its spec, before any is bound: present, dtype and shape
+// (a matrix may be rows of q8_0/q4_0 blocks), and quantizable when it is to be quantized.
+static int check_weight(const Gpt2 *m, const StTensor *t, const WeightSpec *s, int dtype,
+                        char *err) {
+    KgDtype q = s->mat && t ? stored_quant(t, spec_out(s), spec_in(s)) : KG_DTYPE_OTHER;
+    int rc;
+    if (q == KG_DTYPE_OTHER && (rc = check_tensor(t, s->name, s->rows, s->cols, err))) return rc;
+    if (q != KG_DTYPE_OTHER && dtype != GPT2_DTYPE_AUTO && dtype != (int)q)
+        return kg_err(err, KG_EUNSUP, "tensor %s: stored as %s blocks; load it as auto or %s",
+                      s->name, kg_dtype_name(q), kg_dtype_name(q));
+    KgDtype to = target_dtype(t, s, dtype);
+    if (kg_dtype_quantized(to) && !m->be->ops->quant_weights)
+        return kg_err(err, KG_EUNSUP,
+                      "tensor %s: %s weights need the cpu backend (%s has no "
+                      "quantized kernels)",
+                      s->name, kg_dtype_name(to), m->be->ops->name);
+    if (kg_dtype_quantized(to) && spec_in(s) % KG_QBLOCK)
+        return kg_err(err, KG_EUNSUP,
+                      "tensor %s: %s needs inputs in blocks of %d, the matrix has %zu", s->name,
+                      kg_dtype_name(to), KG_QBLOCK, spec_in(s));
+    return KG_OK;
+}
+
+// The values of a tensor check_weight passed: finite (q8_0/q4_0: every block's scale).
+static int check_values(const StTensor *t, const WeightSpec *s, char *err) {
+    KgDtype q = s->mat ? stored_quant(t, spec_out(s), spec_in(s)) : KG_DTYPE_OTHER;
+    return check_finite(t, q, s->name, err);
+}
+
 static int bind_all(Gpt2 *m, int dtype, char *err) {
     const Gpt2Config *c = &m->config;
     // lm_head, when untied, is found under its own name below (never "transformer.")
@@ -220,24 +322,45 @@ static int bind_all(Gpt2 *m, int dtype, char *err) {
         goto end;
     }
     weight_specs(c, &m->w, m->layers, spec, n);
-    size_t extra = 0;
     for (size_t i = 0; i < n; i++) {
         t[i] = find_tensor(&m->src, spec[i].name);
-        if ((rc = check_tensor(t[i], spec[i].name, spec[i].rows, spec[i].cols, err))) goto end;
+        if (!t[i]) {
+            rc = kg_err(err, KG_EFORMAT, "tensor %s: missing", spec[i].name);
+            goto end;
+        }
+    }
+    // the LM head: lm_head.weight (V, C) when the config unties them; when tied, wte itself,
+    // or for quantized layers its own copy in blocks (lm_head.weight when a converted file
+    // carries one, else quantized from wte here)
+    const StTensor *head = wsrc_find(&m->src, "lm_head.weight");
+    WeightSpec head_spec = {.name = "lm_head.weight",
+                            .rows = c->vocab_size,
+                            .cols = c->n_embd,
+                            .mat = &m->w.lm_head,
+                            .transposed = 1};
+    size_t first = 0; // the first layer matrix (h.0.attn.c_attn) says what the layers hold
+    while (!spec[first].mat || spec[first].embedding)
+        first++;
+    KgDtype layer_dt = target_dtype(t[first], &spec[first], dtype);
+    int own_head = !c->tie_embeddings || (kg_dtype_quantized(layer_dt) && GPT2_QUANT_TIED_HEAD);
+    int head_dtype = dtype;
+    if (c->tie_embeddings && own_head) {
+        if (stored_quant(head, c->vocab_size, c->n_embd) != layer_dt) head = t[0]; // from wte
+        head_dtype = (int)layer_dt;
+    }
+    size_t extra = 0;
+    for (size_t i = 0; i < n; i++) {
+        if ((rc = check_weight(m, t[i], &spec[i], dtype, err))) goto end;
         extra += owned_bytes(t[i], &spec[i], dtype);
     }
-    // the LM head: wte when tied; lm_head.weight (V, C) when the config unties them
-    const StTensor *head = wsrc_find(&m->src, "lm_head.weight");
-    WeightSpec head_spec = {
-        .rows = c->vocab_size, .cols = c->n_embd, .mat = &m->w.lm_head, .transposed = 1};
-    if (!c->tie_embeddings) {
-        if ((rc = check_tensor(head, "lm_head.weight", c->vocab_size, c->n_embd, err)) ||
-            (rc = check_finite(head, "lm_head.weight", err)))
+    if (own_head) {
+        if ((rc = check_weight(m, head, &head_spec, head_dtype, err)) ||
+            (rc = check_values(head, &head_spec, err)))
             goto end;
-        extra += owned_bytes(head, &head_spec, dtype);
+        extra += owned_bytes(head, &head_spec, head_dtype);
     }
     for (size_t i = 0; i < n; i++) // the values, once every header is known to be right
-        if ((rc = check_finite(t[i], spec[i].name, err))) goto end;
+        if ((rc = check_values(t[i], &spec[i], err))) goto end;
     if (extra && posix_memalign(&m->host_owned, 64, extra)) {
         m->host_owned = NULL;
         rc = kg_err(err, KG_ENOMEM, "model: out of memory for %zu bytes of converted weights",
@@ -251,12 +374,12 @@ static int bind_all(Gpt2 *m, int dtype, char *err) {
             goto end;
         }
     m->w.lm_head = m->w.wte;
-    if (!c->tie_embeddings && (rc = bind_weight(m, &head_spec, head, dtype, &cursor))) {
+    if (own_head && (rc = bind_weight(m, &head_spec, head, head_dtype, &cursor))) {
         rc = kg_err(err, rc, "tensor lm_head.weight: out of backend memory");
         goto end;
     }
     m->dtype = m->layers[0].fc_w.dtype;
-    t[n] = c->tie_embeddings ? NULL : head;
+    t[n] = own_head ? head : NULL;
     note_unused(m, t, n + 1);
 end:
     free(spec);
@@ -266,8 +389,13 @@ end:
 
 int gpt2_open(Gpt2 *m, const char *dir, KgBackend *be, int dtype, char *err) {
     *m = (Gpt2){.be = be};
-    if (dtype != GPT2_DTYPE_AUTO && dtype != KG_F32 && dtype != KG_F16 && dtype != KG_BF16)
+    if (dtype != GPT2_DTYPE_AUTO && (dtype < KG_F32 || dtype > KG_Q4_0))
         return kg_err(err, KG_EINVAL, "model: unknown weight dtype %d", dtype);
+    if (kg_dtype_quantized((KgDtype)dtype) && !be->ops->quant_weights)
+        return kg_err(err, KG_EUNSUP,
+                      "model: %s weights need the cpu backend (%s has no "
+                      "quantized kernels)",
+                      kg_dtype_name((KgDtype)dtype), be->ops->name);
     char path[PATH_MAX];
     int rc;
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -301,7 +429,8 @@ size_t gpt2_weight_bytes(const Gpt2 *m) {
     size_t C = c->n_embd, F = c->n_inner;
     size_t per_layer = C * 3 * C + C * C + C * F + F * C;
     // a decode step reads every layer matrix and the LM head; wte/wpe contribute one row
-    return (c->n_layer * per_layer + c->vocab_size * C) * kg_dtype_size(m->dtype);
+    return c->n_layer * kg_dtype_bytes(m->dtype, per_layer) +
+           kg_dtype_bytes(m->w.lm_head.dtype, c->vocab_size * C);
 }
 
 size_t gpt2_param_tensors(const Gpt2Config *c, Gpt2ParamTensor *out) {

@@ -42,23 +42,6 @@ size_t safetensors_dtype_size(const char *name) {
     return 0;
 }
 
-const char *kg_dtype_name(KgDtype t) {
-    return t == KG_F32 ? "F32" : t == KG_F16 ? "F16" : t == KG_BF16 ? "BF16" : "other";
-}
-
-void kg_dtype_convert(void *dst, KgDtype to, const void *src, KgDtype from, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        float v = from == KG_F32   ? ((const float *)src)[i]
-                  : from == KG_F16 ? kg_f16_to_f32(((const uint16_t *)src)[i])
-                                   : kg_bf16_to_f32(((const uint16_t *)src)[i]);
-        if (to == KG_F32)
-            ((float *)dst)[i] = v;
-        else
-            ((uint16_t *)dst)[i] = to == KG_F16 ? kg_f32_to_f16(v) : kg_f32_to_bf16(v);
-    }
-}
-
-// A JSON number that is a whole number in [0, max].
 static int json_uint(const cJSON *j, size_t max, size_t *out) {
     double v = cJSON_IsNumber(j) ? j->valuedouble : NAN;
     if (!(v >= 0 && v <= (double)max && v == floor(v))) return 0;
@@ -268,22 +251,35 @@ void safetensors_close(SafeTensors *st) {
 }
 
 // The header JSON: {"name": {"dtype": .., "shape": [..], "data_offsets": [b, e]}, ...}.
-static char *header_json(const StWrite *tensors, size_t n) {
+// Bytes of one tensor to write; a quantized one is its blocks.
+static size_t write_bytes(const StWrite *t) {
+    size_t elems = 1;
+    for (int d = 0; d < t->ndim; d++)
+        elems *= t->shape[d];
+    return kg_dtype_bytes(t->dtype, elems);
+}
+
+static char *header_json(const StWrite *tensors, size_t n, const char *const *meta) {
     char *text = NULL;
     cJSON *j_root = cJSON_CreateObject();
     if (!j_root) return NULL;
     size_t offset = 0;
+    cJSON *j_meta = meta && meta[0] ? cJSON_AddObjectToObject(j_root, "__metadata__") : NULL;
+    for (size_t i = 0; meta && meta[i]; i += 2)
+        if (!j_meta || !cJSON_AddStringToObject(j_meta, meta[i], meta[i + 1])) goto end;
     for (size_t i = 0; i < n; i++) {
         const StWrite *t = &tensors[i];
-        size_t elems = 1;
+        const int q = kg_dtype_quantized(t->dtype); // stored as U8 rows of blocks
         cJSON *j_t = cJSON_AddObjectToObject(j_root, t->name);
         cJSON *j_shape = j_t ? cJSON_AddArrayToObject(j_t, "shape") : NULL;
-        if (!j_shape || !cJSON_AddStringToObject(j_t, "dtype", kg_dtype_name(t->dtype))) goto end;
+        if (!j_shape || !cJSON_AddStringToObject(j_t, "dtype", q ? "U8" : kg_dtype_name(t->dtype)))
+            goto end;
         for (int d = 0; d < t->ndim; d++) {
-            elems *= t->shape[d];
-            if (!cJSON_AddItemToArray(j_shape, cJSON_CreateNumber((double)t->shape[d]))) goto end;
+            size_t dim =
+                q && d == t->ndim - 1 ? kg_dtype_bytes(t->dtype, t->shape[d]) : t->shape[d];
+            if (!cJSON_AddItemToArray(j_shape, cJSON_CreateNumber((double)dim))) goto end;
         }
-        size_t nbytes = elems * kg_dtype_size(t->dtype);
+        size_t nbytes = write_bytes(t);
         cJSON *j_off = cJSON_AddArrayToObject(j_t, "data_offsets");
         if (!j_off || !cJSON_AddItemToArray(j_off, cJSON_CreateNumber((double)offset)) ||
             !cJSON_AddItemToArray(j_off, cJSON_CreateNumber((double)(offset + nbytes))))
@@ -297,7 +293,12 @@ end:
 }
 
 int safetensors_save(const char *path, const StWrite *tensors, size_t n, char *err) {
-    char *json = header_json(tensors, n);
+    return safetensors_save_meta(path, tensors, n, NULL, err);
+}
+
+int safetensors_save_meta(const char *path, const StWrite *tensors, size_t n,
+                          const char *const *meta, char *err) {
+    char *json = header_json(tensors, n, meta);
     if (!json) return kg_err(err, KG_ENOMEM, "%s: out of memory", path);
     size_t hlen = strlen(json);
     size_t padded = (hlen + 8 + 7) / 8 * 8 - 8; // data starts at a multiple of 8
@@ -313,10 +314,7 @@ int safetensors_save(const char *path, const StWrite *tensors, size_t n, char *e
     for (size_t i = hlen; ok && i < padded; i++)
         ok = fputc(' ', f) != EOF;
     for (size_t i = 0; ok && i < n; i++) {
-        size_t elems = 1;
-        for (int d = 0; d < tensors[i].ndim; d++)
-            elems *= tensors[i].shape[d];
-        size_t nbytes = elems * kg_dtype_size(tensors[i].dtype);
+        size_t nbytes = write_bytes(&tensors[i]);
         ok = fwrite(tensors[i].data, 1, nbytes, f) == nbytes;
     }
     free(json);

@@ -7,12 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum {
-    KG_F32,
-    KG_F16,
-    KG_BF16,
-    KG_DTYPE_OTHER // any other valid safetensors dtype (I64, U8, F64, ...): parsed, not computed on
-} KgDtype;
+#include "dtype.h"
 
 #define ST_MAX_DIMS   8
 #define ST_MAX_HEADER (100u << 20) // the reference implementation's limit too
@@ -58,13 +53,9 @@ void safetensors_close(SafeTensors *st);
 
 // "F32" -> KG_F32 etc.; sizes for the names the format defines. 0 for an unknown name.
 size_t safetensors_dtype_size(const char *name);
-const char *kg_dtype_name(KgDtype t); // "F32", "F16", "BF16"
-// 4, 2, 2; inline so that kernels specialized on a dtype get a constant
-static inline size_t kg_dtype_size(KgDtype t) { return t == KG_F32 ? 4 : 2; }
-// dst (n, dtype to) = src (n, dtype from), rounding to nearest even; F32/F16/BF16 only.
-void kg_dtype_convert(void *dst, KgDtype to, const void *src, KgDtype from, size_t n);
 
-// One tensor to write: name, dtype, shape, and its bytes (n_elems * dtype size).
+// One tensor to write: name, dtype, shape, and its bytes (kg_dtype_bytes of its elements).
+// A q8_0/q4_0 tensor (OC, C) is written as U8 (OC, C / 32 * block bytes): its rows of blocks.
 typedef struct {
     const char *name;
     KgDtype dtype;
@@ -77,5 +68,9 @@ typedef struct {
 // is aligned. KG_EIO on write failure (the file may then be partial: write to a temporary
 // name and rename, as the trainer does).
 int safetensors_save(const char *path, const StWrite *tensors, size_t n, char *err);
+// As safetensors_save, with a __metadata__ object of string pairs: meta holds key, value,
+// key, value, ..., NULL (meta itself may be NULL).
+int safetensors_save_meta(const char *path, const StWrite *tensors, size_t n,
+                          const char *const *meta, char *err);
 
 #endif

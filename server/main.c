@@ -57,7 +57,8 @@ static void main_usage(FILE *f) {
             "  --max-batch N        sequences advanced together per step (default 8)\n"
             "  --max-queue N        jobs waiting beyond the batch; more get 429 (default 64)\n"
             "  --cache-mb N         prefix cache memory in MiB (default 256)\n"
-            "  --dtype T            weights in memory: auto (as stored), f32, f16, bf16\n"
+            "  --dtype T            weights in memory: auto (as stored), f32, f16, bf16, and on\n"
+            "                       the CPU q8_0, q4_0 (quantized at load)\n"
             "  --no-speculate       do not precompute likely next clicks when idle\n"
             "  --api-key KEY        require 'Authorization: Bearer KEY' (health, readiness,\n"
             "                       metrics and static files stay open); also $KOGPT2_API_KEY\n"
@@ -213,14 +214,8 @@ static void main_parse(MainArgs *a, int argc, char **argv) {
         case O_DTYPE:
             if (!strcmp(optarg, "auto"))
                 a->dtype = GPT2_DTYPE_AUTO;
-            else if (!strcmp(optarg, "f32"))
-                a->dtype = KG_F32;
-            else if (!strcmp(optarg, "f16"))
-                a->dtype = KG_F16;
-            else if (!strcmp(optarg, "bf16"))
-                a->dtype = KG_BF16;
-            else {
-                fprintf(stderr, "kogpt2d: --dtype: expected auto, f32, f16 or bf16\n");
+            else if ((a->dtype = kg_dtype_parse(optarg)) < 0) {
+                fprintf(stderr, "kogpt2d: --dtype: expected auto, f32, f16, bf16, q8_0 or q4_0\n");
                 exit(2);
             }
             break;

@@ -52,3 +52,18 @@ endif()
 kg_test(test_model_torch SOURCES test_model_torch.c LIBS kgmodel LABELS "model;parity")
 set_tests_properties(test_model_torch PROPERTIES FIXTURES_REQUIRED "gpt2_testdata;torch_testdata"
   TIMEOUT 300)
+
+# Quantized weights (issue 16): q8_0/q4_0 blocks against a NumPy reference of ggml's formulas,
+# and the quantized matmul on every ISA against a double reference on the dequantized weights.
+set(KG_QUANT_REF "${CMAKE_BINARY_DIR}/testdata/quant_ref.bin")
+kg_test(test_cpu_matmul_q SOURCES test_cpu_matmul_q.c LIBS kgmodel LABELS model
+  ARGS ${KG_QUANT_REF})
+if(PYTHON3)
+  kg_fixture(quant_testdata COMMAND ${PYTHON3} ${CMAKE_SOURCE_DIR}/tests/ref/quant_ref.py
+    ${KG_QUANT_REF} LABELS model TIMEOUT 120)
+  set_tests_properties(test_cpu_matmul_q PROPERTIES FIXTURES_REQUIRED quant_testdata)
+endif()
+# whole models at q8_0 / q4_0 against f32 (top-1 agreement, KL), on the parity fixture's models
+kg_test(test_gpt2_quant SOURCES test_gpt2_quant.c LIBS kgmodel LABELS "model;parity"
+  ARGS ${KG_GPT2_TESTDATA} tiny_tanh_f32 small_erf_f16 noprefix_f32 kogpt2_f32)
+set_tests_properties(test_gpt2_quant PROPERTIES FIXTURES_REQUIRED gpt2_testdata TIMEOUT 300)

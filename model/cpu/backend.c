@@ -51,6 +51,9 @@ void cpu_destroy(KgBackend *be) {
 static const KgBackendOps *ops_for_isa(const char *isa) {
 #if defined(__x86_64__)
     __builtin_cpu_init();
+    if (!strcmp(isa, "avx512vnni"))
+        return ops_for_isa("avx512") && __builtin_cpu_supports("avx512vnni") ? &CPU_OPS_AVX512VNNI
+                                                                             : NULL;
     if (!strcmp(isa, "avx512"))
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma")
@@ -99,8 +102,8 @@ KgBackend *kg_cpu_backend_new_isa(int threads, const char *isa, char *err) {
 }
 
 KgBackend *kg_cpu_backend_new(int threads, char *err) {
-    const char *order[] = {"avx512", "avx2", "generic"};
-    for (int i = 0; i < 3; i++)
+    const char *order[] = {"avx512vnni", "avx512", "avx2", "generic"};
+    for (int i = 0; i < 4; i++)
         if (ops_for_isa(order[i])) return kg_cpu_backend_new_isa(threads, order[i], err);
     return kg_cpu_backend_new_isa(threads, "generic", err);
 }

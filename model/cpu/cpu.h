@@ -35,6 +35,7 @@ void cpu_destroy(KgBackend *be);
 extern const KgBackendOps CPU_OPS_GENERIC;
 extern const KgBackendOps CPU_OPS_AVX2;
 extern const KgBackendOps CPU_OPS_AVX512;
+extern const KgBackendOps CPU_OPS_AVX512VNNI;
 
 static inline CpuBackend *cpu_of(KgBackend *be) { return (CpuBackend *)be->impl; }
 

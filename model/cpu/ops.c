@@ -23,6 +23,7 @@
 #include "encoder.c"
 #include "layernorm.c"
 #include "matmul.c"
+#include "matmul_q.c"
 
 static void cpu_zero(KgBackend *be, void *p, size_t bytes) {
     (void)be;
@@ -36,13 +37,22 @@ static void cpu_copy_rows(KgBackend *be, float *dst, size_t ld_dst, const float 
         memmove(dst + r * ld_dst, src + r * ld_src, cols * sizeof *dst);
 }
 
+// matmul_forward for every weight dtype: f32/f16/bf16 (matmul.c) or q8_0/q4_0 (matmul_q.c).
+static void cpu_matmul_any_forward(KgBackend *be, float *out, const float *inp, KgMat w,
+                                   const float *bias, size_t N, size_t C, size_t OC) {
+    if (kg_dtype_quantized(w.dtype))
+        cpu_matmul_q_forward(be, out, inp, w, bias, N, C, OC);
+    else
+        cpu_matmul_forward(be, out, inp, w, bias, N, C, OC);
+}
+
 // No fusion to gain on the CPU: the matmul's output tiles are long gone from cache by the
 // time a fused GELU could touch them, so this is the two ops in a row.
 static void cpu_matmul_gelu_forward(KgBackend *be, float *out, float *pre, const float *inp,
                                     KgMat w, const float *bias, size_t N, size_t C, size_t OC,
                                     Gpt2Gelu kind) {
     float *lin = pre ? pre : out;
-    cpu_matmul_forward(be, lin, inp, w, bias, N, C, OC);
+    cpu_matmul_any_forward(be, lin, inp, w, bias, N, C, OC);
     cpu_gelu_forward(be, out, lin, N * OC, kind);
 }
 
@@ -74,7 +84,8 @@ const KgBackendOps CPU_OPS_NAME(CPU_ISA_UPPER) = {
     .destroy = cpu_destroy,
     .encoder_forward = cpu_encoder_forward,
     .layernorm_forward = cpu_layernorm_forward,
-    .matmul_forward = cpu_matmul_forward,
+    .quant_weights = 1,
+    .matmul_forward = cpu_matmul_any_forward,
     .matmul_gelu_forward = cpu_matmul_gelu_forward,
     .attention_forward = cpu_attention_forward,
     .gelu_forward = cpu_gelu_forward,

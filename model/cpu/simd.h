@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../dtype.h"
 #include "../kgmath.h"
-#include "../safetensors.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>

@@ -200,6 +200,7 @@ static const KgBackendOps CUDA_OPS = {
     .name = NULL, // each backend's own (cb->name), set on a copy in kg_cuda_backend_new
     .host_memory = 0,
     .matrices_out_major = 1,
+    .quant_weights = 0, // refused at load: gpt2_open names the dtype
     .alloc = cuda_alloc,
     .free = cuda_free,
     .weights_map = cuda_weights_map,
