@@ -8,7 +8,8 @@
 # Explorer in a browser; Debian's Chromium, never a downloaded one), a Korean font for its
 # screenshots, nginx (the fleet test of docker/nginx.conf), prometheus (for promtool, which
 # lints a live /metrics in tests/clients; Debian has no promtool alone), clang-format,
-# valgrind, clang with its libFuzzer runtime (scripts/fuzz.sh). CUDA (nvcc, cuBLAS, NCCL) is
+# valgrind, clang with its libFuzzer runtime (scripts/fuzz.sh), podman and what it needs to
+# build and test the image (docker/podman_setup.sh, docker/test_images.sh). CUDA (nvcc, cuBLAS, NCCL) is
 # not from Debian: the CUDA backend is built when a toolkit is in /usr/local/cuda or on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +21,8 @@ apt-get install -y -qq --no-install-recommends \
     libopenblas-dev zlib1g-dev libopenmpi-dev openmpi-bin \
     python3 python3-torch python3-numpy python3-sentencepiece \
     chromium fonts-nanum nginx python3-yaml clang-format valgrind \
-    clang libclang-rt-14-dev prometheus >/dev/null
+    clang libclang-rt-14-dev prometheus \
+    podman buildah runc debootstrap uidmap slirp4netns fuse-overlayfs >/dev/null
 scripts/build_mhd.sh /usr/local
 # Node.js for the reference tokenizer and the browser test: Debian's, unless a Node.js with
 # npm is already installed (a distribution of Node.js that bundles npm conflicts with Debian's)

@@ -4,7 +4,8 @@
 # again under AddressSanitizer + UndefinedBehaviorSanitizer, the threaded code (the CPU thread
 # pool, the kernels on it, the engine's scheduler, training's accumulation) under
 # ThreadSanitizer, a minute of each libFuzzer target, then valgrind over the command-line
-# paths. Tests that need ../shared (data) or a
+# paths, and last the CPU image, built with podman and tested (docker/test_images.sh), with
+# the fleet test in containers. Tests that need ../shared (data) or a
 # reference implementation that is not installed are reported as skipped, never as passed.
 #   scripts/test.sh            everything
 #   scripts/test.sh quick      the -Werror build and ctest only
@@ -34,7 +35,7 @@ cmake --build build-asan
     ctest --output-on-failure -j "$jobs" -E 'kogpt2_(f32|f16|bf16)')
 
 echo "== ThreadSanitizer build: the thread pool, the CPU kernels, the scheduler, training"
-tsan_tests='test_cpu_pool test_cpu_matmul test_server_sched test_model_sampler test_train_accum'
+tsan_tests='test_cpu_pool test_cpu_matmul test_cpu_matmul_q test_server_sched test_model_sampler test_train_accum'
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKG_WERROR=ON \
     -DKG_SANITIZE=thread >/dev/null
 # shellcheck disable=SC2086 # one target per word
@@ -48,3 +49,14 @@ scripts/fuzz.sh 60
 
 echo "== valgrind memcheck over the command line"
 scripts/valgrind.sh build
+
+echo "== containers: docker/test_images.sh (podman build, the image as an operator runs it), the fleet as containers"
+# 77: podman cannot run containers here (not root, no user namespaces, ...): skipped, said so
+rc=0; docker/test_images.sh || rc=$?
+if [ $rc -eq 77 ]; then
+    echo "containers: SKIPPED (see the SKIP line above)"
+elif [ $rc -ne 0 ]; then
+    exit $rc
+else
+    tests/test_deploy_fleet.sh containers
+fi

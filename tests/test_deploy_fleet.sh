@@ -5,26 +5,47 @@
 # SIGKILL (failures reported, and nginx must go on serving from the others); (3) the k8s
 # manifests parse and the HPA's metric comes from a metric in /metrics.
 # Needs nginx (Debian's /usr/sbin/nginx), python3, curl and a built kogpt2d; else exit 77.
-# Env: KG_BUILD_DIR (kogpt2d), KG_SOURCE_DIR, KG_PYTHON.
+# Container mode (issue 19), `tests/test_deploy_fleet.sh containers` or KG_FLEET_MODE=containers:
+# the replicas are containers of the image KG_IMAGE (default kogpt2d:latest, built by
+# docker/test_images.sh) run by podman with --network host, nginx stays on the host; the
+# rolling restart is `podman stop` (SIGTERM; the container must exit 0) + `podman start`, the
+# crash `podman kill` (SIGKILL). Needs root and a podman that runs containers
+# (docker/podman_setup.sh) and the image; else exit 77.
+# Env: KG_BUILD_DIR (kogpt2d), KG_SOURCE_DIR, KG_PYTHON, KG_FLEET_MODE, KG_IMAGE.
 set -u
 SRC=${KG_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 BUILD=${KG_BUILD_DIR:-$SRC/build}
 PY=${KG_PYTHON:-python3}
 KG=$BUILD/kogpt2d
+MODE=${1:-${KG_FLEET_MODE:-processes}}
+IMG=${KG_IMAGE:-kogpt2d:latest}
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 skip() { echo "SKIP: $*"; exit 77; }
 [ -x "$NGINX" ] || skip "nginx is not installed"
-[ -x "$KG" ] || skip "no $KG (build it first)"
+case $MODE in
+  processes) [ -x "$KG" ] || skip "no $KG (build it first)" ;;
+  containers)
+    [ "$(id -u)" = 0 ] || skip "container mode needs root"
+    command -v podman >/dev/null || skip "no podman (docker/podman_setup.sh installs it)"
+    podman image exists "$IMG" || skip "no image $IMG (docker/test_images.sh builds it)"
+    podman run --rm --network host --entrypoint true "$IMG" >/dev/null 2>&1 ||
+      skip "podman cannot run a container here (docker/podman_setup.sh says why)" ;;
+  *) echo "usage: $0 [processes|containers]"; exit 2 ;;
+esac
 command -v "$PY" >/dev/null || skip "no python3"
 command -v curl >/dev/null || skip "no curl"
 
 T=$(mktemp -d /tmp/kg-fleet.XXXXXX)
 PIDS=()
 NGINX_PID=
+CNAME=kg-fleet-$$-   # container names: kg-fleet-PID-1..3
 # shellcheck disable=SC2317  # called from the EXIT trap
 cleanup() {
   [ -n "$NGINX_PID" ] && kill "$NGINX_PID" 2>/dev/null
   for p in "${PIDS[@]}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done
+  if [ "$MODE" = containers ]; then
+    for i in 1 2 3; do podman rm -f -t 0 "$CNAME$i" >/dev/null 2>&1; done
+  fi
   wait 2>/dev/null
   rm -rf "$T"
 }
@@ -56,17 +77,47 @@ if ! "$NGINX" -t -q -p "$T" -e "$T/logs/error.log" -c "$T/nginx.conf"; then
 fi
 echo "ok: nginx -t passes on docker/nginx.conf ($("$NGINX" -v 2>&1))"
 
-start_replica() {  # $1 = 1..3
+# A replica: a process, or a container of $IMG (podman without systemd says it cannot
+# schedule the HEALTHCHECK's timer: that line is dropped).
+nosd() { grep -v 'systemd connection' >&2; }
+start_replica() {  # $1 = 1..3; a stopped container is started again (podman start)
+  if [ "$MODE" = containers ]; then
+    if podman container exists "$CNAME$1"; then
+      podman start "$CNAME$1" 2> >(nosd) >/dev/null
+    else
+      podman run -d --name "$CNAME$1" --network host "$IMG" --host 127.0.0.1 \
+        --port "${PORTS[$1]}" --threads 2 --timeout 5 --quiet 2> >(nosd) >/dev/null
+    fi
+    return
+  fi
   "$KG" --host 127.0.0.1 --port "${PORTS[$1]}" --threads 2 --timeout 5 --quiet \
     >>"$T/kg$1.log" 2>&1 &
   PIDS[$1]=$!
+}
+replica_log() {  # $1 = 1..3
+  if [ "$MODE" = containers ]; then podman logs "$CNAME$1" 2>&1 | tail -20; else cat "$T/kg$1.log"; fi
+}
+stop_replica() {  # $1 = 1..3: SIGTERM, wait; returns the exit status
+  if [ "$MODE" = containers ]; then
+    podman stop -t 30 "$CNAME$1" 2> >(nosd) >/dev/null
+    return "$(podman inspect --format '{{.State.ExitCode}}' "$CNAME$1")"
+  fi
+  kill -TERM "${PIDS[$1]}"
+  wait "${PIDS[$1]}"
+}
+kill_replica() {  # $1 = 1..3: SIGKILL
+  if [ "$MODE" = containers ]; then
+    podman kill "$CNAME$1" 2> >(nosd) >/dev/null
+    return
+  fi
+  kill -KILL "${PIDS[$1]}"; wait "${PIDS[$1]}" 2>/dev/null; PIDS[$1]=
 }
 wait_ready() {  # $1 = 1..3; up to 30 s
   for _ in $(seq 300); do
     curl -sf "http://127.0.0.1:${PORTS[$1]}/readyz" >/dev/null && return 0
     sleep 0.1
   done
-  echo "FAIL: replica $1 not ready"; cat "$T/kg$1.log"; exit 1
+  echo "FAIL: replica $1 not ready"; replica_log "$1"; exit 1
 }
 for i in 1 2 3; do start_replica $i; done
 for i in 1 2 3; do wait_ready $i; done
@@ -74,7 +125,7 @@ for i in 1 2 3; do wait_ready $i; done
 NGINX_PID=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$NPORT/readyz" >/dev/null && break; sleep 0.1; done
 curl -sf "http://127.0.0.1:$NPORT/readyz" >/dev/null || { echo "FAIL: nginx not serving"; cat "$T/logs/error.log"; exit 1; }
-echo "fleet: nginx :$NPORT -> kogpt2d :$P1 :$P2 :$P3"
+echo "fleet ($MODE): nginx :$NPORT -> kogpt2d :$P1 :$P2 :$P3"
 
 # (2) Load through nginx; the phase file labels each request with the event under way.
 SECS=${KG_FLEET_SECONDS:-60}   # an upper bound; the test stops the load itself
@@ -84,17 +135,20 @@ LOAD_PID=$!
 sleep 2
 for i in 1 2; do
   echo "rolling-restart" > "$T/phase"
-  kill -TERM "${PIDS[$i]}"
-  wait "${PIDS[$i]}"; rc=$?
+  stop_replica $i; rc=$?
   [ $rc -eq 0 ] || { echo "FAIL: replica $i exited $rc after SIGTERM"; exit 1; }
   start_replica $i
   wait_ready $i
-  echo "replica $i: SIGTERM, exit 0, restarted and ready"
+  if [ "$MODE" = containers ]; then
+    echo "replica $i: podman stop, exit 0, podman start, ready"
+  else
+    echo "replica $i: SIGTERM, exit 0, restarted and ready"
+  fi
   sleep 2
 done
 echo "sigkill" > "$T/phase"
-kill -KILL "${PIDS[3]}"; wait "${PIDS[3]}" 2>/dev/null; PIDS[3]=
-echo "replica 3: SIGKILL"
+kill_replica 3
+if [ "$MODE" = containers ]; then echo "replica 3: podman kill (SIGKILL)"; else echo "replica 3: SIGKILL"; fi
 sleep 3
 echo "after-sigkill" > "$T/phase"
 sleep 3
@@ -128,5 +182,5 @@ sed -E 's/^[0-9\/: ]+\[[a-z]+\] [0-9#]+: \*[0-9]+ //; s/, client:.*upstream: "([
 if ! "$PY" "$SRC/tests/deploy_fleet.py" k8s "$SRC/docker/k8s" "http://127.0.0.1:$P1/metrics"; then
   fail=1
 fi
-[ $fail -eq 0 ] && echo "PASS: test_deploy_fleet"
+[ $fail -eq 0 ] && echo "PASS: test_deploy_fleet ($MODE)"
 exit $fail
