@@ -15,7 +15,7 @@ KgBackend *kg_cuda_backend_new(int device, char *err) {
 }
 
 int kg_cuda_device_count(char *why, size_t why_size) {
-    if (why && why_size) snprintf(why, why_size, "built without CUDA");
+    if (why && why_size) snprintf(why, why_size, "no GPU found (built without CUDA)");
     return 0;
 }
 #endif
@@ -57,8 +57,8 @@ KgBackend *kg_backend_new(const char *device, int threads, FILE *log, char *err)
     }
     if (!(be = kg_cpu_backend_new(threads, err))) return NULL;
     if (log)
-        fprintf(log, "device: %s, %d threads (%s%s)\n", be->ops->name, be->threads,
-                strcmp(device, "auto") ? "asked for cpu" : "auto: no GPU, ",
-                strcmp(device, "auto") ? "" : why);
+        fprintf(
+            log, "device: %s, %d threads (%s%s)\n", be->ops->name, be->threads,
+            strcmp(device, "auto") ? "asked for cpu" : "auto: ", strcmp(device, "auto") ? "" : why);
     return be;
 }

@@ -193,7 +193,7 @@ KgBackend *kg_cpu_backend_new_isa(int threads, const char *isa, char *err);
 // has no CUDA (KG_EUNSUP) or no such GPU can be used (KG_EIO).
 KgBackend *kg_cuda_backend_new(int device, char *err);
 // GPUs the CUDA runtime sees; 0 in a build without CUDA or when there is no usable driver.
-// With a buffer, a one-line description of GPU 0 or of why there is none.
+// With a buffer, a one-line description of GPU 0, or "no GPU found (why)".
 int kg_cuda_device_count(char *why, size_t why_size);
 
 // Picks a backend by name: "cpu", "cuda" (GPU 0; "cuda:N" for GPU N) or "auto" (the GPU

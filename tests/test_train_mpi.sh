@@ -28,4 +28,13 @@ losses() { awk '/^step/ { printf "%s ", $4 } /^val/ { printf "(val %s) ", $5 }' 
 echo "2 ranks: $(losses "$w/r2.log")"
 echo "1 rank:  $(losses "$w/r1.log")"
 "$B/test_train_cmp" "$w/r2" "$w/r1" 1e-5
+# ranks on one machine share its cores: with --threads 0 (the default) each takes its share
+ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \
+  mpirun -np 2 --oversubscribe $root "$B/kogpt2-train" train --data "$fx/data" \
+  --tokenizer "$fx/tok.model" --n-layer 2 --n-embd 32 --n-head 2 --n-ctx 32 --steps 1 --seq 16 \
+  --batch 2 --val-every 0 --device cpu --out "$w/share" > "$w/share.log" 2>&1
+share=$(($(nproc) / 2)); [ "$share" -ge 1 ] || share=1
+grep -q "device: cpu[^,]*, $share threads" "$w/share.log" ||
+  { echo "FAIL: 2 ranks on $(nproc) cores should take $share threads each"; cat "$w/share.log"; exit 1; }
+echo "2 ranks on $(nproc) cores: $share threads each"
 echo PASS

@@ -61,6 +61,9 @@ void dist_release_be(Dist *d);
 // This rank's index among the ranks on its node, from the launcher (it picks the rank's
 // GPU); 0 when there is no launcher.
 int dist_local_rank(void);
+// The ranks on this node, from the launcher; 1 when there is none. Ranks on one machine
+// share its cores: each takes nproc / this many threads unless --threads says otherwise.
+int dist_local_size(void);
 
 #define DIST_BUCKET ((size_t)1 << 22) // 4 Mi floats = 16 MiB per all-reduce
 

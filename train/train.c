@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "adamw.h"
 #include "ckpt.h"
@@ -327,8 +328,14 @@ static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) 
         snprintf(device, sizeof device, "cuda:%d", dist_local_rank());
     else if (n_gpu > 0)
         snprintf(device, sizeof device, "cuda:%d", dist_local_rank() % n_gpu);
-    if (!(r->be = kg_backend_new(device, a->threads, d->rank == 0 ? log : NULL, err)))
-        return KG_EIO;
+    // ranks on one machine share its cores (each taking every core would overload them):
+    // --threads 0 means this rank's share
+    int threads = a->threads;
+    if (!threads && dist_local_size() > 1) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = cores > dist_local_size() ? (int)(cores / dist_local_size()) : 1;
+    }
+    if (!(r->be = kg_backend_new(device, threads, d->rank == 0 ? log : NULL, err))) return KG_EIO;
     r->be->mixed = (KgDtype)a->precision;
     // f16's range needs the loss scaled; bf16 has f32's exponent range and f32 needs nothing
     r->scaler =

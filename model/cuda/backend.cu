@@ -240,7 +240,10 @@ extern "C" int kg_cuda_device_count(char *why, size_t why_size) {
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n <= 0) {
         if (why && why_size)
-            snprintf(why, why_size, "%s", e != cudaSuccess ? cudaGetErrorString(e) : "no GPU");
+            // the driver's own words (on a machine with no GPU: "CUDA driver version is
+            // insufficient for CUDA runtime version") are the detail, not the headline
+            snprintf(why, why_size, "no GPU found%s%s%s", e != cudaSuccess ? " (CUDA: " : "",
+                     e != cudaSuccess ? cudaGetErrorString(e) : "", e != cudaSuccess ? ")" : "");
         cudaGetLastError();
         return 0;
     }
