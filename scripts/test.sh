@@ -5,7 +5,8 @@
 # pool, the kernels on it, the engine's scheduler, training's accumulation) under
 # ThreadSanitizer, a minute of each libFuzzer target, then valgrind over the command-line
 # paths, and last the CPU image, built with podman and tested (docker/test_images.sh), with
-# the fleet test in containers. Tests that need ../shared (data) or a
+# the fleet test in containers and the README's first command run verbatim as root in a fresh
+# debian:12 container (docker/test_readme.sh). Tests that need ../shared (data) or a
 # reference implementation that is not installed are reported as skipped, never as passed.
 #   scripts/test.sh            everything
 #   scripts/test.sh quick      the -Werror build and ctest only
@@ -50,7 +51,8 @@ scripts/fuzz.sh 60
 echo "== valgrind memcheck over the command line"
 scripts/valgrind.sh build
 
-echo "== containers: docker/test_images.sh (podman build, the image as an operator runs it), the fleet as containers"
+echo "== containers: docker/test_images.sh (podman build, the image as an operator runs it), the fleet as containers,"
+echo "   docker/test_readme.sh (the README's first command, verbatim, as root in a fresh debian:12)"
 # 77: podman cannot run containers here (not root, no user namespaces, ...): skipped, said so
 rc=0; docker/test_images.sh || rc=$?
 if [ $rc -eq 77 ]; then
@@ -59,4 +61,7 @@ elif [ $rc -ne 0 ]; then
     exit $rc
 else
     tests/test_deploy_fleet.sh containers
+    # ~70 s on 2 cores: apt-get, libmicrohttpd, the build, a request, SIGTERM; 77 is a skip
+    rc=0; docker/test_readme.sh || rc=$?
+    [ $rc -eq 0 ] || [ $rc -eq 77 ] || exit $rc
 fi
