@@ -136,6 +136,7 @@ struct SchedJob {
     SchedParams p;
     int id;           // the one made-up token: the prompt's last
     int read;         // it was handed out
+    size_t n_scored;  // scoring: prompt entries handed out
     char *text;       // its text
     KgCandidate *top; // p.n_candidates candidates
 };
@@ -146,13 +147,15 @@ static void fuzz_check_params(const SchedParams *p) {
     for (size_t i = 0; i < p->n_tokens; i++)
         FUZZ_CHECK(p->tokens[i] >= 0 && (size_t)p->tokens[i] < fuzz_app->vocab_size);
     FUZZ_CHECK(isfinite(p->temperature) && p->temperature >= 0 && p->temperature <= 100);
-    if (p->kind == SCHED_NEXT_TOKEN) {
-        FUZZ_CHECK(p->n_candidates >= 1 && p->n_candidates <= API_MAX_CANDIDATES &&
+    if (p->kind == SCHED_NEXT_TOKEN) { // (/v1/score ranks the whole vocabulary at a position)
+        FUZZ_CHECK(p->n_candidates >= 1 && p->n_candidates <= fuzz_app->vocab_size &&
                    p->temperature > 0);
         return;
     }
-    FUZZ_CHECK(p->kind == SCHED_GENERATE && p->n_candidates <= API_MAX_LOGPROBS);
-    FUZZ_CHECK(p->max_tokens >= 1 && p->max_tokens <= fuzz_app->n_ctx);
+    // a prompt-scoring job (echo + logprobs; /v1/score's 100 ranks) may generate nothing
+    FUZZ_CHECK(p->kind == SCHED_GENERATE &&
+               p->n_candidates <= (p->score_prompt ? API_MAX_CANDIDATES : API_MAX_LOGPROBS));
+    FUZZ_CHECK((p->max_tokens >= 1 || p->score_prompt) && p->max_tokens <= fuzz_app->n_ctx);
     FUZZ_CHECK(p->top_k <= fuzz_app->vocab_size);
     FUZZ_CHECK(p->top_p > 0 && p->top_p <= 1);
     FUZZ_CHECK(p->seed < (1ull << 53));
@@ -161,7 +164,7 @@ static void fuzz_check_params(const SchedParams *p) {
         FUZZ_CHECK(p->stop[i] && json_utf8_valid(p->stop[i], strlen(p->stop[i]), NULL));
     const KgPenalties *pen = &p->penalties;
     FUZZ_CHECK(pen->presence >= -2 && pen->presence <= 2 && pen->frequency >= -2 &&
-               pen->frequency <= 2 && pen->repetition > 0 && pen->repetition <= 100);
+               pen->frequency <= 2 && pen->repetition >= 0 && pen->repetition <= 100);
     FUZZ_CHECK(pen->n_bias <= API_MAX_LOGIT_BIAS && (pen->n_bias == 0 || pen->bias));
     for (size_t i = 0; i < pen->n_bias; i++)
         FUZZ_CHECK(pen->bias[i].id >= 0 && (size_t)pen->bias[i].id < fuzz_app->vocab_size &&
@@ -195,18 +198,33 @@ int sched_submit(Sched *s, const SchedParams *p, void (*notify)(void *ctx), void
     return KG_OK;
 }
 
+// A scoring job first yields one entry per prompt token (the first with no score), as the
+// engine does; then every job yields its one made-up token.
 size_t sched_job_read(SchedJob *j, SchedToken *out, size_t cap, SchedState *state) {
     *state = SCHED_DONE_LENGTH;
-    if (j->read || cap == 0) return 0;
+    size_t n = 0;
+    for (; j->p.score_prompt && j->n_scored < j->p.n_tokens && n < cap; j->n_scored++, n++)
+        out[n] = (SchedToken){.id = j->id,
+                              .logprob = j->n_scored ? -1.0f : NAN,
+                              .text = j->text,
+                              .text_len = strlen(j->text),
+                              .candidates = j->n_scored ? j->top : NULL,
+                              .n_candidates = j->n_scored ? j->p.n_candidates : 0,
+                              .prompt = 1};
+    if (n == cap) {
+        *state = SCHED_RUNNING;
+        return n;
+    }
+    if (j->read) return n;
     j->read = 1;
     int next = j->p.kind == SCHED_NEXT_TOKEN;
-    out[0] = (SchedToken){.id = next ? -1 : j->id,
+    out[n] = (SchedToken){.id = next ? -1 : j->id,
                           .logprob = next ? 0 : -1,
                           .text = next ? "" : j->text,
                           .text_len = next ? 0 : strlen(j->text),
                           .candidates = j->top,
                           .n_candidates = j->p.n_candidates};
-    return 1;
+    return n + 1;
 }
 
 int sched_job_error(SchedJob *j, char *err) {

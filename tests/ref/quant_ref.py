@@ -8,6 +8,7 @@ Writes OUT: int32 rows, C; rows * C float32 values; the q8_0 blocks; the q4_0 bl
 
 Usage: quant_ref.py OUT
 """
+import os
 import struct
 import sys
 
@@ -57,12 +58,12 @@ def main(argv):
     x[3, 5] = np.float32(1e3)
     x[5, :QK] = 0  # an all-zero block: d = 0
     x[6, :QK] = np.float32(0.25)  # equal values: q4_0's max lands on -8 exactly
+    os.makedirs(os.path.dirname(os.path.abspath(argv[1])), exist_ok=True)
     with open(argv[1] + ".tmp", "wb") as f:
         f.write(struct.pack("<2i", rows, C))
         f.write(x.tobytes())
         f.write(q8_0(x))
         f.write(q4_0(x))
-    import os
     os.replace(argv[1] + ".tmp", argv[1])
     return 0
 
