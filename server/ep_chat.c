@@ -34,20 +34,6 @@ typedef struct {
     cJSON **j_logprobs; // (n_choices) OpenAI's {"content": [...]} when logprobs is true
 } Chat;
 
-// A chat.completion(.chunk) object with an empty "choices" array.
-static cJSON *chat_object(const Job *job, const char *object, cJSON **j_choices) {
-    cJSON *j_root = cJSON_CreateObject();
-    if (!j_root || !cJSON_AddStringToObject(j_root, "id", job->id) ||
-        !cJSON_AddStringToObject(j_root, "object", object) ||
-        !cJSON_AddNumberToObject(j_root, "created", (double)job->created) ||
-        !cJSON_AddStringToObject(j_root, "model", job->app->model_name) ||
-        !(*j_choices = cJSON_AddArrayToObject(j_root, "choices"))) {
-        cJSON_Delete(j_root);
-        return NULL;
-    }
-    return j_root;
-}
-
 // {"token", "logprob", "bytes"} of one token's text.
 static cJSON *chat_token_logprob(const char *text, size_t len, float logprob) {
     char *s = strndup(text, len);
@@ -83,7 +69,7 @@ static cJSON *chat_logprob_entry(const Tokenizer *tok, const SchedToken *t) {
 static int chat_chunk(Job *job, size_t i, int with_role, const char *content, cJSON *j_lp,
                       const char *finish) {
     cJSON *j_choices, *j_c = NULL, *j_delta = NULL;
-    cJSON *j = chat_object(job, "chat.completion.chunk", &j_choices);
+    cJSON *j = job_openai_object(job, "chat.completion.chunk", &j_choices);
     int ok = j && cJSON_AddItemToArray(j_choices, j_c = cJSON_CreateObject()) &&
              cJSON_AddNumberToObject(j_c, "index", (double)i) &&
              (j_delta = cJSON_AddObjectToObject(j_c, "delta")) &&
@@ -133,7 +119,7 @@ static int chat_stream_end(Job *job) {
     Chat *ch = job->ctx;
     cJSON *j_choices;
     if (ch->include_usage &&
-        job_sse_usage(job, chat_object(job, "chat.completion.chunk", &j_choices)))
+        job_sse_usage(job, job_openai_object(job, "chat.completion.chunk", &j_choices)))
         return KG_ENOMEM;
     return job_sse_raw(job, "data: [DONE]\n\n");
 }
@@ -142,7 +128,7 @@ static cJSON *chat_reply(Job *job) {
     Chat *ch = job->ctx;
     size_t prompt, generated;
     job_usage(job, &prompt, &generated);
-    cJSON *j_choices, *j_root = chat_object(job, "chat.completion", &j_choices);
+    cJSON *j_choices, *j_root = job_openai_object(job, "chat.completion", &j_choices);
     for (size_t i = 0; j_root && i < job->n_choices; i++) {
         cJSON *j_c = cJSON_CreateObject(), *j_m = NULL;
         if (!j_c || !cJSON_AddItemToArray(j_choices, j_c)) {

@@ -20,17 +20,25 @@
 #include "job.h"
 #include "json_in.h"
 
+// One prompt of the request; its n samples share it.
 typedef struct {
-    int *prompt; // (n_prompt) ids
-    size_t n_prompt;
-    char *echo;          // the prompt's text when echoed (else NULL)
+    int *ids; // (n_ids)
+    size_t n_ids;
+    char *echo;        // its text when echoed (else NULL)
+    size_t echo_chars; // characters of echo
+} CompletionPrompt;
+
+// One choice: prompt i / n, sample i % n.
+typedef struct {
     size_t scored_chars; // prompt scoring: characters of the prompt scored so far
+    size_t text_chars;   // characters before its next generated token (echo included)
     cJSON *j_logprobs;   // OpenAI's logprobs object (when "logprobs" was given)
 } CompletionChoice;
 
 typedef struct {
-    size_t n_prompts, n; // choices: prompt i / n, sample i % n
-    CompletionChoice *choices;
+    size_t n_prompts, n;
+    CompletionPrompt *prompts; // (n_prompts)
+    CompletionChoice *choices; // (n_prompts * n)
     int want_logprobs, include_usage;
 } Completions;
 
@@ -80,20 +88,6 @@ static int completions_logprobs_add(cJSON *j_lp, const Tokenizer *tok, const Sch
     return KG_OK;
 }
 
-// A text_completion object (whole reply or chunk) with an empty "choices" array.
-static cJSON *completions_object(const Job *job, cJSON **j_choices) {
-    cJSON *j_root = cJSON_CreateObject();
-    if (!j_root || !cJSON_AddStringToObject(j_root, "id", job->id) ||
-        !cJSON_AddStringToObject(j_root, "object", "text_completion") ||
-        !cJSON_AddNumberToObject(j_root, "created", (double)job->created) ||
-        !cJSON_AddStringToObject(j_root, "model", job->app->model_name) ||
-        !(*j_choices = cJSON_AddArrayToObject(j_root, "choices"))) {
-        cJSON_Delete(j_root);
-        return NULL;
-    }
-    return j_root;
-}
-
 // Adds {"text", "index", "logprobs", "finish_reason"} to j_choices (j_lp consumed).
 static int completions_add_choice(cJSON *j_choices, size_t index, const char *text, cJSON *j_lp,
                                   const char *finish) {
@@ -119,7 +113,7 @@ static int completions_add_choice(cJSON *j_choices, size_t index, const char *te
 // One chunk of a stream: choice i's text (and logprobs), or its finish_reason.
 static int completions_chunk(Job *job, size_t i, const char *text, cJSON *j_lp,
                              const char *finish) {
-    cJSON *j_choices, *j = completions_object(job, &j_choices);
+    cJSON *j_choices, *j = job_openai_object(job, "text_completion", &j_choices);
     if (!j || completions_add_choice(j_choices, i, text, j_lp, finish)) {
         cJSON_Delete(j);
         return KG_ENOMEM;
@@ -138,9 +132,8 @@ static int completions_token(Job *job, size_t i, const SchedToken *t) {
         return rc;
     }
     // the text before this token: the echoed prompt, then what was generated before it
-    const JobBuf *text = &job->choices[i].text;
-    size_t off = (ch->echo ? api_utf8_chars(ch->echo, strlen(ch->echo)) : 0) +
-                 api_utf8_chars(text->p, text->len - t->text_len);
+    size_t off = ch->text_chars;
+    ch->text_chars += api_utf8_chars(t->text, t->text_len);
     if (ch->j_logprobs && completions_logprobs_add(ch->j_logprobs, tok, t, off)) return KG_ENOMEM;
     if (!job->stream) return KG_OK;
     cJSON *j_lp = NULL;
@@ -162,7 +155,8 @@ static int completions_choice_end(Job *job, size_t i) {
 static int completions_stream_end(Job *job) {
     Completions *c = job->ctx;
     cJSON *j_choices;
-    if (c->include_usage && job_sse_usage(job, completions_object(job, &j_choices)))
+    if (c->include_usage &&
+        job_sse_usage(job, job_openai_object(job, "text_completion", &j_choices)))
         return KG_ENOMEM;
     return job_sse_raw(job, "data: [DONE]\n\n");
 }
@@ -171,18 +165,19 @@ static cJSON *completions_reply(Job *job) {
     Completions *c = job->ctx;
     size_t prompt, generated;
     job_usage(job, &prompt, &generated);
-    cJSON *j_choices, *j_root = completions_object(job, &j_choices);
+    cJSON *j_choices, *j_root = job_openai_object(job, "text_completion", &j_choices);
     for (size_t i = 0; j_root && i < job->n_choices; i++) {
         CompletionChoice *ch = &c->choices[i];
+        const char *echo = c->prompts[i / c->n].echo;
         const char *text = job->choices[i].text.p ? job->choices[i].text.p : "";
         char *full = NULL;
-        if (ch->echo && (full = malloc(strlen(ch->echo) + strlen(text) + 1)))
-            strcat(strcpy(full, ch->echo), text);
+        if (echo && (full = malloc(strlen(echo) + strlen(text) + 1)))
+            strcat(strcpy(full, echo), text);
         cJSON *j_lp = ch->j_logprobs;
         ch->j_logprobs = NULL; // moved into the reply
-        int rc = ch->echo && !full ? (cJSON_Delete(j_lp), KG_ENOMEM)
-                                   : completions_add_choice(j_choices, i, full ? full : text, j_lp,
-                                                            job_finish_reason(job, i, 1));
+        int rc = echo && !full ? (cJSON_Delete(j_lp), KG_ENOMEM)
+                               : completions_add_choice(j_choices, i, full ? full : text, j_lp,
+                                                        job_finish_reason(job, i, 1));
         free(full);
         if (rc) {
             cJSON_Delete(j_root);
@@ -199,11 +194,13 @@ static cJSON *completions_reply(Job *job) {
 static void completions_free(void *ctx) {
     Completions *c = ctx;
     if (!c) return;
-    for (size_t i = 0; c->choices && i < c->n_prompts * c->n; i++) {
-        free(c->choices[i].prompt);
-        free(c->choices[i].echo);
-        cJSON_Delete(c->choices[i].j_logprobs);
+    for (size_t i = 0; c->prompts && i < c->n_prompts; i++) {
+        free(c->prompts[i].ids);
+        free(c->prompts[i].echo);
     }
+    for (size_t i = 0; c->choices && i < c->n_prompts * c->n; i++)
+        cJSON_Delete(c->choices[i].j_logprobs);
+    free(c->prompts);
     free(c->choices);
     free(c);
 }
@@ -215,7 +212,7 @@ static const JobHooks COMPLETIONS_HOOKS = {.token = completions_token,
                                            .free = completions_free};
 
 // One prompt: a string or an array of ids.
-static int completions_prompt(const SrvApp *app, const cJSON *j, CompletionChoice *ch, int echo,
+static int completions_prompt(const SrvApp *app, const cJSON *j, CompletionPrompt *pr, int echo,
                               char *err) {
     const char *text = NULL;
     size_t len = 0;
@@ -230,13 +227,12 @@ static int completions_prompt(const SrvApp *app, const cJSON *j, CompletionChoic
                       "prompt must be a string, an array of token ids, or an "
                       "array of those");
     }
-    int rc = api_prompt_from(app, text, len, j, "prompt", &ch->prompt, &ch->n_prompt, err);
+    int rc = api_prompt_from(app, text, len, j, "prompt", &pr->ids, &pr->n_ids, err);
     if (rc || !echo) return rc;
-    if (text) {
-        ch->echo = strdup(text);
-        return ch->echo ? KG_OK : kg_err(err, KG_ENOMEM, "prompt: out of memory");
-    }
-    return tok_decode(app->tok, ch->prompt, ch->n_prompt, &ch->echo, NULL, err);
+    if (text && !(pr->echo = strdup(text))) return kg_err(err, KG_ENOMEM, "prompt: out of memory");
+    if (!text && (rc = tok_decode(app->tok, pr->ids, pr->n_ids, &pr->echo, NULL, err))) return rc;
+    pr->echo_chars = api_utf8_chars(pr->echo, strlen(pr->echo));
+    return KG_OK;
 }
 
 // "prompt": one (a string or ids) or a batch (an array of strings or of id arrays).
@@ -249,22 +245,15 @@ static int completions_prompts(const SrvApp *app, const cJSON *j_req, Completion
     if (c->n_prompts * c->n > API_MAX_CHOICES)
         return kg_err(err, KG_ERANGE, "at most %d choices per request (prompts x n: %zu x %zu)",
                       API_MAX_CHOICES, c->n_prompts, c->n);
-    if (!(c->choices = calloc(c->n_prompts * c->n, sizeof *c->choices)))
+    if (!(c->prompts = calloc(c->n_prompts, sizeof *c->prompts)) ||
+        !(c->choices = calloc(c->n_prompts * c->n, sizeof *c->choices)))
         return kg_err(err, KG_ENOMEM, "out of memory");
     const cJSON *j_p = batch ? j->child : j;
     for (size_t i = 0; i < c->n_prompts; i++, j_p = j_p->next) {
-        CompletionChoice *first = &c->choices[i * c->n];
-        int rc = completions_prompt(app, j_p, first, echo, err);
-        for (size_t k = 1; !rc && k < c->n; k++) { // the other samples of this prompt
-            CompletionChoice *ch = &c->choices[i * c->n + k];
-            ch->n_prompt = first->n_prompt;
-            if (!(ch->prompt = malloc(first->n_prompt * sizeof *ch->prompt)) ||
-                (first->echo && !(ch->echo = strdup(first->echo))))
-                rc = kg_err(err, KG_ENOMEM, "out of memory");
-            else
-                memcpy(ch->prompt, first->prompt, first->n_prompt * sizeof *ch->prompt);
-        }
+        int rc = completions_prompt(app, j_p, &c->prompts[i], echo, err);
         if (rc) return rc;
+        for (size_t k = 0; k < c->n; k++) // its samples' text starts after the echo
+            c->choices[i * c->n + k].text_chars = c->prompts[i].echo_chars;
     }
     return KG_OK;
 }
@@ -301,11 +290,11 @@ enum MHD_Result ep_completions(SrvReq *r, const cJSON *j_req) {
     if (!rc && !(params = calloc(n_choices, sizeof *params)))
         rc = kg_err(err, KG_ENOMEM, "out of memory");
     for (size_t i = 0; !rc && i < n_choices; i++) {
-        CompletionChoice *ch = &c->choices[i];
+        const CompletionPrompt *pr = &c->prompts[i / c->n];
         if (c->want_logprobs && !s.stream && // a stream's chunks carry their own
-            !(ch->j_logprobs = completions_logprobs_new()))
+            !(c->choices[i].j_logprobs = completions_logprobs_new()))
             rc = kg_err(err, KG_ENOMEM, "out of memory");
-        params[i] = api_sched_params(&s, ch->prompt, ch->n_prompt);
+        params[i] = api_sched_params(&s, pr->ids, pr->n_ids);
         params[i].seed = (uint64_t)s.seed + i % c->n; // each sample its own stream
         params[i].score_prompt = scoring;
     }
@@ -319,9 +308,10 @@ enum MHD_Result ep_completions(SrvReq *r, const cJSON *j_req) {
         return srv_reply_kg(r, rc, err, param);
     }
     if (s.stream) // the echoed prompts lead their choices' streams
-        for (size_t i = 0; i < n_choices; i++)
-            if (c->choices[i].echo && completions_chunk(job, i, c->choices[i].echo, NULL, NULL))
-                job->oom = 1;
+        for (size_t i = 0; i < n_choices; i++) {
+            const char *echo = c->prompts[i / c->n].echo;
+            if (echo && completions_chunk(job, i, echo, NULL, NULL)) job->oom = 1;
+        }
     ret = job_run(r, job, params);
     api_sampling_free(&s); // sched_submit copied what it keeps
     free(params);

@@ -40,6 +40,19 @@ int job_sse_json(Job *job, cJSON *j) {
     return rc;
 }
 
+cJSON *job_openai_object(const Job *job, const char *object, cJSON **j_choices) {
+    cJSON *j_root = cJSON_CreateObject();
+    if (!j_root || !cJSON_AddStringToObject(j_root, "id", job->id) ||
+        !cJSON_AddStringToObject(j_root, "object", object) ||
+        !cJSON_AddNumberToObject(j_root, "created", (double)job->created) ||
+        !cJSON_AddStringToObject(j_root, "model", job->app->model_name) ||
+        !(*j_choices = cJSON_AddArrayToObject(j_root, "choices"))) {
+        cJSON_Delete(j_root);
+        return NULL;
+    }
+    return j_root;
+}
+
 int job_sse_usage(Job *job, cJSON *j) {
     size_t prompt, generated;
     job_usage(job, &prompt, &generated);

@@ -78,6 +78,10 @@ enum MHD_Result job_run(SrvReq *r, Job *job, const SchedParams *params);
 int job_sse_json(Job *job, cJSON *j);
 int job_sse_raw(Job *job, const char *s);
 
+// An OpenAI reply or chunk {"id", "object", "created", "model", "choices": []} (text_completion,
+// chat.completion, chat.completion.chunk) and its empty choices array; NULL on OOM.
+cJSON *job_openai_object(const Job *job, const char *object, cJSON **j_choices);
+
 // OpenAI's usage chunk of a stream: j (a chunk with empty "choices"; consumed, NULL counts as
 // OOM) gets the usage of every choice and is appended as an event.
 int job_sse_usage(Job *job, cJSON *j);
