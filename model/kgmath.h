@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "config.h"
+
 #ifdef __CUDACC__
 #define KG_HD __host__ __device__ __forceinline__
 #else
@@ -157,6 +159,19 @@ KG_HD float kg_gelu_erf_grad(float x) {
 // ReLU ("relu"): max(x, 0), and its derivative (0 at x = 0, as torch's)
 KG_HD float kg_relu(float x) { return x > 0.0f ? x : 0.0f; }
 KG_HD float kg_relu_grad(float x) { return x > 0.0f ? 1.0f : 0.0f; }
+
+// The MLP's activation of kind (a Gpt2Gelu, config.h) and its derivative: the one switch the
+// GPU kernels share (the CPU loops keep theirs outside the loop, so each loop vectorizes).
+KG_HD float kg_activation(float x, int kind) {
+    return kind == GPT2_GELU_ERF ? kg_gelu_erf(x)
+           : kind == GPT2_RELU   ? kg_relu(x)
+                                 : kg_gelu_tanh(x);
+}
+KG_HD float kg_activation_grad(float x, int kind) {
+    return kind == GPT2_GELU_ERF ? kg_gelu_erf_grad(x)
+           : kind == GPT2_RELU   ? kg_relu_grad(x)
+                                 : kg_gelu_tanh_grad(x);
+}
 
 // One element's AdamW step (decoupled weight decay, bias correction on), in place on
 // *param, *m, *v. g is the gradient, b1c = 1 - beta1^t and b2c = 1 - beta2^t for step

@@ -13,11 +13,7 @@
          i += (size_t)gridDim.x * blockDim.x)
 
 __global__ void gelu_forward_kernel(float *out, const float *inp, size_t n, Gpt2Gelu kind) {
-    GRID_STRIDE(i, n) {
-        out[i] = kind == GPT2_GELU_ERF ? kg_gelu_erf(inp[i])
-                 : kind == GPT2_RELU   ? kg_relu(inp[i])
-                                       : kg_gelu_tanh(inp[i]);
-    }
+    GRID_STRIDE(i, n) { out[i] = kg_activation(inp[i], kind); }
 }
 
 void cuda_gelu_forward(KgBackend *be, float *out, const float *inp, size_t n, Gpt2Gelu kind) {
@@ -41,12 +37,7 @@ void cuda_residual_forward(KgBackend *be, float *out, const float *a, const floa
 // dinp (n) += gelu'(inp) * dout
 __global__ void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t n,
                                      Gpt2Gelu kind) {
-    GRID_STRIDE(i, n) {
-        float g = kind == GPT2_GELU_ERF ? kg_gelu_erf_grad(inp[i])
-                  : kind == GPT2_RELU   ? kg_relu_grad(inp[i])
-                                        : kg_gelu_tanh_grad(inp[i]);
-        dinp[i] += g * dout[i];
-    }
+    GRID_STRIDE(i, n) { dinp[i] += kg_activation_grad(inp[i], kind) * dout[i]; }
 }
 
 void cuda_gelu_backward(KgBackend *be, float *dinp, const float *inp, const float *dout, size_t n,

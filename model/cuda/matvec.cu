@@ -63,13 +63,7 @@ __device__ __forceinline__ void mv_store(float *out, float *pre, size_t i, float
                                          const float *bias, size_t oc, int gelu) {
     if (bias) v += bias[oc];
     if (pre) pre[i] = v;
-    if (gelu == GPT2_GELU_TANH)
-        v = kg_gelu_tanh(v);
-    else if (gelu == GPT2_GELU_ERF)
-        v = kg_gelu_erf(v);
-    else if (gelu == GPT2_RELU)
-        v = kg_relu(v);
-    out[i] = v;
+    out[i] = gelu < 0 ? v : kg_activation(v, gelu);
 }
 
 // Warp per output column oc (W's row oc); grid ceil(OC / MV_WARPS) blocks.
