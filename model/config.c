@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "kg.h"
 
@@ -164,39 +163,12 @@ int gpt2_config_parse(Gpt2Config *c, const char *json, size_t len, char *err) {
 }
 
 int gpt2_config_load(Gpt2Config *c, const char *path, char *err) {
-    int fd, orc = kg_open_regular(path, &fd, NULL, err);
-    if (orc) return orc;
-    FILE *f = fdopen(fd, "rb");
-    if (!f) {
-        close(fd);
-        return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
-    }
-    char *buf = NULL;
-    int rc = KG_OK;
-    if (fseek(f, 0, SEEK_END) != 0) {
-        rc = kg_err(err, KG_EIO, "read %s: %s", path, strerror(errno));
-        goto end;
-    }
-    long size = ftell(f);
-    if (size < 0 || size > (1 << 20)) {
-        rc = kg_err(err, KG_EFORMAT, "%s: not a config file (size %ld)", path, size);
-        goto end;
-    }
-    rewind(f);
-    buf = malloc((size_t)size + 1);
-    if (!buf) {
-        rc = kg_err(err, KG_ENOMEM, "%s: out of memory", path);
-        goto end;
-    }
-    if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
-        rc = kg_err(err, KG_EIO, "read %s: short read", path);
-        goto end;
-    }
-    buf[size] = '\0';
-    rc = gpt2_config_parse(c, buf, (size_t)size, err);
-end:
+    char *buf;
+    size_t len;
+    int rc = kg_read_file(path, 1 << 20, &buf, &len, err); // over 1 MiB: KG_EFORMAT
+    if (rc) return rc;
+    rc = gpt2_config_parse(c, buf, len, err);
     free(buf);
-    fclose(f);
     return rc;
 }
 

@@ -46,20 +46,11 @@ static int copy_file(const char *from, const char *to, char *err) {
     if (stat(to, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) return KG_OK;
     char tmp[PATH_MAX + 8];
     snprintf(tmp, sizeof tmp, "%s.tmp", to);
-    FILE *in = fopen(from, "rb"), *out = in ? fopen(tmp, "wb") : NULL;
-    int ok = in && out;
-    char buf[65536];
-    for (size_t n; ok && (n = fread(buf, 1, sizeof buf, in)) > 0;)
-        ok = fwrite(buf, 1, n, out) == n;
-    ok = ok && !ferror(in);
-    if (in) fclose(in);
-    if (out && fclose(out) != 0) ok = 0;
-    if (!ok || rename(tmp, to) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return kg_err(err, KG_EIO, "copy %s to %s: %s", from, to, strerror(e));
-    }
-    return KG_OK;
+    int rc = kg_copy_file(from, tmp, err);
+    if (!rc && rename(tmp, to) != 0)
+        rc = kg_err(err, KG_EIO, "rename %s: %s", tmp, strerror(errno));
+    if (rc) unlink(tmp);
+    return rc;
 }
 
 static int copy_side_files(const char *src, const char *out, char *err) {

@@ -156,3 +156,26 @@ int kg_read_file(const char *path, size_t max, char **out, size_t *len, char *er
     if (len) *len = size;
     return KG_OK;
 }
+
+int kg_copy_file(const char *src, const char *dst, char *err) {
+    int fd, rc = kg_open_regular(src, &fd, NULL, err);
+    if (rc) return rc;
+    FILE *in = fdopen(fd, "rb"), *out = in ? fopen(dst, "wb") : NULL;
+    if (!out) {
+        rc = kg_err(err, KG_EIO, "open %s: %s", in ? dst : src, strerror(errno));
+        if (in)
+            fclose(in);
+        else
+            close(fd);
+        return rc;
+    }
+    char buf[1 << 16];
+    int bad = 0;
+    for (size_t n; !bad && (n = fread(buf, 1, sizeof buf, in)) > 0;)
+        bad = fwrite(buf, 1, n, out) != n;
+    bad = bad || ferror(in) || fflush(out) || fsync(fileno(out)); // durable before a rename
+    bad |= fclose(out) != 0;
+    int e = errno;
+    fclose(in);
+    return bad ? kg_err(err, KG_EIO, "copy %s to %s: %s", src, dst, strerror(e)) : KG_OK;
+}

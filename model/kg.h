@@ -53,6 +53,11 @@ int kg_map_file(const char *path, void **map, size_t *size, char *err);
 // (*len bytes, may be NULL). KG_EIO, KG_EFORMAT (over max: "not a ... file"), KG_ENOMEM.
 int kg_read_file(const char *path, size_t max, char **out, size_t *len, char *err);
 
+// Copies the regular file src to dst (created or truncated, mode 0644) and fsyncs dst, so a
+// rename that follows publishes whole bytes. KG_EIO or KG_EFORMAT (src not a regular file)
+// with err filled; dst may then be partial (callers copy to a temporary name).
+int kg_copy_file(const char *src, const char *dst, char *err);
+
 // A name read from a file, made safe for a one-line message: s[0..n) cut to cap - 1 bytes,
 // every byte outside printable ASCII (a newline, a control byte) as '?'. Returns out.
 const char *kg_show(char *out, size_t cap, const char *s, size_t n);

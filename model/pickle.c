@@ -134,26 +134,26 @@ static const char *kind_name(PvKind k) {
 static const char *show(const char *s, size_t n, char *out) { return kg_show(out, 81, s, n); }
 
 // Grows *buf (of *cap elements of size esize) to hold need, doubling, up to max.
-static int grow(void *buf, size_t *cap, size_t need, size_t esize, size_t max) {
-    if (need <= *cap) return 0;
-    if (need > max) return -1;
+// KG_OK, or KG_ENOMEM with the error written.
+static int grow(Pk *k, void *buf, size_t *cap, size_t need, size_t esize, size_t max) {
+    if (need <= *cap) return KG_OK;
     size_t c = *cap ? *cap : 16;
     while (c < need)
         c *= 2;
     if (c > max) c = max;
-    void *p = realloc(*(void **)buf, c * esize);
-    if (!p) return -1;
+    void *p = need <= max ? realloc(*(void **)buf, c * esize) : NULL;
+    if (!p) return kg_err(k->err, KG_ENOMEM, "pickle: out of memory");
     *(void **)buf = p;
     *cap = c;
-    return 0;
+    return KG_OK;
 }
 
 static int new_node(Pk *k, PvKind kind, uint32_t *out) {
     if (k->n_nodes >= PICKLE_MAX_NODES)
         return kg_err(k->err, KG_EFORMAT, "pickle: more than %u values: not a state dict",
                       PICKLE_MAX_NODES);
-    if (grow(&k->nodes, &k->cap_nodes, k->n_nodes + 1, sizeof *k->nodes, PICKLE_MAX_NODES))
-        return kg_err(k->err, KG_ENOMEM, "pickle: out of memory");
+    int rc = grow(k, &k->nodes, &k->cap_nodes, k->n_nodes + 1, sizeof *k->nodes, PICKLE_MAX_NODES);
+    if (rc) return rc;
     k->nodes[k->n_nodes] = (PvNode){.kind = kind};
     *out = (uint32_t)k->n_nodes++;
     return KG_OK;
@@ -164,8 +164,8 @@ static int add_item(Pk *k, uint32_t node, uint32_t item) {
     if (k->n_items >= PICKLE_MAX_ITEMS)
         return kg_err(k->err, KG_EFORMAT, "pickle: more than %u items in containers",
                       PICKLE_MAX_ITEMS);
-    if (grow(&v->items, &v->cap, v->n + 1, sizeof *v->items, PICKLE_MAX_ITEMS))
-        return kg_err(k->err, KG_ENOMEM, "pickle: out of memory");
+    int rc = grow(k, &v->items, &v->cap, v->n + 1, sizeof *v->items, PICKLE_MAX_ITEMS);
+    if (rc) return rc;
     v->items[v->n++] = item;
     k->n_items++;
     return KG_OK;
@@ -178,14 +178,14 @@ static int push(Pk *k, uint32_t v) {
     if (k->sp >= PICKLE_MAX_STACK)
         return kg_err(k->err, KG_EFORMAT, "pickle: more than %u values on the stack",
                       PICKLE_MAX_STACK);
-    if (grow(&k->stack, &k->cap_stack, k->sp + 1, sizeof *k->stack, PICKLE_MAX_STACK))
-        return kg_err(k->err, KG_ENOMEM, "pickle: out of memory");
+    int rc = grow(k, &k->stack, &k->cap_stack, k->sp + 1, sizeof *k->stack, PICKLE_MAX_STACK);
+    if (rc) return rc;
     k->stack[k->sp++] = v;
     return KG_OK;
 }
 
 static int push_new(Pk *k, PvKind kind, int64_t i) {
-    uint32_t n;
+    uint32_t n = 0;
     int rc = new_node(k, kind, &n);
     if (rc) return rc;
     k->nodes[n].i = i;
@@ -330,9 +330,9 @@ static int op_persid(Pk *k) {
     if ((uint64_t)numel->i > SIZE_MAX / GLOBALS[g].elem_size)
         return kg_err(k->err, KG_EFORMAT, "pickle: storage %.*s: %lld elements do not fit memory",
                       (int)key->len, key->s, (long long)numel->i);
-    if (grow(&k->storages, &k->cap_storages, k->n_storages + 1, sizeof *k->storages,
-             PICKLE_MAX_NODES))
-        return kg_err(k->err, KG_ENOMEM, "pickle: out of memory");
+    if ((rc = grow(k, &k->storages, &k->cap_storages, k->n_storages + 1, sizeof *k->storages,
+                   PICKLE_MAX_NODES)))
+        return rc;
     k->storages[k->n_storages] = (PickleStorage){
         key->s,          key->len, GLOBALS[g].dtype, GLOBALS[g].dtype_name, GLOBALS[g].elem_size,
         (size_t)numel->i};
@@ -377,8 +377,9 @@ static int rebuild_tensor(Pk *k, const PvNode *args) {
                       n_stride, v.ndim);
     v.storage = (size_t)k->nodes[a[0]].i;
     v.offset = (size_t)k->nodes[a[1]].i;
-    if (grow(&k->views, &k->cap_views, k->n_views + 1, sizeof *k->views, PICKLE_MAX_NODES))
-        return kg_err(k->err, KG_ENOMEM, "pickle: out of memory");
+    if ((rc =
+             grow(k, &k->views, &k->cap_views, k->n_views + 1, sizeof *k->views, PICKLE_MAX_NODES)))
+        return rc;
     k->views[k->n_views] = v;
     return push_new(k, PV_TENSOR, (int64_t)k->n_views++);
 }
@@ -445,8 +446,8 @@ static int op_memo_put(Pk *k, size_t idx) {
     if (idx >= PICKLE_MAX_MEMO)
         return kg_err(k->err, KG_EFORMAT, "pickle: memo index %zu (at most %u)", idx,
                       PICKLE_MAX_MEMO - 1);
-    if (grow(&k->memo, &k->cap_memo, idx + 1, sizeof *k->memo, PICKLE_MAX_MEMO))
-        return kg_err(k->err, KG_ENOMEM, "pickle: out of memory");
+    if ((rc = grow(k, &k->memo, &k->cap_memo, idx + 1, sizeof *k->memo, PICKLE_MAX_MEMO)))
+        return rc;
     for (size_t i = old; i < k->cap_memo; i++)
         k->memo[i] = NO_NODE;
     k->memo[idx] = top;

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "kg.h"
 #include "pickle.h"
@@ -96,23 +95,21 @@ static void gather(uint8_t *dst, const uint8_t *base, const PickleTensor *t, siz
     }
 }
 
-static int cmp_name(const void *a, const void *b) {
-    return strcmp(((const StTensor *)a)->name, ((const StTensor *)b)->name);
+static int check_unique(const SafeTensors *st, char *err) {
+    const char *dup;
+    char shown[81];
+    if (safetensors_dup_name(st, 1, &dup)) return kg_err(err, KG_ENOMEM, "pytorch: out of memory");
+    if (dup)
+        return kg_err(err, KG_EFORMAT, "pytorch: tensor %s appears twice",
+                      kg_show(shown, sizeof shown, dup, strlen(dup)));
+    return KG_OK;
 }
 
-static int check_unique(const SafeTensors *st, char *err) {
-    StTensor *s = malloc(st->n_tensors * sizeof *s + 1);
-    if (!s) return kg_err(err, KG_ENOMEM, "pytorch: out of memory");
-    memcpy(s, st->tensors, st->n_tensors * sizeof *s);
-    qsort(s, st->n_tensors, sizeof *s, cmp_name);
-    int rc = KG_OK;
-    char shown[81];
-    for (size_t i = 1; i < st->n_tensors && !rc; i++)
-        if (!strcmp(s[i].name, s[i - 1].name))
-            rc = kg_err(err, KG_EFORMAT, "pytorch: tensor %s appears twice",
-                        kg_show(shown, sizeof shown, s[i].name, strlen(s[i].name)));
-    free(s);
-    return rc;
+// Storage s's zip entry, PREFIX/data/KEY, or NULL; its name goes into name (cap bytes).
+static const ZipEntry *storage_entry(const ZipFile *z, const char *prefix, size_t plen,
+                                     const PickleStorage *s, char *name, size_t cap) {
+    snprintf(name, cap, "%.*s/data/%.*s", (int)plen, prefix, (int)s->key_len, s->key);
+    return zipfile_find(z, name, strlen(name));
 }
 
 // One table entry from one pickle record: its storage found and checked, its view inside
@@ -122,10 +119,9 @@ static int bind_tensor(StTensor *t, const PickleTensor *p, const PickleStorage *
     char name[ZIPFILE_MAX_NAME + 96], tname[81], sname[121]; // the last two for messages
     if (memchr(p->name, 0, p->name_len) || !(t->name = strndup(p->name, p->name_len)))
         return kg_err(err, KG_EFORMAT, "pytorch: a tensor name holds a NUL byte");
-    snprintf(name, sizeof name, "%.*s/data/%.*s", (int)plen, prefix, (int)s->key_len, s->key);
+    const ZipEntry *e = storage_entry(z, prefix, plen, s, name, sizeof name);
     kg_show(tname, sizeof tname, p->name, p->name_len);
     kg_show(sname, sizeof sname, name, strlen(name));
-    const ZipEntry *e = zipfile_find(z, name, strlen(name));
     if (!e)
         return kg_err(err, KG_EFORMAT, "pytorch: tensor %s: its storage %s is not in the zip",
                       tname, sname);
@@ -182,8 +178,7 @@ static int copy_views(SafeTensors *st, const PickleDict *d, const ZipFile *z, co
         const PickleTensor *p = &d->tensors[i];
         const PickleStorage *s = &d->storages[p->storage];
         char name[ZIPFILE_MAX_NAME + 96];
-        snprintf(name, sizeof name, "%.*s/data/%.*s", (int)plen, prefix, (int)s->key_len, s->key);
-        gather(cursor, zipfile_find(z, name, strlen(name))->data, p, s->elem_size);
+        gather(cursor, storage_entry(z, prefix, plen, s, name, sizeof name)->data, p, s->elem_size);
         t->data = cursor;
         cursor += (t->nbytes + 63) / 64 * 64;
         st->n_copied++;
@@ -219,30 +214,17 @@ end:
     return rc;
 }
 
-// torch.save before 1.6 wrote a bare pickle stream that starts with a magic number.
-static int is_legacy(const uint8_t *p, size_t size) {
-    static const uint8_t MAGIC[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20};
-    return size >= sizeof MAGIC && !memcmp(p, MAGIC, sizeof MAGIC);
+// torch.save before 1.6 wrote a bare pickle stream that starts with a magic number: named
+// as such rather than as a broken zip.
+static int parse_file(SafeTensors *st, const void *buf, size_t size, char *err) {
+    static const uint8_t LEGACY[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20};
+    if (size >= sizeof LEGACY && !memcmp(buf, LEGACY, sizeof LEGACY))
+        return kg_err(err, KG_EUNSUP,
+                      "the legacy format of torch < 1.6 is not read: load it in Python and save "
+                      "it again with torch.save (or as safetensors)");
+    return pytorch_parse(st, buf, size, err);
 }
 
 int pytorch_open(SafeTensors *st, const char *path, char *err) {
-    *st = (SafeTensors){0};
-    void *map;
-    size_t size;
-    int rc = kg_map_file(path, &map, &size, err);
-    if (rc) return rc;
-    char perr[KG_ERRLEN];
-    if (is_legacy(map, size))
-        rc = kg_err(perr, KG_EUNSUP,
-                    "the legacy format of torch < 1.6 is not read: load it in Python and save "
-                    "it again with torch.save (or as safetensors)");
-    else
-        rc = pytorch_parse(st, map, size, perr);
-    if (rc) {
-        munmap(map, size);
-        return kg_err(err, rc, "%s: %s", path, perr);
-    }
-    st->map = map;
-    st->map_size = size;
-    return KG_OK;
+    return safetensors_open_with(st, path, parse_file, err);
 }

@@ -2,14 +2,11 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "kg.h"
 #include "kgmath.h"
@@ -111,8 +108,8 @@ static int cmp_offset(const void *a, const void *b) {
     return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : 0;
 }
 
-static int cmp_name(const void *a, const void *b) {
-    return strcmp(((const StTensor *)a)->name, ((const StTensor *)b)->name);
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
 // Sorts the table by data offset and rejects overlapping byte ranges.
@@ -143,19 +140,30 @@ end:
     return rc;
 }
 
+int safetensors_dup_name(const SafeTensors *files, size_t n_files, const char **dup) {
+    size_t n = 0;
+    *dup = NULL;
+    for (size_t f = 0; f < n_files; f++)
+        n += files[f].n_tensors;
+    const char **names = malloc(n * sizeof *names + 1);
+    if (!names) return KG_ENOMEM;
+    n = 0;
+    for (size_t f = 0; f < n_files; f++)
+        for (size_t i = 0; i < files[f].n_tensors; i++)
+            names[n++] = files[f].tensors[i].name;
+    qsort(names, n, sizeof *names, cmp_str);
+    for (size_t i = 1; i < n && !*dup; i++)
+        if (!strcmp(names[i], names[i - 1])) *dup = names[i];
+    free(names);
+    return KG_OK;
+}
+
 static int check_unique_names(const SafeTensors *st, char *err) {
-    StTensor *by_name = malloc(st->n_tensors * sizeof *by_name + 1);
-    if (!by_name) return kg_err(err, KG_ENOMEM, "safetensors: out of memory");
-    memcpy(by_name, st->tensors, st->n_tensors * sizeof *by_name);
-    qsort(by_name, st->n_tensors, sizeof *by_name, cmp_name);
-    int rc = KG_OK;
-    for (size_t i = 1; i < st->n_tensors; i++)
-        if (!strcmp(by_name[i].name, by_name[i - 1].name)) {
-            rc = kg_err(err, KG_EFORMAT, "tensor %s: listed twice in the header", by_name[i].name);
-            break;
-        }
-    free(by_name);
-    return rc;
+    const char *dup;
+    if (safetensors_dup_name(st, 1, &dup))
+        return kg_err(err, KG_ENOMEM, "safetensors: out of memory");
+    if (dup) return kg_err(err, KG_EFORMAT, "tensor %s: listed twice in the header", dup);
+    return KG_OK;
 }
 
 static int parse_header(SafeTensors *st, const cJSON *j_root, const unsigned char *data,
@@ -218,21 +226,24 @@ int safetensors_parse(SafeTensors *st, const void *buf, size_t size, char *err) 
     return rc;
 }
 
-int safetensors_open(SafeTensors *st, const char *path, char *err) {
+int safetensors_open_with(SafeTensors *st, const char *path, StParseFn parse, char *err) {
     *st = (SafeTensors){0};
     void *map;
     size_t size;
-    int orc = kg_map_file(path, &map, &size, err);
-    if (orc) return orc;
+    int rc = kg_map_file(path, &map, &size, err);
+    if (rc) return rc;
     char perr[KG_ERRLEN];
-    int rc = safetensors_parse(st, map, size, perr);
-    if (rc) {
+    if ((rc = parse(st, map, size, perr))) {
         munmap(map, size);
         return kg_err(err, rc, "%s: %s", path, perr);
     }
     st->map = map;
     st->map_size = size;
     return KG_OK;
+}
+
+int safetensors_open(SafeTensors *st, const char *path, char *err) {
+    return safetensors_open_with(st, path, safetensors_parse, err);
 }
 
 const StTensor *safetensors_find(const SafeTensors *st, const char *name) {

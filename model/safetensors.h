@@ -42,7 +42,16 @@ typedef struct {
 // KG_ENOMEM) with the tensor named in err, and st holds nothing to free.
 int safetensors_parse(SafeTensors *st, const void *buf, size_t size, char *err);
 
-// Maps path read-only and parses it. KG_EIO if it cannot be opened or mapped.
+// Parses a whole file image into st (safetensors_parse, pytorch_parse): on error st holds
+// nothing to free and err has one line.
+typedef int (*StParseFn)(SafeTensors *st, const void *buf, size_t size, char *err);
+
+// Maps path read-only and parses it with parse; on KG_OK st owns the mapping, otherwise it is
+// unmapped and err is "PATH: what parse said". KG_EIO / KG_EFORMAT if it cannot be opened or
+// mapped (kg_map_file). Close with safetensors_close().
+int safetensors_open_with(SafeTensors *st, const char *path, StParseFn parse, char *err);
+
+// safetensors_open_with(st, path, safetensors_parse, err).
 int safetensors_open(SafeTensors *st, const char *path, char *err);
 
 // The tensor called name, or NULL.
@@ -50,6 +59,11 @@ const StTensor *safetensors_find(const SafeTensors *st, const char *name);
 
 // Unmaps the file and frees the tensor table and any copies; st may be zeroed or half-built.
 void safetensors_close(SafeTensors *st);
+
+// The first name (in strcmp order) that two tensors of files[0..n_files) share, into *dup (a
+// pointer into a table; NULL when every name is unique). KG_OK, or KG_ENOMEM (err is the
+// caller's to write: it knows the file).
+int safetensors_dup_name(const SafeTensors *files, size_t n_files, const char **dup);
 
 // "F32" -> KG_F32 etc.; sizes for the names the format defines. 0 for an unknown name.
 size_t safetensors_dtype_size(const char *name);

@@ -3,13 +3,11 @@
 #include "wsrc.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "pytorch.h"
 
@@ -50,30 +48,6 @@ static int plain_file(const char *s) {
     return n > 0 && n < 256 && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, "..");
 }
 
-static char *read_small_file(const char *path, size_t max, char *err) {
-    int fd;
-    size_t size;
-    if (kg_open_regular(path, &fd, &size, err)) return NULL;
-    char *buf = size <= max ? malloc(size + 1) : NULL;
-    if (!buf) {
-        kg_err(err, size > max ? KG_EFORMAT : KG_ENOMEM, "%s: %zu bytes, too large for an index",
-               path, size);
-    } else {
-        size_t got = 0;
-        ssize_t r = 1;
-        while (got < size && (r = read(fd, buf + got, size - got)) > 0)
-            got += (size_t)r;
-        buf[got] = '\0';
-        if (got != size) {
-            kg_err(err, KG_EIO, "read %s: %s", path, r < 0 ? strerror(errno) : "short read");
-            free(buf);
-            buf = NULL;
-        }
-    }
-    close(fd);
-    return buf;
-}
-
 // Index of shard name in names[0..n), adding it when new. -1 when there are too many.
 static long shard_slot(const char **names, size_t *n, const char *name) {
     for (size_t i = 0; i < *n; i++)
@@ -102,13 +76,13 @@ static int check_weight_map(const WeightSrc *w, const cJSON *j_map, const char *
 
 // The shards of an index's weight_map: each mapped and read like a single file.
 static int open_index(WeightSrc *w, const char *dir, const char *path, WsrcFormat fmt, char *err) {
-    char *text = read_small_file(path, WSRC_MAX_INDEX, err);
-    if (!text) return KG_EIO;
+    char *text;
+    int rc = kg_read_file(path, WSRC_MAX_INDEX, &text, NULL, err);
+    if (rc) return rc;
     cJSON *j_root = cJSON_Parse(text);
     const cJSON *j_map = cJSON_GetObjectItemCaseSensitive(j_root, "weight_map");
     const char **names = calloc(WSRC_MAX_SHARDS, sizeof *names);
     size_t n_names = 0, n_entries = 0;
-    int rc = KG_OK;
     if (!names) {
         rc = kg_err(err, KG_ENOMEM, "%s: out of memory", path);
         goto end;
@@ -155,31 +129,17 @@ end:
     return rc;
 }
 
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 // No tensor name in two shards (the lookup would pick one silently).
 static int check_unique(const WeightSrc *w, char *err) {
-    size_t n = 0;
-    for (size_t f = 0; f < w->n_files; f++)
-        n += w->files[f].n_tensors;
-    if (w->n_files < 2) return KG_OK;
-    const char **names = malloc(n * sizeof *names + 1);
-    if (!names) return kg_err(err, KG_ENOMEM, "%s: out of memory", w->path);
-    n = 0;
-    for (size_t f = 0; f < w->n_files; f++)
-        for (size_t i = 0; i < w->files[f].n_tensors; i++)
-            names[n++] = w->files[f].tensors[i].name;
-    qsort(names, n, sizeof *names, cmp_str);
-    int rc = KG_OK;
+    const char *dup;
     char shown[81];
-    for (size_t i = 1; i < n && !rc; i++)
-        if (!strcmp(names[i], names[i - 1]))
-            rc = kg_err(err, KG_EFORMAT, "%s: tensor %s is in two shards", w->path,
-                        kg_show(shown, sizeof shown, names[i], strlen(names[i])));
-    free(names);
-    return rc;
+    if (w->n_files < 2) return KG_OK; // a single file's reader has checked it
+    if (safetensors_dup_name(w->files, w->n_files, &dup))
+        return kg_err(err, KG_ENOMEM, "%s: out of memory", w->path);
+    if (dup)
+        return kg_err(err, KG_EFORMAT, "%s: tensor %s is in two shards", w->path,
+                      kg_show(shown, sizeof shown, dup, strlen(dup)));
+    return KG_OK;
 }
 
 static int cmp_data(const void *a, const void *b) {

@@ -40,27 +40,6 @@ int ckpt_remove_dir(const char *dir, char *err) {
     return KG_OK;
 }
 
-int ckpt_copy_file(const char *src, const char *dst, char *err) {
-    FILE *in = fopen(src, "rb");
-    if (!in) return kg_err(err, KG_EIO, "open %s: %s", src, strerror(errno));
-    FILE *out = fopen(dst, "wb");
-    if (!out) {
-        fclose(in);
-        return kg_err(err, KG_EIO, "open %s: %s", dst, strerror(errno));
-    }
-    char buf[1 << 16];
-    size_t n;
-    int bad = 0;
-    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
-        if (fwrite(buf, 1, n, out) != n) bad = 1;
-    bad |= ferror(in);
-    bad |= fflush(out) || fsync(fileno(out));
-    bad |= fclose(out) != 0;
-    fclose(in);
-    if (bad) return kg_err(err, KG_EIO, "copy %s to %s: %s", src, dst, strerror(errno));
-    return KG_OK;
-}
-
 int ckpt_tokenizer_file(const char *path, char *out, size_t cap, char *err) {
     if (!is_dir(path)) {
         if (access(path, R_OK))
@@ -335,7 +314,7 @@ int ckpt_save(const char *dir, const Gpt2 *m, KgDtype dtype, const char *tok_fil
     if (tok_file) {
         const char *base = strrchr(tok_file, '/');
         kg_path_join(path, sizeof path, tmp, base ? base + 1 : tok_file);
-        if ((rc = ckpt_copy_file(tok_file, path, err))) goto fail;
+        if ((rc = kg_copy_file(tok_file, path, err))) goto fail;
     }
     if (st) {
         kg_path_join(path, sizeof path, tmp, CKPT_STATE_FILE);

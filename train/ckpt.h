@@ -75,9 +75,6 @@ void ckpt_state_free(CkptState *st);
 // tokenizer.json, then the first *.model / *.spiece. KG_EIO when none. out has cap bytes.
 int ckpt_tokenizer_file(const char *path, char *out, size_t cap, char *err);
 
-// Copies src to dst (dst overwritten). KG_EIO with err filled.
-int ckpt_copy_file(const char *src, const char *dst, char *err);
-
 // Removes dir and the plain files in it (checkpoint directories are flat).
 int ckpt_remove_dir(const char *dir, char *err);
 
