@@ -64,7 +64,7 @@ static void quantize_q4_0(uint8_t *blk, const float *x) {
 }
 
 void kg_quantize_rows(void *dst, KgDtype dt, const float *src, size_t rows, size_t C) {
-    const size_t nb = C / KG_QBLOCK, bs = dt == KG_Q8_0 ? KG_Q8_0_BYTES : KG_Q4_0_BYTES;
+    const size_t nb = C / KG_QBLOCK, bs = kg_dtype_bytes(dt, KG_QBLOCK);
     uint8_t *out = dst;
     for (size_t r = 0; r < rows; r++)
         for (size_t b = 0; b < nb; b++) {
@@ -78,7 +78,7 @@ void kg_quantize_rows(void *dst, KgDtype dt, const float *src, size_t rows, size
 }
 
 void kg_dequantize_rows(float *dst, const void *src, KgDtype dt, size_t rows, size_t C) {
-    const size_t nb = C / KG_QBLOCK, bs = dt == KG_Q8_0 ? KG_Q8_0_BYTES : KG_Q4_0_BYTES;
+    const size_t nb = C / KG_QBLOCK, bs = kg_dtype_bytes(dt, KG_QBLOCK);
     const uint8_t *in = src;
     for (size_t r = 0; r < rows; r++)
         for (size_t b = 0; b < nb; b++) {

@@ -212,16 +212,19 @@ static size_t owned_bytes(const StTensor *t, const WeightSpec *s, int dtype) {
 // dst (OC, C blocks of dt) = t quantized, t a float matrix stored as s says. KG_ENOMEM or KG_OK.
 static int quantize_weight(void *dst, KgDtype dt, const StTensor *t, const WeightSpec *s) {
     const size_t n = t->n_elems;
-    float *f = malloc(n * sizeof *f), *flip = s->transposed ? NULL : malloc(n * sizeof *flip);
-    if (!f || (!s->transposed && !flip)) {
-        free(f);
+    // f32 is read in place; f16/bf16 widened first
+    float *wide = t->dtype == KG_F32 ? NULL : malloc(n * sizeof *wide);
+    float *flip = s->transposed ? NULL : malloc(n * sizeof *flip);
+    if ((t->dtype != KG_F32 && !wide) || (!s->transposed && !flip)) {
+        free(wide);
         free(flip);
         return KG_ENOMEM;
     }
-    kg_dtype_convert(f, KG_F32, t->data, t->dtype, n);
+    if (wide) kg_dtype_convert(wide, KG_F32, t->data, t->dtype, n);
+    const float *f = wide ? wide : t->data;
     if (flip) transpose(flip, f, s->rows, s->cols, sizeof(float)); // (C, OC) -> (OC, C)
     kg_quantize_rows(dst, dt, flip ? flip : f, spec_out(s), spec_in(s));
-    free(f);
+    free(wide);
     free(flip);
     return KG_OK;
 }
@@ -273,13 +276,6 @@ static int bind_weight(Gpt2 *m, const WeightSpec *s, const StTensor *t, int dtyp
         *s->mat = (KgMat){dev, dt, transposed};
     return KG_OK;
 }
-
-// Quantize the tied LM head too (a copy of wte in blocks; wte stays f32 for the lookups).
-// Why, by arithmetic rather than a measurement: on the KoGPT2-base shape the head is 39 M of
-// the 124 M weights a decode step reads, and decode reads every weight once, so an f32 head
-// would be read at 4 bytes a weight against q8_0's 1.06. Its rounding is inside the logits
-// test_gpt2_quant compares with f32 (top-1 agreement and KL).
-#define GPT2_QUANT_TIED_HEAD 1
 
 // Every check of one tensor against its spec, before any is bound: present, dtype and shape
 // (a matrix may be rows of q8_0/q4_0 blocks), and quantizable when it is to be quantized.
@@ -342,7 +338,12 @@ static int bind_all(Gpt2 *m, int dtype, char *err) {
     while (!spec[first].mat || spec[first].embedding)
         first++;
     KgDtype layer_dt = target_dtype(t[first], &spec[first], dtype);
-    int own_head = !c->tie_embeddings || (kg_dtype_quantized(layer_dt) && GPT2_QUANT_TIED_HEAD);
+    // a quantized model quantizes the tied head too (a copy of wte in blocks; wte stays f32
+    // for the lookups). Why, by arithmetic rather than a measurement: on the KoGPT2-base shape
+    // the head is 39 M of the 124 M weights a decode step reads, and decode reads every weight
+    // once, so an f32 head would be read at 4 bytes a weight against q8_0's 1.06. Its rounding
+    // is inside the logits test_gpt2_quant compares with f32 (top-1 agreement and KL).
+    int own_head = !c->tie_embeddings || kg_dtype_quantized(layer_dt);
     int head_dtype = dtype;
     if (c->tie_embeddings && own_head) {
         if (stored_quant(head, c->vocab_size, c->n_embd) != layer_dt) head = t[0]; // from wte

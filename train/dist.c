@@ -4,31 +4,31 @@
 
 #include <stdlib.h>
 
-int dist_launched_size(void) {
-    const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+// The first of the launchers' variables vars[0..3] that is set to a number >= min, or -1.
+static int launcher_int(const char *const vars[4], int min) {
+    for (int i = 0; i < 4; i++) {
         const char *s = getenv(vars[i]);
-        if (s && atoi(s) > 0) return atoi(s);
+        if (s && atoi(s) >= min) return atoi(s);
     }
-    return getenv("PMIX_RANK") ? 1 : 0;
+    return -1;
+}
+
+int dist_launched_size(void) {
+    const char *const vars[4] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"};
+    int n = launcher_int(vars, 1);
+    return n > 0 ? n : getenv("PMIX_RANK") ? 1 : 0;
 }
 
 int dist_local_size(void) {
-    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE",
-                          "PMIX_LOCAL_SIZE"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *s = getenv(vars[i]);
-        if (s && atoi(s) > 0) return atoi(s);
-    }
-    return 1;
+    const char *const vars[4] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                                 "SLURM_NTASKS_PER_NODE", "PMIX_LOCAL_SIZE"};
+    int n = launcher_int(vars, 1);
+    return n > 0 ? n : 1;
 }
 
 int dist_local_rank(void) {
-    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
-                          "PMIX_LOCAL_RANK"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *s = getenv(vars[i]);
-        if (s && atoi(s) >= 0) return atoi(s);
-    }
-    return 0;
+    const char *const vars[4] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
+                                 "PMIX_LOCAL_RANK"};
+    int n = launcher_int(vars, 0);
+    return n >= 0 ? n : 0;
 }

@@ -96,14 +96,18 @@ static int next_shard_index(char (*names)[SHARD_NAME_MAX], size_t n, const char 
     return next;
 }
 
+// path (cap bytes) = DIR/PREFIXNNNNNN.ext: w's shard number k, or its text, or their .tmp.
+static void writer_path(char *path, size_t cap, const ShardWriter *w, int k, const char *ext) {
+    snprintf(path, cap, "%s/%s%06d.%s", w->dir, w->prefix, k, ext);
+}
+
 static int writer_begin(ShardWriter *w, char *err) {
-    snprintf(w->tmp_path, sizeof w->tmp_path, "%s/%s%06d.bin.tmp", w->dir, w->prefix,
-             w->next_index);
+    writer_path(w->tmp_path, sizeof w->tmp_path, w, w->next_index, "bin.tmp");
     w->f = fopen(w->tmp_path, "wb");
     if (!w->f) return kg_err(err, KG_EIO, "open %s: %s", w->tmp_path, strerror(errno));
     if (w->keep_text) {
         char path[4096];
-        snprintf(path, sizeof path, "%s/%s%06d.txt.tmp", w->dir, w->prefix, w->next_index);
+        writer_path(path, sizeof path, w, w->next_index, "txt.tmp");
         if (!(w->text = fopen(path, "wb")))
             return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
     }
@@ -450,7 +454,7 @@ static void writer_remove_new(const ShardWriter *w, int first) {
     char path[4096];
     for (int k = first; k <= w->next_index; k++)
         for (size_t e = 0; e < sizeof ext / sizeof ext[0]; e++) {
-            snprintf(path, sizeof path, "%s/%s%06d.%s", w->dir, w->prefix, k, ext[e]);
+            writer_path(path, sizeof path, w, k, ext[e]);
             unlink(path);
         }
 }
@@ -471,8 +475,8 @@ static int writer_replace_old(const ShardWriter *w, char (*old)[SHARD_NAME_MAX],
     for (int k = 0; k < w->next_index - first; k++) {
         for (int txt = 0; txt < 2; txt++) {
             const char *ext = txt ? "txt" : "bin";
-            snprintf(from, sizeof from, "%s/%s%06d.%s", w->dir, w->prefix, first + k, ext);
-            snprintf(to, sizeof to, "%s/%s%06d.%s", w->dir, w->prefix, k, ext);
+            writer_path(from, sizeof from, w, first + k, ext);
+            writer_path(to, sizeof to, w, k, ext);
             if (rename(from, to) && !(txt && errno == ENOENT))
                 return kg_err(err, KG_EIO, "rename %s: %s", from, strerror(errno));
         }

@@ -330,10 +330,10 @@ static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) 
         snprintf(device, sizeof device, "cuda:%d", dist_local_rank() % n_gpu);
     // ranks on one machine share its cores (each taking every core would overload them):
     // --threads 0 means this rank's share
-    int threads = a->threads;
-    if (!threads && dist_local_size() > 1) {
+    int threads = a->threads, local = dist_local_size();
+    if (!threads && local > 1) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = cores > dist_local_size() ? (int)(cores / dist_local_size()) : 1;
+        threads = cores > local ? (int)(cores / local) : 1;
     }
     if (!(r->be = kg_backend_new(device, threads, d->rank == 0 ? log : NULL, err))) return KG_EIO;
     r->be->mixed = (KgDtype)a->precision;
@@ -428,9 +428,10 @@ static void reduce_ready(void *ctx, size_t offset, size_t count) {
 }
 
 // One optimizer step: grad_accum micro-steps of B windows on each rank, then all-reduce
-// and AdamW. *loss = the mean over micro-steps and ranks.
+// and AdamW. *loss = the mean over micro-steps and ranks; *stop = whether any rank was asked
+// to stop (a->stop), the same on every rank.
 static int run_step(Run *r, const TrainArgs *a, Dist *d, uint64_t step, double *loss, double *norm,
-                    float *lr, int *skipped, char *err) {
+                    float *lr, int *skipped, int *stop, char *err) {
     const size_t B = a->B;
     const uint64_t others = (uint64_t)(d->size - 1 - d->rank) * B;
     double loss_sum = 0;
@@ -455,9 +456,13 @@ static int run_step(Run *r, const TrainArgs *a, Dist *d, uint64_t step, double *
     }
     gpt2_train_set_grad_hook(r->t, NULL, NULL);
     if (reduce.rc || (rc = dist_wait_be(d, err))) return reduce.rc ? reduce.rc : rc;
-    double ls = loss_sum / (double)a->grad_accum;
-    if ((rc = dist_allreduce_sum_f64(d, &ls, 1, err))) return rc;
-    *loss = ls / d->size;
+    // the stop flag rides with the loss: every rank stops after the same step even when only
+    // one got the signal (a rank that stopped alone would leave the others waiting in the
+    // next all-reduce), at no all-reduce of its own
+    double sums[2] = {loss_sum / (double)a->grad_accum, a->stop && *a->stop};
+    if ((rc = dist_allreduce_sum_f64(d, sums, 2, err))) return rc;
+    *loss = sums[0] / d->size;
+    *stop = sums[1] > 0;
     // backward summed the micro-steps' means of loss * loss scale
     float scale = 1.0f / ((float)a->grad_accum * r->scaler.scale);
     *norm = adamw_grad_norm(r->be, grads, r->n_params) * scale;
@@ -474,16 +479,6 @@ static int run_step(Run *r, const TrainArgs *a, Dist *d, uint64_t step, double *
     return r->be->ops->status(r->be, err); // the backward's and the optimizer's failures
 }
 
-// Whether to stop after this step: a signal asked (main sets a->stop). The flag is
-// all-reduced, so every rank stops after the same step even when only one got the signal
-// (a rank that stopped alone would leave the others waiting in the next all-reduce).
-static int run_stop_agreed(const TrainArgs *a, Dist *d, int *stop, char *err) {
-    double s = a->stop && *a->stop;
-    int rc = dist_allreduce_sum_f64(d, &s, 1, err);
-    *stop = s > 0;
-    return rc;
-}
-
 int train_run(const TrainArgs *a, Dist *d, FILE *log, char *err) {
     Run r = {0};
     int rc = run_setup(&r, a, d, log, err);
@@ -497,8 +492,8 @@ int train_run(const TrainArgs *a, Dist *d, FILE *log, char *err) {
             break;
         double loss, norm;
         float lr;
-        int skipped;
-        if ((rc = run_step(&r, a, d, step, &loss, &norm, &lr, &skipped, err))) break;
+        int skipped, stop;
+        if ((rc = run_step(&r, a, d, step, &loss, &norm, &lr, &skipped, &stop, err))) break;
         if (skipped && log) { // an overflow is expected only of fp16's scaled gradients
             if (a->precision == KG_F16)
                 fprintf(log,
@@ -525,8 +520,8 @@ int train_run(const TrainArgs *a, Dist *d, FILE *log, char *err) {
                     tokens_per_step / dt, dt * 1e3, eta);
             fflush(log);
         }
-        int last = step + 1 == a->steps || step + 1 == a->stop_at, stop = 0;
-        if (!last && (rc = run_stop_agreed(a, d, &stop, err))) break;
+        int last = step + 1 == a->steps || step + 1 == a->stop_at;
+        stop = stop && !last; // the last step saves and ends anyway
         if ((a->save_every && (step + 1) % a->save_every == 0) || last || stop) {
             if ((rc = run_save(&r, a, d, step + 1, err))) break;
             if (log) {

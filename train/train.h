@@ -39,7 +39,7 @@ typedef struct {
     float loss_scale;   // KG_F16: the dynamic loss scale's start
     // Non-zero asks the run to stop: it saves a checkpoint at the end of the step under way
     // and returns KG_OK. main's signal handler sets it; NULL: never. Under MPI one rank's
-    // flag stops every rank after the same step (it is all-reduced each step).
+    // flag stops every rank after the same step (it is all-reduced with each step's loss).
     volatile sig_atomic_t *stop;
 } TrainArgs;
 

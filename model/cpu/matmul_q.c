@@ -81,7 +81,7 @@ static void qmm_quant_task(void *ctx, size_t n, int thread) {
 // their scales as 16 lanes (8 each).
 static inline __attribute__((always_inline)) __m512i qmm_load_w(const uint8_t *blk, int two,
                                                                 KgDtype dt, __m512 *dw) {
-    const size_t bs = dt == KG_Q8_0 ? KG_Q8_0_BYTES : KG_Q4_0_BYTES;
+    const size_t bs = kg_dtype_bytes(dt, KG_QBLOCK);
     uint16_t d0, d1 = 0;
     memcpy(&d0, blk, 2);
     if (two) memcpy(&d1, blk + bs, 2);
@@ -104,8 +104,8 @@ static inline __attribute__((always_inline)) __m512i qmm_load_w(const uint8_t *b
 // out[n0:n0+rn, o0:o0+ro] from W rows o0.. and input rows n0.. (ro, rn constants once inlined).
 static inline __attribute__((always_inline)) void qmm_tile(const QMatmulJob *j, size_t o0,
                                                            size_t n0, int ro, int rn, KgDtype dt) {
-    const size_t nb = j->C / KG_QBLOCK, bs = dt == KG_Q8_0 ? KG_Q8_0_BYTES : KG_Q4_0_BYTES;
-    const size_t rb = nb * bs;
+    const size_t nb = j->C / KG_QBLOCK, bs = kg_dtype_bytes(dt, KG_QBLOCK);
+    const size_t rb = kg_dtype_bytes(dt, j->C); // one W row
     const int off = dt == KG_Q8_0 ? -128 : -8;
     const uint8_t *w = (const uint8_t *)j->w.data + o0 * rb;
     __m512 acc[QMM_RO][QMM_RN];
@@ -160,8 +160,8 @@ static inline __attribute__((always_inline)) __m256i qmm_load_w(const uint8_t *b
 
 static inline __attribute__((always_inline)) void qmm_tile(const QMatmulJob *j, size_t o0,
                                                            size_t n0, int ro, int rn, KgDtype dt) {
-    const size_t nb = j->C / KG_QBLOCK, bs = dt == KG_Q8_0 ? KG_Q8_0_BYTES : KG_Q4_0_BYTES;
-    const size_t rb = nb * bs;
+    const size_t nb = j->C / KG_QBLOCK, bs = kg_dtype_bytes(dt, KG_QBLOCK);
+    const size_t rb = kg_dtype_bytes(dt, j->C); // one W row
     const uint8_t *w = (const uint8_t *)j->w.data + o0 * rb;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[QMM_RO][QMM_RN];
@@ -204,8 +204,8 @@ static inline int qmm_w(const uint8_t *blk, int i, KgDtype dt) {
 
 static inline __attribute__((always_inline)) void qmm_tile(const QMatmulJob *j, size_t o0,
                                                            size_t n0, int ro, int rn, KgDtype dt) {
-    const size_t nb = j->C / KG_QBLOCK, bs = dt == KG_Q8_0 ? KG_Q8_0_BYTES : KG_Q4_0_BYTES;
-    const size_t rb = nb * bs;
+    const size_t nb = j->C / KG_QBLOCK, bs = kg_dtype_bytes(dt, KG_QBLOCK);
+    const size_t rb = kg_dtype_bytes(dt, j->C); // one W row
     for (int r = 0; r < ro; r++)
         for (int n = 0; n < rn; n++) {
             const size_t o = o0 + (size_t)r, row = n0 + (size_t)n;
