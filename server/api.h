@@ -20,6 +20,7 @@
 #define API_MAX_LOGIT_BIAS 1024  // logit_bias entries
 
 typedef struct ChatTemplate ChatTemplate;
+typedef struct ScoreMemo ScoreMemo;
 
 typedef struct {
     // set before ready turns 1, read-only afterwards
@@ -36,7 +37,8 @@ typedef struct {
     int chat_stop_id;                  // a chat's reply also ends here (<usr>; -1: none)
     time_t created;
     SrvServer *srv;
-    atomic_int ready; // 1: model loaded and warm; 0: loading (/readyz 503)
+    atomic_int ready;      // 1: model loaded and warm; 0: loading (/readyz 503)
+    ScoreMemo *score_memo; // /v1/score's recent prompts (NULL: nothing is remembered)
 } SrvApp;
 
 // The route table (routes.c) and the endpoint names, for metrics_init().
@@ -100,6 +102,10 @@ size_t api_utf8_chars(const char *s, size_t n);
 // --- the endpoints (ep_*.c), one handler each ---
 enum MHD_Result ep_next_token(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_score(SrvReq *r, const cJSON *j_req);
+// SrvApp.score_memo: made before the server starts (NULL on OOM: /v1/score then remembers
+// nothing), freed once the HTTP server has stopped (NULL is fine).
+ScoreMemo *ep_score_memo_new(void);
+void ep_score_memo_free(ScoreMemo *m);
 enum MHD_Result ep_generate(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_completions(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_chat_completions(SrvReq *r, const cJSON *j_req);

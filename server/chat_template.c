@@ -730,25 +730,20 @@ static int ct_not(CtParser *p, int *out) {
     return ct_expr_node(p, N_NOT, 0, line, *out, -1, -1, -1, out);
 }
 
-static int ct_and(CtParser *p, int *out) {
-    int rc = ct_not(p, out), rhs;
-    while (!rc && ct_is_name(p, "and")) {
+// operand (kw operand)*, left-associative: kind N_AND or N_OR
+static int ct_logic(CtParser *p, const char *kw, int kind, int (*operand)(CtParser *, int *),
+                    int *out) {
+    int rc = operand(p, out), rhs;
+    while (!rc && ct_is_name(p, kw)) {
         int line = p->tline;
-        if ((rc = ct_next(p)) || (rc = ct_not(p, &rhs))) break;
-        rc = ct_expr_node(p, N_AND, 0, line, *out, rhs, -1, -1, out);
+        if ((rc = ct_next(p)) || (rc = operand(p, &rhs))) break;
+        rc = ct_expr_node(p, kind, 0, line, *out, rhs, -1, -1, out);
     }
     return rc;
 }
 
-static int ct_or(CtParser *p, int *out) {
-    int rc = ct_and(p, out), rhs;
-    while (!rc && ct_is_name(p, "or")) {
-        int line = p->tline;
-        if ((rc = ct_next(p)) || (rc = ct_and(p, &rhs))) break;
-        rc = ct_expr_node(p, N_OR, 0, line, *out, rhs, -1, -1, out);
-    }
-    return rc;
-}
+static int ct_and(CtParser *p, int *out) { return ct_logic(p, "and", N_AND, ct_not, out); }
+static int ct_or(CtParser *p, int *out) { return ct_logic(p, "or", N_OR, ct_and, out); }
 
 // x if cond else y (else optional: undefined), Jinja's top expression level
 static int ct_expr(CtParser *p, int *out) {

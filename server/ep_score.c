@@ -38,11 +38,14 @@ typedef struct {
     int *tokens; // (n)
     ScorePos *pos;
     size_t n;
-} ScoreMemo;
+} ScoreMemoEntry;
 
-static ScoreMemo score_memo[SCORE_MEMO_N];
-static size_t score_memo_next;
-static pthread_mutex_t score_memo_mu = PTHREAD_MUTEX_INITIALIZER;
+// The prompts last scored, one memo per app (SrvApp.score_memo, made at start-up).
+struct ScoreMemo {
+    pthread_mutex_t mu;
+    ScoreMemoEntry entries[SCORE_MEMO_N];
+    size_t next; // the entry to replace next (the oldest)
+};
 
 typedef struct {
     int *prompt; // (n_prompt) ids
@@ -51,26 +54,48 @@ typedef struct {
     size_t n_known;     // positions 0 .. n_known-1 came from the memo
     int whole;          // one prompt-scoring job (else one next-token job per position left)
     size_t next_prompt; // whole: the next prompt position the engine reports
+    ScoreMemo *memo;    // the app's; NULL (out of memory): nothing is remembered
 } Score;
+
+ScoreMemo *ep_score_memo_new(void) {
+    ScoreMemo *m = calloc(1, sizeof *m);
+    if (m) pthread_mutex_init(&m->mu, NULL);
+    return m;
+}
+
+void ep_score_memo_free(ScoreMemo *m) {
+    if (!m) return;
+    for (size_t i = 0; i < SCORE_MEMO_N; i++) {
+        free(m->entries[i].tokens);
+        free(m->entries[i].pos);
+    }
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
 
 // Copies the memo's scores of the longest remembered prefix of s->prompt into s->pos.
 static void score_memo_lookup(Score *s) {
-    pthread_mutex_lock(&score_memo_mu);
+    ScoreMemo *m = s->memo;
+    s->n_known = 0;
+    if (!m) return;
+    pthread_mutex_lock(&m->mu);
     size_t best = 0, best_i = 0;
     for (size_t i = 0; i < SCORE_MEMO_N; i++) {
-        const ScoreMemo *m = &score_memo[i];
+        const ScoreMemoEntry *e = &m->entries[i];
         size_t k = 0;
-        while (k < m->n && k < s->n_prompt && m->tokens[k] == s->prompt[k])
+        while (k < e->n && k < s->n_prompt && e->tokens[k] == s->prompt[k])
             k++;
         if (k > best) best = k, best_i = i;
     }
-    if (best) memcpy(s->pos, score_memo[best_i].pos, best * sizeof *s->pos);
+    if (best) memcpy(s->pos, m->entries[best_i].pos, best * sizeof *s->pos);
     s->n_known = best;
-    pthread_mutex_unlock(&score_memo_mu);
+    pthread_mutex_unlock(&m->mu);
 }
 
 // Remembers s's scores (replacing the oldest entry); on OOM nothing is remembered.
 static void score_memo_insert(const Score *s) {
+    ScoreMemo *m = s->memo;
+    if (!m) return;
     int *tokens = malloc(s->n_prompt * sizeof *tokens);
     ScorePos *pos = malloc(s->n_prompt * sizeof *pos);
     if (!tokens || !pos) {
@@ -80,12 +105,12 @@ static void score_memo_insert(const Score *s) {
     }
     memcpy(tokens, s->prompt, s->n_prompt * sizeof *tokens);
     memcpy(pos, s->pos, s->n_prompt * sizeof *pos);
-    pthread_mutex_lock(&score_memo_mu);
-    ScoreMemo *m = &score_memo[score_memo_next++ % SCORE_MEMO_N];
-    free(m->tokens);
-    free(m->pos);
-    *m = (ScoreMemo){tokens, pos, s->n_prompt};
-    pthread_mutex_unlock(&score_memo_mu);
+    pthread_mutex_lock(&m->mu);
+    ScoreMemoEntry *e = &m->entries[m->next++ % SCORE_MEMO_N];
+    free(e->tokens);
+    free(e->pos);
+    *e = (ScoreMemoEntry){tokens, pos, s->n_prompt};
+    pthread_mutex_unlock(&m->mu);
 }
 
 // Position k's score from the candidates there (best first): the token's rank, and its
@@ -160,16 +185,12 @@ static cJSON *score_pos_json(const Tokenizer *tok, const ScorePos *p) {
 // The reply; timings are the slowest choice's (they ran in one batch).
 static cJSON *score_reply_of(SrvApp *app, const Score *s, Job *job) {
     SchedStats st = {0}, one;
+    size_t cached = s->n_known;
     for (size_t i = 0; job && i < job->n_choices; i++) {
         sched_job_stats(job->choices[i].sched_job, &one);
         if (one.total_ms >= st.total_ms) st = one;
+        if (!s->whole) cached += one.cached_tokens == one.prompt_tokens; // from the prefix cache
     }
-    size_t cached = s->n_known;
-    if (job && !s->whole)
-        for (size_t i = 0; i < job->n_choices; i++) {
-            sched_job_stats(job->choices[i].sched_job, &one);
-            cached += one.cached_tokens == one.prompt_tokens; // answered from the prefix cache
-        }
     cJSON *j_root = cJSON_CreateObject(), *j_scores = NULL;
     if (!j_root || !cJSON_AddStringToObject(j_root, "model", app->model_name) ||
         !cJSON_AddItemToObject(j_root, "tokens", api_ids_json(s->prompt, s->n_prompt)) ||
@@ -223,6 +244,7 @@ enum MHD_Result ep_score(SrvReq *r, const cJSON *j_req) {
     }
     for (size_t k = 0; k < s->n_prompt; k++)
         s->pos[k] = (ScorePos){.id = s->prompt[k], .top_id = -1};
+    s->memo = app->score_memo;
     score_memo_lookup(s);
     if (s->n_known == 0) s->n_known = 1; // the first token has no score
     size_t n_left = s->n_prompt - s->n_known;

@@ -381,6 +381,7 @@ int main(int argc, char **argv) {
     const char *endpoints[METRICS_MAX_ENDPOINTS];
     metrics_init(endpoints, api_endpoints(endpoints, METRICS_MAX_ENDPOINTS - 2));
     app.web_dir = main_web_dir(a.web_dir, web_buf, sizeof web_buf);
+    app.score_memo = ep_score_memo_new();
     size_t n_routes;
     const SrvRoute *routes = api_routes(&n_routes);
 
@@ -481,6 +482,7 @@ out:
     srv_stop(srv); // joins every HTTP thread: nothing can reach the engine after this
     sched_free(sched);
     chat_template_free(chat);
+    ep_score_memo_free(app.score_memo);
     if (model_open) gpt2_close(&model);
     if (be) kg_backend_free(be);
     tok_free(tok);

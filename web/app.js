@@ -50,6 +50,9 @@ class ApiError extends Error {
   }
 }
 
+// The prompt part of a request: the kept ids when there are any, else the text.
+const promptBody = (p) => (p.tokens ? { tokens: p.tokens } : { text: p.text });
+
 // A daemon started with --api-key wants "Authorization: Bearer <key>"; asked once per tab.
 let apiKey = '';
 try { apiKey = sessionStorage.getItem('kogpt2-api-key') || ''; } catch { /* storage off */ }
@@ -152,8 +155,7 @@ async function fetchNext() {
   }
   const ctl = (inflight = new AbortController());
   // speculate: the server precomputes the answers for these candidates, so a click is instant
-  const body = Object.assign(state.tokens ? { tokens: state.tokens } : { text: state.text },
-    { top_k: ASK_K, temperature: state.viewTemp, speculate: true });
+  const body = Object.assign(promptBody(state), { top_k: ASK_K, temperature: state.viewTemp, speculate: true });
   $('cands').setAttribute('aria-busy', 'true');
   const t0 = performance.now();
   try {
@@ -198,7 +200,7 @@ function pieceNode(c) {
   span.className = 'piece';
   piece.split('\u2581').forEach((part, i) => {
     if (i) span.appendChild(Object.assign(document.createElement('span'), { className: 'sp', textContent: '__' }));
-    if (part) span.appendChild(document.createTextNode(part.replace(/\n/g, '↵').replace(/\t/g, '⇥')));
+    if (part) span.appendChild(document.createTextNode(shown(part)));
   });
   if (!piece) span.textContent = '∅';
   return span;
@@ -309,7 +311,8 @@ function renderToks() {
     el.appendChild(pieceNode(s));
     box.appendChild(el);
   });
-  if (had >= 0 && box.children[Math.min(had, box.children.length - 1)]) box.children[Math.min(had, box.children.length - 1)].focus();
+  const back = had >= 0 && box.children[Math.min(had, box.children.length - 1)];
+  if (back) back.focus();
 }
 
 function showTip(el, text) {
@@ -547,7 +550,7 @@ async function generate(ev) {
   ev.preventDefault();
   if (gen && gen.ctl) return;
   const base = { text: state.text, tokens: state.tokens };
-  const body = Object.assign(base.tokens ? { tokens: base.tokens } : { text: base.text }, {
+  const body = Object.assign(promptBody(base), {
     stream: true, max_tokens: num('max_tokens'), temperature: num('temperature'),
     top_k: num('top_k'), top_p: num('top_p'), seed: num('seed'),
     repetition_penalty: num('repetition_penalty'), presence_penalty: num('presence_penalty'),
@@ -704,15 +707,13 @@ function wire() {
     if (state.tokens) schedule(60);  // the server's softmax at this temperature (cached logits)
   });
   const toks = $('toks');
-  toks.addEventListener('mouseover', (e) => {
+  const onTip = (e) => {
     const t = e.target.closest('.tok');
     if (t && state.scores) showTip(t, scoreText(state.scores[t.dataset.i], Number(t.dataset.i)));
-  });
+  };
+  toks.addEventListener('mouseover', onTip);
   toks.addEventListener('mouseout', (e) => { const t = e.target.closest('.tok'); if (t) hideTip(t); });
-  toks.addEventListener('focusin', (e) => {
-    const t = e.target.closest('.tok');
-    if (t && state.scores) showTip(t, scoreText(state.scores[t.dataset.i], Number(t.dataset.i)));
-  });
+  toks.addEventListener('focusin', onTip);
   toks.addEventListener('focusout', (e) => hideTip(e.target.closest('.tok')));
   toks.addEventListener('keydown', (e) => {
     const t = e.target.closest('.tok');

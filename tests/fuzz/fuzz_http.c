@@ -38,6 +38,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     fuzz_app.model_name = "fuzz";
     fuzz_app.n_ctx = FUZZ_HTTP_N_CTX;
     fuzz_app.vocab_size = tok_vocab_size(tok);
+    fuzz_app.score_memo = ep_score_memo_new();
     char *slash = strrchr(path, '/');
     *slash = '\0'; // the model directory, for tokenizer_config.json
     static ChatTemplate *chat;
