@@ -1,11 +1,10 @@
 // kogpt2 convert — any model kogpt2 loads (model.safetensors, shards, pytorch_model.bin, a
 // Hugging Face cache entry by repo id) written once as a clean model.safetensors directory,
-// so that every later load maps it in place.
+// so that every later load maps it in place; --dtype q8_0/q4_0 stores the layers quantized.
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "commands.h"
 #include "model/gpt2.h"
@@ -13,12 +12,14 @@
 #include "model/kg.h"
 
 static void convert_usage(FILE *f) {
-    fprintf(f, "usage: kogpt2 convert --model SRC --out DIR [--dtype f32|f16|bf16]\n"
+    fprintf(f, "usage: kogpt2 convert --model SRC --out DIR [--dtype f32|f16|bf16|q8_0|q4_0]\n"
                "  --model SRC   a model directory (model.safetensors, *.index.json shards or\n"
                "                pytorch_model.bin) or ORG/NAME[@REV] in the Hugging Face cache\n"
                "  --out DIR     where model.safetensors, config.json and the tokenizer files go\n"
                "                (created if missing)\n"
-               "  --dtype T     convert every tensor to T (default: keep each tensor's dtype)\n");
+               "  --dtype T     convert every tensor to T (default: keep each tensor's dtype);\n"
+               "                q8_0/q4_0 store the layer matrices and the LM head in blocks, as\n"
+               "                --dtype q8_0/q4_0 quantizes at load, the rest as it is\n");
 }
 
 int cmd_convert(int argc, char **argv) {
@@ -39,10 +40,8 @@ int cmd_convert(int argc, char **argv) {
             out = optarg;
             break;
         case 'd':
-            dtype = !strcmp(optarg, "f32")    ? KG_F32
-                    : !strcmp(optarg, "f16")  ? KG_F16
-                    : !strcmp(optarg, "bf16") ? KG_BF16
-                                              : -2;
+            dtype = kg_dtype_parse(optarg); // -1 (unknown) would read as GPT2_DTYPE_AUTO
+            if (dtype < 0) dtype = -2;
             break;
         case 'h':
             convert_usage(stdout);

@@ -111,19 +111,30 @@ static void note_unused(Gpt2 *m, const StTensor *const *used, size_t n_used) {
                  file ? file + 1 : m->src.path, n, n > 1 ? "s" : "", names, n > 3 ? ", ..." : "");
 }
 
-// The quantized dtype of a matrix stored as rows of blocks (a U8 tensor (out, in / 32 * block
-// bytes), as gpt2_convert writes it), or KG_DTYPE_OTHER when t is not one.
-static KgDtype stored_quant(const StTensor *t, size_t out, size_t in) {
-    if (!t || strcmp(t->dtype_name, "U8") || t->ndim != 2 || t->shape[0] != out || in % KG_QBLOCK)
-        return KG_DTYPE_OTHER;
-    if (t->shape[1] == kg_dtype_bytes(KG_Q8_0, in)) return KG_Q8_0;
-    if (t->shape[1] == kg_dtype_bytes(KG_Q4_0, in)) return KG_Q4_0;
-    return KG_DTYPE_OTHER;
-}
-
 // A matrix spec's output and input sizes (Conv1D is stored in x out, the embeddings out x in).
 static size_t spec_out(const WeightSpec *s) { return s->transposed ? s->rows : s->cols; }
 static size_t spec_in(const WeightSpec *s) { return s->transposed ? s->cols : s->rows; }
+
+// The quantized dtype of a layer matrix or LM head stored as rows of blocks: a U8 tensor
+// (out, in / 32 * block bytes), one output's blocks along its inputs a row, as gpt2_convert
+// writes it; KG_DTYPE_OTHER when t is not one. check_weight holds it to the file's
+// GPT2_META_QUANT; the embeddings are never blocks (they are read a row per token).
+static KgDtype stored_quant(const StTensor *t, const WeightSpec *s) {
+    if (!t || !s->mat || s->embedding || strcmp(t->dtype_name, "U8") || t->ndim != 2 ||
+        t->shape[0] != spec_out(s) || spec_in(s) % KG_QBLOCK)
+        return KG_DTYPE_OTHER;
+    if (t->shape[1] == kg_dtype_bytes(KG_Q8_0, spec_in(s))) return KG_Q8_0;
+    if (t->shape[1] == kg_dtype_bytes(KG_Q4_0, spec_in(s))) return KG_Q4_0;
+    return KG_DTYPE_OTHER;
+}
+
+// "768, 2304": t's shape for a message.
+static const char *shape_str(char *buf, size_t cap, const StTensor *t) {
+    buf[0] = '\0';
+    for (int d = 0; d < t->ndim; d++)
+        snprintf(buf + strlen(buf), cap - strlen(buf), "%s%zu", d ? ", " : "", t->shape[d]);
+    return buf;
+}
 
 static int check_tensor(const StTensor *t, const char *name, size_t rows, size_t cols, char *err) {
     if (!t) return kg_err(err, KG_EFORMAT, "tensor %s: missing", name);
@@ -133,10 +144,8 @@ static int check_tensor(const StTensor *t, const char *name, size_t rows, size_t
     int ok = cols ? t->ndim == 2 && t->shape[0] == rows && t->shape[1] == cols
                   : t->ndim == 1 && t->shape[0] == rows;
     if (!ok) {
-        char got[64] = "";
-        for (int d = 0; d < t->ndim; d++)
-            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%zu", d ? ", " : "",
-                     t->shape[d]);
+        char got[64];
+        shape_str(got, sizeof got, t);
         if (cols)
             return kg_err(err, KG_EFORMAT, "tensor %s: shape (%s), config says (%zu, %zu)", name,
                           got, rows, cols);
@@ -187,7 +196,7 @@ static void transpose(void *dst, const void *src, size_t rows, size_t cols, size
 
 // The dtype t is stored in: its safetensors dtype, or q8_0/q4_0 for a matrix of blocks.
 static KgDtype stored_dtype(const StTensor *t, const WeightSpec *s) {
-    KgDtype q = s->mat ? stored_quant(t, spec_out(s), spec_in(s)) : KG_DTYPE_OTHER;
+    KgDtype q = stored_quant(t, s);
     return q != KG_DTYPE_OTHER ? q : t->dtype;
 }
 
@@ -277,22 +286,41 @@ static int bind_weight(Gpt2 *m, const WeightSpec *s, const StTensor *t, int dtyp
     return KG_OK;
 }
 
-// Every check of one tensor against its spec, before any is bound: present, dtype and shape
-// (a matrix may be rows of q8_0/q4_0 blocks), and quantizable when it is to be quantized.
-static int check_weight(const Gpt2 *m, const StTensor *t, const WeightSpec *s, int dtype,
+// Why t is not the blocks of quant (the file's GPT2_META_QUANT) that spec s must be.
+static int blocks_error(const StTensor *t, const WeightSpec *s, KgDtype quant, char *err) {
+    const char *q = kg_dtype_name(quant);
+    char got[64];
+    if (!t)
+        return kg_err(err, KG_EFORMAT,
+                      "tensor %s: missing (a %s file holds every layer matrix and the LM head "
+                      "as blocks)",
+                      s->name, q);
+    if (spec_in(s) % KG_QBLOCK)
+        return kg_err(err, KG_EFORMAT,
+                      "tensor %s: %s needs inputs in blocks of %d, the matrix has %zu", s->name, q,
+                      KG_QBLOCK, spec_in(s));
+    return kg_err(err, KG_EFORMAT, "tensor %s: %s (%s), but %s says %s: expected U8 (%zu, %zu)",
+                  s->name, t->dtype_name, shape_str(got, sizeof got, t), GPT2_META_QUANT, q,
+                  spec_out(s), kg_dtype_bytes(quant, spec_in(s)));
+}
+
+// Every check of one tensor against its spec, before any is bound: present, dtype and shape,
+// quantizable when it is to be quantized, and in blocks exactly when the file's scheme quant
+// (GPT2_META_QUANT, KG_DTYPE_OTHER for none) says so: every layer matrix and the LM head.
+static int check_weight(const StTensor *t, const WeightSpec *s, int dtype, KgDtype quant,
                         char *err) {
-    KgDtype q = s->mat && t ? stored_quant(t, spec_out(s), spec_in(s)) : KG_DTYPE_OTHER;
+    KgDtype q = stored_quant(t, s);
     int rc;
-    if (q == KG_DTYPE_OTHER && (rc = check_tensor(t, s->name, s->rows, s->cols, err))) return rc;
-    if (q != KG_DTYPE_OTHER && dtype != GPT2_DTYPE_AUTO && dtype != (int)q)
-        return kg_err(err, KG_EUNSUP, "tensor %s: stored as %s blocks; load it as auto or %s",
-                      s->name, kg_dtype_name(q), kg_dtype_name(q));
+    if (quant != KG_DTYPE_OTHER && s->mat && !s->embedding) {
+        if (q != quant) return blocks_error(t, s, quant, err);
+        return KG_OK;
+    }
+    if (q != KG_DTYPE_OTHER)
+        return kg_err(err, KG_EFORMAT,
+                      "tensor %s: U8 rows of %s blocks, but the file's __metadata__ has no %s",
+                      s->name, kg_dtype_name(q), GPT2_META_QUANT);
+    if ((rc = check_tensor(t, s->name, s->rows, s->cols, err))) return rc;
     KgDtype to = target_dtype(t, s, dtype);
-    if (kg_dtype_quantized(to) && !m->be->ops->quant_weights)
-        return kg_err(err, KG_EUNSUP,
-                      "tensor %s: %s weights need the cpu backend (%s has no "
-                      "quantized kernels)",
-                      s->name, kg_dtype_name(to), m->be->ops->name);
     if (kg_dtype_quantized(to) && spec_in(s) % KG_QBLOCK)
         return kg_err(err, KG_EUNSUP,
                       "tensor %s: %s needs inputs in blocks of %d, the matrix has %zu", s->name,
@@ -302,8 +330,44 @@ static int check_weight(const Gpt2 *m, const StTensor *t, const WeightSpec *s, i
 
 // The values of a tensor check_weight passed: finite (q8_0/q4_0: every block's scale).
 static int check_values(const StTensor *t, const WeightSpec *s, char *err) {
-    KgDtype q = s->mat ? stored_quant(t, spec_out(s), spec_in(s)) : KG_DTYPE_OTHER;
-    return check_finite(t, q, s->name, err);
+    return check_finite(t, stored_quant(t, s), s->name, err);
+}
+
+// The files' quantization scheme: the GPT2_META_QUANT entry of their __metadata__, KG_Q8_0 or
+// KG_Q4_0 into *quant, KG_DTYPE_OTHER when none names one (shards that do must agree).
+static int file_quant(const WeightSrc *src, KgDtype *quant, char *err) {
+    *quant = KG_DTYPE_OTHER;
+    for (size_t f = 0; f < src->n_files; f++) {
+        const char *v = safetensors_meta(&src->files[f], GPT2_META_QUANT);
+        if (!v) continue;
+        int dt = kg_dtype_parse(v);
+        char shown[41];
+        if (dt != KG_Q8_0 && dt != KG_Q4_0)
+            return kg_err(err, KG_EUNSUP, "__metadata__ %s is '%s': not q8_0 or q4_0",
+                          GPT2_META_QUANT, kg_show(shown, sizeof shown, v, strlen(v)));
+        if (*quant != KG_DTYPE_OTHER && *quant != (KgDtype)dt)
+            return kg_err(err, KG_EFORMAT, "the shards' %s differ (%s and %s)", GPT2_META_QUANT,
+                          kg_dtype_name(*quant), kg_dtype_name((KgDtype)dt));
+        *quant = (KgDtype)dt;
+    }
+    return KG_OK;
+}
+
+// A quantized file is served as stored: on a backend with quantized kernels, and with dtype
+// auto or the file's own scheme (which then mean the same). KG_OK with *dtype set to auto.
+static int check_quant_load(const Gpt2 *m, KgDtype quant, int *dtype, char *err) {
+    const char *q = kg_dtype_name(quant);
+    if (!m->be->ops->quant_weights)
+        return kg_err(err, KG_EUNSUP,
+                      "%s blocks (%s) need the cpu backend: %s has no quantized kernels", q,
+                      GPT2_META_QUANT, m->be->ops->name);
+    if (*dtype != GPT2_DTYPE_AUTO && *dtype != (int)quant)
+        return kg_err(err, KG_EUNSUP,
+                      "%s blocks (%s) load only as they are (dtype auto or %s), not as %s; "
+                      "convert the original model for that",
+                      q, GPT2_META_QUANT, q, kg_dtype_name((KgDtype)*dtype));
+    *dtype = GPT2_DTYPE_AUTO;
+    return KG_OK;
 }
 
 static int bind_all(Gpt2 *m, int dtype, char *err) {
@@ -312,11 +376,15 @@ static int bind_all(Gpt2 *m, int dtype, char *err) {
     size_t n = weight_specs(c, &m->w, m->layers, NULL, 0) - !c->tie_embeddings;
     WeightSpec *spec = calloc(n + 1, sizeof *spec);
     const StTensor **t = calloc(n + 1, sizeof *t);
+    KgDtype quant; // the file's scheme: KG_DTYPE_OTHER, or every layer matrix is in its blocks
     int rc = KG_OK;
     if (!spec || !t) {
         rc = kg_err(err, KG_ENOMEM, "model: out of memory");
         goto end;
     }
+    if ((rc = file_quant(&m->src, &quant, err)) ||
+        (quant != KG_DTYPE_OTHER && (rc = check_quant_load(m, quant, &dtype, err))))
+        goto end;
     weight_specs(c, &m->w, m->layers, spec, n);
     for (size_t i = 0; i < n; i++) {
         t[i] = find_tensor(&m->src, spec[i].name);
@@ -326,8 +394,8 @@ static int bind_all(Gpt2 *m, int dtype, char *err) {
         }
     }
     // the LM head: lm_head.weight (V, C) when the config unties them; when tied, wte itself,
-    // or for quantized layers its own copy in blocks (lm_head.weight when a converted file
-    // carries one, else quantized from wte here)
+    // or for quantized layers its own copy in blocks (a quantized file's lm_head.weight, else
+    // quantized from wte here)
     const StTensor *head = wsrc_find(&m->src, "lm_head.weight");
     WeightSpec head_spec = {.name = "lm_head.weight",
                             .rows = c->vocab_size,
@@ -337,7 +405,8 @@ static int bind_all(Gpt2 *m, int dtype, char *err) {
     size_t first = 0; // the first layer matrix (h.0.attn.c_attn) says what the layers hold
     while (!spec[first].mat || spec[first].embedding)
         first++;
-    KgDtype layer_dt = target_dtype(t[first], &spec[first], dtype);
+    KgDtype layer_dt =
+        quant != KG_DTYPE_OTHER ? quant : target_dtype(t[first], &spec[first], dtype);
     // a quantized model quantizes the tied head too (a copy of wte in blocks; wte stays f32
     // for the lookups). Why, by arithmetic rather than a measurement: on the KoGPT2-base shape
     // the head is 39 M of the 124 M weights a decode step reads, and decode reads every weight
@@ -346,16 +415,16 @@ static int bind_all(Gpt2 *m, int dtype, char *err) {
     int own_head = !c->tie_embeddings || kg_dtype_quantized(layer_dt);
     int head_dtype = dtype;
     if (c->tie_embeddings && own_head) {
-        if (stored_quant(head, c->vocab_size, c->n_embd) != layer_dt) head = t[0]; // from wte
+        if (quant == KG_DTYPE_OTHER) head = t[0]; // quantized from wte
         head_dtype = (int)layer_dt;
     }
     size_t extra = 0;
     for (size_t i = 0; i < n; i++) {
-        if ((rc = check_weight(m, t[i], &spec[i], dtype, err))) goto end;
+        if ((rc = check_weight(t[i], &spec[i], dtype, quant, err))) goto end;
         extra += owned_bytes(t[i], &spec[i], dtype);
     }
     if (own_head) {
-        if ((rc = check_weight(m, head, &head_spec, head_dtype, err)) ||
+        if ((rc = check_weight(head, &head_spec, head_dtype, quant, err)) ||
             (rc = check_values(head, &head_spec, err)))
             goto end;
         extra += owned_bytes(head, &head_spec, head_dtype);
@@ -423,6 +492,36 @@ void gpt2_close(Gpt2 *m) {
     free(m->host_owned);
     free(m->layers);
     *m = (Gpt2){0};
+}
+
+int gpt2_export_tensors(const Gpt2 *m, StWrite *w, char (*names)[80], size_t *n) {
+    const Gpt2Config *c = &m->config;
+    Gpt2Weights held = m->w; // the specs point into this copy: m stays const
+    size_t k = weight_specs(c, &held, m->layers, NULL, 0);
+    WeightSpec *spec = calloc(k + 1, sizeof *spec);
+    if (!spec) return KG_ENOMEM;
+    weight_specs(c, &held, m->layers, spec, k);
+    if (c->tie_embeddings && kg_dtype_quantized(held.lm_head.dtype)) // its own blocks (bind_all)
+        spec[k++] = (WeightSpec){.name = "lm_head.weight",
+                                 .rows = c->vocab_size,
+                                 .cols = c->n_embd,
+                                 .mat = &held.lm_head,
+                                 .transposed = 1};
+    for (size_t i = 0; i < k; i++) {
+        const WeightSpec *s = &spec[i];
+        int prefixed = strcmp(s->name, "lm_head.weight") != 0;
+        snprintf(names[i], sizeof names[i], "%s%s", prefixed ? "transformer." : "", s->name);
+        if (s->mat && kg_dtype_quantized(s->mat->dtype)) { // (out, in): U8 rows of blocks
+            w[i] = (StWrite){names[i], s->mat->dtype, 2, {spec_out(s), spec_in(s)}, s->mat->data};
+        } else { // as the files hold it (gpt2_open found it under one of its names)
+            const StTensor *t =
+                prefixed ? find_tensor(&m->src, s->name) : wsrc_find(&m->src, s->name);
+            w[i] = (StWrite){names[i], t->dtype, t->ndim, {t->shape[0], t->shape[1]}, t->data};
+        }
+    }
+    free(spec);
+    *n = k;
+    return KG_OK;
 }
 
 size_t gpt2_weight_bytes(const Gpt2 *m) {

@@ -60,19 +60,40 @@ typedef enum { GPT2_DTYPE_AUTO = -1 } Gpt2DtypeAuto;
 // any other tensor the model does not use is named in m->warning (not an error), and
 // m->src.what says which file was loaded, its dtype and size: both for the caller's log.
 // dtype: GPT2_DTYPE_AUTO keeps the stored dtype (zero-copy), or KG_F32/KG_F16/KG_BF16
-// converts the matrices once at load.
+// converts the matrices once at load, or KG_Q8_0/KG_Q4_0 quantizes them (CPU backend).
+// A quantized file (gpt2_convert; GPT2_META_QUANT in __metadata__) is served as stored:
+// dtype must be GPT2_DTYPE_AUTO or its scheme, else KG_EUNSUP, and so on a backend without
+// quantized kernels; every layer matrix and the LM head must be U8 blocks of that scheme,
+// else KG_EFORMAT.
 // On error: KG_EIO / KG_EFORMAT / KG_EUNSUP / KG_ENOMEM, err names the file and tensor, m
 // holds nothing. Close with gpt2_close(); the backend must outlive the model.
 int gpt2_open(Gpt2 *m, const char *dir, KgBackend *be, int dtype, char *err);
 void gpt2_close(Gpt2 *m);
 
+// The __metadata__ key of a quantized model.safetensors, and its values "q8_0" / "q4_0": the
+// layer matrices and the LM head (its own copy when tied) are then U8 tensors
+// (out, in / 32 * block bytes), each row one output's blocks along its inputs (dtype.h);
+// embeddings, layer norms and biases stay in their float dtype.
+#define GPT2_META_QUANT "kogpt2.quant"
+
 // Writes the model directory src (anything gpt2_open reads, checked as it does) as a clean
 // out/model.safetensors: the model's tensors under their GPT2LMHeadModel names, in their
-// stored dtype (GPT2_DTYPE_AUTO) or converted to KG_F32/KG_F16/KG_BF16; then copies
-// config.json and the tokenizer's and generation files beside it. out is created if
-// missing; the weights go through a temporary name, so a failed run leaves no torn file.
-// what (KG_ERRLEN bytes, may be NULL) gets the line saying what src held. KG_OK or an error.
+// stored dtype (GPT2_DTYPE_AUTO) or converted to KG_F32/KG_F16/KG_BF16, or with the layer
+// matrices and the LM head quantized to KG_Q8_0/KG_Q4_0 exactly as gpt2_open quantizes at
+// load (GPT2_META_QUANT); then copies config.json and the tokenizer's and generation files
+// beside it. A quantized src stays as it is under GPT2_DTYPE_AUTO or its own scheme; any
+// other dtype is KG_EUNSUP. out is created if missing; the weights go through a temporary
+// name, so a failed run leaves no torn file. what (KG_ERRLEN bytes, may be NULL) gets the
+// line saying what src held. KG_OK or an error.
 int gpt2_convert(const char *src, const char *out, int dtype, char *what, char *err);
+
+// The tensors of m, opened on the CPU backend, as gpt2_convert writes them: those of
+// gpt2_param_tensors() in its order, then lm_head.weight when the config ties the head but m
+// holds its own blocks. A matrix m holds in q8_0/q4_0 blocks is written from those blocks as
+// (out, in) of that dtype; every other tensor is the files' own, in its stored dtype. w and
+// names have room for gpt2_param_tensors() + 1 entries; w's names point into names. KG_OK
+// with *n set, or KG_ENOMEM.
+int gpt2_export_tensors(const Gpt2 *m, StWrite *w, char (*names)[80], size_t *n);
 
 // Bytes of weights one forward pass reads (the decode roofline's numerator).
 size_t gpt2_weight_bytes(const Gpt2 *m);

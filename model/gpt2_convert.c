@@ -1,6 +1,7 @@
 // gpt2_convert.c — any model directory gpt2_open reads (safetensors, shards, a PyTorch
 // checkpoint, a Hugging Face cache snapshot) written once as a clean model.safetensors
-// directory, so that later loads map it in place with no parsing.
+// directory, so that later loads map it in place with no parsing; optionally with the layer
+// matrices in q8_0/q4_0 blocks, so that a quantized model loads without quantizing.
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -70,63 +71,71 @@ static int copy_side_files(const char *src, const char *out, char *err) {
     return rc;
 }
 
-// The model's tensors in parameter order (gpt2_param_tensors: GPT2LMHeadModel names, in *p,
-// which the names point into), each in its stored dtype or converted to dtype; conversions
-// go into *owned. The caller frees *out, *p and *owned.
-static int collect_tensors(const Gpt2 *m, int dtype, StWrite **out, Gpt2ParamTensor **pout,
+// Elements of a tensor to write (a vector or a matrix).
+static size_t write_elems(const StWrite *w) {
+    return w->ndim == 2 ? w->shape[0] * w->shape[1] : w->shape[0];
+}
+
+// The tensors to write (gpt2_export_tensors: each as m holds it or as the files do, names in
+// *names_out), those not in blocks converted to a float dtype unless it is GPT2_DTYPE_AUTO;
+// conversions go into *owned. The caller frees *out, *names_out and *owned.
+static int collect_tensors(const Gpt2 *m, int dtype, StWrite **out, char (**names_out)[80],
                            size_t *n_out, void **owned, char *err) {
-    size_t n = gpt2_param_tensors(&m->config, NULL), bytes = 0;
-    Gpt2ParamTensor *p = *pout = calloc(n, sizeof *p);
-    const StTensor **t = calloc(n, sizeof *t);
-    StWrite *w = calloc(n, sizeof *w);
-    int rc = KG_OK;
-    if (!p || !t || !w) {
-        rc = kg_err(err, KG_ENOMEM, "convert: out of memory");
-        goto end;
+    size_t cap = gpt2_param_tensors(&m->config, NULL) + 1, n = 0, bytes = 0;
+    StWrite *w = calloc(cap, sizeof *w);
+    char(*names)[80] = *names_out = calloc(cap, sizeof *names);
+    int to_float = dtype != GPT2_DTYPE_AUTO && !kg_dtype_quantized((KgDtype)dtype);
+    if (!w || !names || gpt2_export_tensors(m, w, names, &n)) {
+        free(w);
+        return kg_err(err, KG_ENOMEM, "convert: out of memory");
     }
-    gpt2_param_tensors(&m->config, p);
-    for (size_t i = 0; i < n; i++) { // gpt2_open found each of them, with or without prefix
-        t[i] = wsrc_find(&m->src, p[i].name);
-        if (!t[i] && !strncmp(p[i].name, "transformer.", 12))
-            t[i] = wsrc_find(&m->src, p[i].name + 12);
-        KgDtype to = dtype == GPT2_DTYPE_AUTO ? t[i]->dtype : (KgDtype)dtype;
-        if (to != t[i]->dtype) bytes += t[i]->n_elems * kg_dtype_size(to);
-    }
+    for (size_t i = 0; to_float && i < n; i++)
+        if (w[i].dtype != (KgDtype)dtype)
+            bytes += kg_dtype_bytes((KgDtype)dtype, write_elems(&w[i]));
     char *cursor = *owned = bytes ? malloc(bytes) : NULL;
     if (bytes && !cursor) {
-        rc = kg_err(err, KG_ENOMEM, "convert: out of memory for %zu bytes", bytes);
-        goto end;
+        free(w);
+        return kg_err(err, KG_ENOMEM, "convert: out of memory for %zu bytes", bytes);
     }
-    for (size_t i = 0; i < n; i++) {
-        KgDtype to = dtype == GPT2_DTYPE_AUTO ? t[i]->dtype : (KgDtype)dtype;
-        w[i] = (StWrite){p[i].name, to, p[i].ndim, {p[i].shape[0], p[i].shape[1]}, t[i]->data};
-        if (to != t[i]->dtype) {
-            kg_dtype_convert(cursor, to, t[i]->data, t[i]->dtype, t[i]->n_elems);
+    for (size_t i = 0; to_float && i < n; i++)
+        if (w[i].dtype != (KgDtype)dtype) {
+            kg_dtype_convert(cursor, (KgDtype)dtype, w[i].data, w[i].dtype, write_elems(&w[i]));
+            w[i].dtype = (KgDtype)dtype;
             w[i].data = cursor;
-            cursor += t[i]->n_elems * kg_dtype_size(to);
+            cursor += kg_dtype_bytes((KgDtype)dtype, write_elems(&w[i]));
         }
-    }
     *out = w;
     *n_out = n;
-    w = NULL;
-end:
-    free(t);
-    free(w);
-    return rc;
+    return KG_OK;
+}
+
+// Opens src as gpt2_convert will write it: quantized at load for a q8_0/q4_0 dtype (the same
+// blocks a load with that dtype serves, bit for bit), else as stored; a quantized src cannot
+// go back to floats (KG_EUNSUP).
+static int open_source(Gpt2 *m, const char *src, KgBackend *be, int dtype, char *err) {
+    int quantize = dtype != GPT2_DTYPE_AUTO && kg_dtype_quantized((KgDtype)dtype);
+    int rc = gpt2_open(m, src, be, quantize ? dtype : GPT2_DTYPE_AUTO, err);
+    if (rc || quantize || dtype == GPT2_DTYPE_AUTO || !kg_dtype_quantized(m->dtype)) return rc;
+    kg_err(err, KG_EUNSUP,
+           "convert: %s holds %s blocks; they do not convert back to %s (convert the original "
+           "model)",
+           src, kg_dtype_name(m->dtype), kg_dtype_name((KgDtype)dtype));
+    gpt2_close(m);
+    return KG_EUNSUP;
 }
 
 int gpt2_convert(const char *src, const char *out, int dtype, char *what, char *err) {
-    if (dtype != GPT2_DTYPE_AUTO && dtype != KG_F32 && dtype != KG_F16 && dtype != KG_BF16)
+    if (dtype != GPT2_DTYPE_AUTO && (dtype < KG_F32 || dtype > KG_Q4_0))
         return kg_err(err, KG_EINVAL, "convert: unknown dtype %d", dtype);
     KgBackend *be = kg_cpu_backend_new(1, err);
     if (!be) return KG_ENOMEM;
     Gpt2 m;
     StWrite *w = NULL;
-    Gpt2ParamTensor *p = NULL;
+    char(*names)[80] = NULL;
     void *owned = NULL;
     size_t n = 0;
     char path[PATH_MAX], tmp[PATH_MAX + 8] = "";
-    int rc = gpt2_open(&m, src, be, GPT2_DTYPE_AUTO, err); // every check a load makes
+    int rc = open_source(&m, src, be, dtype, err); // every check a load makes
     if (rc) goto done;
     if (what) snprintf(what, KG_ERRLEN, "%s", m.src.what);
     if (mkdir(out, 0755) != 0 && errno != EEXIST) {
@@ -138,8 +147,11 @@ int gpt2_convert(const char *src, const char *out, int dtype, char *what, char *
         goto end;
     }
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if ((rc = collect_tensors(&m, dtype, &w, &p, &n, &owned, err)) ||
-        (rc = safetensors_save(tmp, w, n, err)))
+    // "format" as transformers' save_pretrained writes it; the blocks' scheme for gpt2_open
+    const char *quant = m.dtype == KG_Q8_0 ? "q8_0" : m.dtype == KG_Q4_0 ? "q4_0" : NULL;
+    const char *meta[] = {"format", "pt", quant ? GPT2_META_QUANT : NULL, quant, NULL};
+    if ((rc = collect_tensors(&m, dtype, &w, &names, &n, &owned, err)) ||
+        (rc = safetensors_save_meta(tmp, w, n, meta, err)))
         goto end;
     if (rename(tmp, path) != 0) {
         rc = kg_err(err, KG_EIO, "rename %s: %s", tmp, strerror(errno));
@@ -149,7 +161,7 @@ int gpt2_convert(const char *src, const char *out, int dtype, char *what, char *
 end:
     if (rc && tmp[0]) unlink(tmp);
     free(w);
-    free(p);
+    free(names);
     free(owned);
     gpt2_close(&m);
 done:

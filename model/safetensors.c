@@ -166,14 +166,39 @@ static int check_unique_names(const SafeTensors *st, char *err) {
     return KG_OK;
 }
 
+// The __metadata__ object into st->meta. Its values must be strings: the format defines it as
+// a map of strings, and the reference implementation refuses a file with anything else.
+static int parse_meta(SafeTensors *st, const cJSON *j_meta, char *err) {
+    const cJSON *j_e;
+    char shown[41];
+    if (!cJSON_IsObject(j_meta))
+        return kg_err(err, KG_EFORMAT, "safetensors: __metadata__ is not an object");
+    cJSON_ArrayForEach(j_e, j_meta) {
+        if (!cJSON_IsString(j_e))
+            return kg_err(err, KG_EFORMAT, "safetensors: __metadata__ %s is not a string",
+                          kg_show(shown, sizeof shown, j_e->string, strlen(j_e->string)));
+        st->n_meta++;
+    }
+    if (!(st->meta = calloc(2 * st->n_meta + 1, sizeof *st->meta)))
+        return kg_err(err, KG_ENOMEM, "safetensors: out of memory");
+    size_t i = 0;
+    cJSON_ArrayForEach(j_e, j_meta) {
+        if (!(st->meta[i++] = strdup(j_e->string)) || !(st->meta[i++] = strdup(j_e->valuestring)))
+            return kg_err(err, KG_ENOMEM, "safetensors: out of memory");
+    }
+    return KG_OK;
+}
+
 static int parse_header(SafeTensors *st, const cJSON *j_root, const unsigned char *data,
                         size_t data_size, char *err) {
+    const cJSON *j_meta = cJSON_GetObjectItemCaseSensitive(j_root, "__metadata__");
+    int rc = j_meta ? parse_meta(st, j_meta, err) : KG_OK;
+    if (rc) return rc;
     size_t n = 0;
     const cJSON *j_t;
     cJSON_ArrayForEach(j_t, j_root) if (strcmp(j_t->string, "__metadata__")) n++;
     st->tensors = calloc(n + 1, sizeof *st->tensors);
     size_t *begins = calloc(n + 1, sizeof *begins);
-    int rc = KG_OK;
     if (!st->tensors || !begins) {
         rc = kg_err(err, KG_ENOMEM, "safetensors: out of memory");
         goto end;
@@ -252,10 +277,19 @@ const StTensor *safetensors_find(const SafeTensors *st, const char *name) {
     return NULL;
 }
 
+const char *safetensors_meta(const SafeTensors *st, const char *key) {
+    for (size_t i = 0; i < st->n_meta; i++)
+        if (!strcmp(st->meta[2 * i], key)) return st->meta[2 * i + 1];
+    return NULL;
+}
+
 void safetensors_close(SafeTensors *st) {
     for (size_t i = 0; i < st->n_tensors; i++)
         free(st->tensors[i].name);
     free(st->tensors);
+    for (size_t i = 0; st->meta && i < 2 * st->n_meta; i++)
+        free(st->meta[i]);
+    free(st->meta);
     free(st->owned);
     if (st->map) munmap(st->map, st->map_size);
     *st = (SafeTensors){0};
@@ -270,7 +304,23 @@ static size_t write_bytes(const StWrite *t) {
     return kg_dtype_bytes(t->dtype, elems);
 }
 
-static char *header_json(const StWrite *tensors, size_t n, const char *const *meta) {
+// The alignment a tensor needs: its element size (a quantized one is written as U8).
+static size_t write_align(const StWrite *t) {
+    return kg_dtype_quantized(t->dtype) ? 1 : kg_dtype_size(t->dtype);
+}
+
+// order (n) = the indices of tensors, stably by alignment, the largest first: the format
+// allows no gap between tensors, and as each one's bytes are a multiple of its alignment,
+// every tensor then starts aligned.
+static void write_order(size_t *order, const StWrite *tensors, size_t n) {
+    size_t k = 0;
+    for (size_t align = 4; align >= 1; align /= 2)
+        for (size_t i = 0; i < n; i++)
+            if (write_align(&tensors[i]) == align) order[k++] = i;
+}
+
+static char *header_json(const StWrite *tensors, const size_t *order, size_t n,
+                         const char *const *meta) {
     char *text = NULL;
     cJSON *j_root = cJSON_CreateObject();
     if (!j_root) return NULL;
@@ -279,7 +329,7 @@ static char *header_json(const StWrite *tensors, size_t n, const char *const *me
     for (size_t i = 0; meta && meta[i]; i += 2)
         if (!j_meta || !cJSON_AddStringToObject(j_meta, meta[i], meta[i + 1])) goto end;
     for (size_t i = 0; i < n; i++) {
-        const StWrite *t = &tensors[i];
+        const StWrite *t = &tensors[order[i]];
         const int q = kg_dtype_quantized(t->dtype); // stored as U8 rows of blocks
         cJSON *j_t = cJSON_AddObjectToObject(j_root, t->name);
         cJSON *j_shape = j_t ? cJSON_AddArrayToObject(j_t, "shape") : NULL;
@@ -309,14 +359,20 @@ int safetensors_save(const char *path, const StWrite *tensors, size_t n, char *e
 
 int safetensors_save_meta(const char *path, const StWrite *tensors, size_t n,
                           const char *const *meta, char *err) {
-    char *json = header_json(tensors, n, meta);
-    if (!json) return kg_err(err, KG_ENOMEM, "%s: out of memory", path);
+    size_t *order = malloc(n * sizeof *order + 1);
+    char *json = NULL;
+    FILE *f = NULL;
+    int rc = KG_OK;
+    if (order) write_order(order, tensors, n);
+    if (!order || !(json = header_json(tensors, order, n, meta))) {
+        rc = kg_err(err, KG_ENOMEM, "%s: out of memory", path);
+        goto end;
+    }
     size_t hlen = strlen(json);
     size_t padded = (hlen + 8 + 7) / 8 * 8 - 8; // data starts at a multiple of 8
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        free(json);
-        return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
+    if (!(f = fopen(path, "wb"))) {
+        rc = kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
+        goto end;
     }
     unsigned char len8[8];
     for (int i = 0; i < 8; i++)
@@ -325,10 +381,13 @@ int safetensors_save_meta(const char *path, const StWrite *tensors, size_t n,
     for (size_t i = hlen; ok && i < padded; i++)
         ok = fputc(' ', f) != EOF;
     for (size_t i = 0; ok && i < n; i++) {
-        size_t nbytes = write_bytes(&tensors[i]);
-        ok = fwrite(tensors[i].data, 1, nbytes, f) == nbytes;
+        const StWrite *t = &tensors[order[i]];
+        size_t nbytes = write_bytes(t);
+        ok = fwrite(t->data, 1, nbytes, f) == nbytes;
     }
+    if (fclose(f) != 0 || !ok) rc = kg_err(err, KG_EIO, "write %s: %s", path, strerror(errno));
+end:
+    free(order);
     free(json);
-    if (fclose(f) != 0 || !ok) return kg_err(err, KG_EIO, "write %s: %s", path, strerror(errno));
-    return KG_OK;
+    return rc;
 }

@@ -34,10 +34,13 @@ typedef struct {
     void *owned;     // tensors that could not stay in the mapping (a PyTorch view that is not
                      // contiguous or not aligned), copied; NULL when every tensor is in place
     size_t n_copied; // how many tensors point into owned
+    char **meta;     // __metadata__ as key, value, key, value, ..., NULL; NULL when absent
+    size_t n_meta;   // pairs in meta
 } SafeTensors;
 
 // Parses and validates a whole file image buf[0..size): header length, JSON, dtypes, shapes,
-// offsets inside the data and non-overlapping, alignment, unique names. On KG_OK st->tensors
+// offsets inside the data and non-overlapping, alignment, unique names, and __metadata__ (an
+// object of strings, as the format defines it; copied into st->meta). On KG_OK st->tensors
 // point into buf (which must outlive st); st->map is left NULL. On error KG_EFORMAT (or
 // KG_ENOMEM) with the tensor named in err, and st holds nothing to free.
 int safetensors_parse(SafeTensors *st, const void *buf, size_t size, char *err);
@@ -56,6 +59,9 @@ int safetensors_open(SafeTensors *st, const char *path, char *err);
 
 // The tensor called name, or NULL.
 const StTensor *safetensors_find(const SafeTensors *st, const char *name);
+
+// The __metadata__ value of key (the first, should the header repeat it), or NULL.
+const char *safetensors_meta(const SafeTensors *st, const char *key);
 
 // Unmaps the file and frees the tensor table and any copies; st may be zeroed or half-built.
 void safetensors_close(SafeTensors *st);
@@ -78,9 +84,11 @@ typedef struct {
     const void *data;
 } StWrite;
 
-// Writes tensors to path in the order given, the header padded to 8 bytes so every tensor
-// is aligned. KG_EIO on write failure (the file may then be partial: write to a temporary
-// name and rename, as the trainer does).
+// Writes tensors to path with no gap between them (the format allows none), in the order
+// given within each element size and the larger sizes first, so that after the header
+// (padded to 8 bytes) every tensor is aligned to its element (a quantized one: 1 byte).
+// KG_EIO on write failure (the file may then be partial: write to a temporary name and
+// rename, as the trainer does).
 int safetensors_save(const char *path, const StWrite *tensors, size_t n, char *err);
 // As safetensors_save, with a __metadata__ object of string pairs: meta holds key, value,
 // key, value, ..., NULL (meta itself may be NULL).

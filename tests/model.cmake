@@ -67,3 +67,7 @@ endif()
 kg_test(test_gpt2_quant SOURCES test_gpt2_quant.c LIBS kgmodel LABELS "model;parity"
   ARGS ${KG_GPT2_TESTDATA} tiny_tanh_f32 small_erf_f16 noprefix_f32 kogpt2_f32)
 set_tests_properties(test_gpt2_quant PROPERTIES FIXTURES_REQUIRED gpt2_testdata TIMEOUT 300)
+# quantized model directories (kogpt2 convert --dtype q8_0|q4_0) against quantizing at load,
+# bit for bit, and the broken quantized files the loader must refuse
+kg_test(test_gpt2_convert SOURCES test_gpt2_convert.c LIBS kgmodel LABELS model)
+set_tests_properties(test_gpt2_convert PROPERTIES TIMEOUT 300)

@@ -148,6 +148,15 @@ static void test_parse_errors(void) {
                  padded("{\"w9\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],"
                         "\"data_offsets\":[0,4]}}"),
                  4, KG_EFORMAT, "w9");
+    // __metadata__ is a map of strings (the reference implementation refuses anything else)
+    expect_parse("__metadata__ not an object",
+                 padded("{\"__metadata__\":[\"pt\"],"
+                        "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}"),
+                 4, KG_EFORMAT, "__metadata__ is not an object");
+    expect_parse("__metadata__ value not a string",
+                 padded("{\"__metadata__\":{\"format\":\"pt\",\"kogpt2.quant\":8},"
+                        "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}"),
+                 4, KG_EFORMAT, "__metadata__ kogpt2.quant is not a string");
     // accepted: a 0-d tensor, an empty tensor, other dtypes (they are parsed, not computed on)
     expect_parse("0-d, empty and I64 tensors",
                  padded("{\"s\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4]},"
@@ -218,9 +227,56 @@ static void test_round_trip(void) {
     CHECK_MSG((8 + hlen) % 8 == 0, "header of %llu bytes leaves the data unaligned",
               (unsigned long long)hlen);
     CHECK(safetensors_find(&st, "nope") == NULL);
+    CHECK(st.n_meta == 0 && safetensors_meta(&st, "format") == NULL);
     safetensors_close(&st);
     unlink(path);
     printf("%-34s -> ok\n", "save/open round trip");
+}
+
+// Mixed element sizes, quantized blocks and metadata: tensors of 2 and 1-byte alignment
+// given before f32 ones still come back aligned with no gap between them (the format allows
+// none), a q8_0 (3, 32) tensor as U8 (3, 34), and every metadata pair.
+static void test_round_trip_blocks(void) {
+    char err[KG_ERRLEN] = "", path[1200];
+    snprintf(path, sizeof path, "%s/blocks.safetensors", g_tmp);
+    uint8_t q[3 * KG_Q8_0_BYTES], q4[KG_Q4_0_BYTES];
+    uint16_t h[3] = {1, 2, 3};
+    float a[3] = {1, 2, 3};
+    for (size_t i = 0; i < sizeof q; i++)
+        q[i] = (uint8_t)(i * 7);
+    memset(q4, 0x5a, sizeof q4);
+    StWrite w[] = {
+        {"q", KG_Q8_0, 2, {3, 32}, q},   // 102 bytes
+        {"h", KG_F16, 1, {3}, h},        // 6 bytes
+        {"q4", KG_Q4_0, 2, {1, 32}, q4}, // 18 bytes
+        {"a", KG_F32, 1, {3}, a},
+    };
+    const char *meta[] = {"format", "pt", "kogpt2.quant", "q8_0", NULL};
+    CHECK_MSG(safetensors_save_meta(path, w, 4, meta, err) == KG_OK, "save: %s", err);
+    SafeTensors st;
+    int rc = safetensors_open(&st, path, err);
+    CHECK_MSG(rc == KG_OK, "open: %s", err);
+    if (rc) return;
+    const StTensor *tq = safetensors_find(&st, "q"), *tq4 = safetensors_find(&st, "q4");
+    CHECK(tq && !strcmp(tq->dtype_name, "U8") && tq->ndim == 2 && tq->shape[0] == 3 &&
+          tq->shape[1] == KG_Q8_0_BYTES && !memcmp(tq->data, q, sizeof q));
+    CHECK(tq4 && !strcmp(tq4->dtype_name, "U8") && tq4->shape[1] == KG_Q4_0_BYTES &&
+          !memcmp(tq4->data, q4, sizeof q4));
+    size_t end = 0;
+    for (size_t i = 0; i < st.n_tensors; i++) { // sorted by offset: contiguous, each aligned
+        const StTensor *t = &st.tensors[i];
+        size_t off = (size_t)((const char *)t->data - (const char *)st.tensors[0].data);
+        CHECK_MSG(off == end && (uintptr_t)t->data % t->elem_size == 0, "%s at %zu, want %zu",
+                  t->name, off, end);
+        end = off + t->nbytes;
+    }
+    CHECK(!strcmp(st.tensors[0].name, "a")); // the f32 one first
+    CHECK(st.n_meta == 2 && !strcmp(safetensors_meta(&st, "format"), "pt") &&
+          !strcmp(safetensors_meta(&st, "kogpt2.quant"), "q8_0") &&
+          safetensors_meta(&st, "kogpt2") == NULL);
+    safetensors_close(&st);
+    unlink(path);
+    printf("%-34s -> ok\n", "blocks + metadata round trip");
 }
 
 // --- gpt2_open on broken models ---
@@ -418,7 +474,7 @@ static void test_gpt2_open_dtypes(void) {
     char err[KG_ERRLEN] = "";
     KgBackend *be = kg_cpu_backend_new(1, err);
     REQUIRE(be, "backend: %s", err);
-    // safetensors_save writes only the float dtypes, so these files are made by hand: a
+    // safetensors_save writes only float dtypes and blocks, so these files are made by hand: a
     // 1-layer model (C 4, V 3, T 2) with every tensor present, one of them of a dtype that
     // cannot be a weight.
     char h[4096];
@@ -491,6 +547,7 @@ int main(void) {
     test_parse_errors();
     test_open_errors();
     test_round_trip();
+    test_round_trip_blocks();
     test_gpt2_open_errors();
     test_gpt2_open_dtypes();
 

@@ -1,5 +1,5 @@
 // fuzz_safetensors.c — a whole .safetensors file image through safetensors_parse(): the
-// 8-byte header length, the JSON header, dtypes, shapes, offsets and alignment. Any input
+// 8-byte header length, the JSON header, dtypes, shapes, offsets, alignment and metadata. Any input
 // must give KG_OK or an error, never a read outside the image; on KG_OK every tensor must
 // lie inside the data section with the size its dtype and shape say.
 #include <string.h>
@@ -42,6 +42,16 @@ static void fuzz_check_tensors(const SafeTensors *st, const uint8_t *data, size_
     }
 }
 
+// __metadata__'s promises: n_meta pairs of strings, NULL after them, each key found.
+static void fuzz_check_meta(const SafeTensors *st) {
+    FUZZ_CHECK(st->n_meta == 0 || st->meta != NULL);
+    for (size_t i = 0; i < st->n_meta; i++) {
+        FUZZ_CHECK(st->meta[2 * i] != NULL && st->meta[2 * i + 1] != NULL);
+        FUZZ_CHECK(safetensors_meta(st, st->meta[2 * i]) != NULL);
+    }
+    FUZZ_CHECK(!st->meta || st->meta[2 * st->n_meta] == NULL);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     SafeTensors st;
     memset(&st, 0xA5, sizeof st); // the parser must not rely on a zeroed struct
@@ -50,6 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (rc == KG_OK) {
         FUZZ_CHECK(size >= 8);
         fuzz_check_tensors(&st, data, size);
+        fuzz_check_meta(&st);
         safetensors_close(&st);
     } else {
         FUZZ_CHECK(rc == KG_EFORMAT || rc == KG_ENOMEM);

@@ -62,7 +62,24 @@ def st_seeds():
     write(t, "empty_header", st_file({}))
     write(t, "max_dims", st_file({"d": {"dtype": "U8", "shape": [1] * 8, "data_offsets": [0, 1]}},
                                  b"\x01"))
+    # a quantized model file (kogpt2 convert --dtype q8_0 / q4_0): f32 first, then U8 rows of
+    # blocks (q8_0: 34 bytes per 32 inputs, q4_0: 18), the scheme in __metadata__
+    blocks = struct.pack("<H", 0x3C00) + bytes(range(32))
+    write(t, "quant_q8_0", st_file({
+        "__metadata__": {"format": "pt", "kogpt2.quant": "q8_0"},
+        "transformer.h.0.attn.c_attn.bias": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+        "transformer.h.0.attn.c_attn.weight": {"dtype": "U8", "shape": [2, 34],
+                                               "data_offsets": [8, 76]},
+    }, bytes(8) + blocks * 2))
+    write(t, "quant_q4_0", st_file({
+        "__metadata__": {"format": "pt", "kogpt2.quant": "q4_0"},
+        "lm_head.weight": {"dtype": "U8", "shape": [3, 18], "data_offsets": [0, 54]},
+    }, (struct.pack("<H", 0x3800) + bytes(range(16))) * 3))
     # refused: each breaks one rule
+    write(t, "bad_meta_not_string", st_file({
+        "__metadata__": {"format": "pt", "kogpt2.quant": 8},
+        "a": {"dtype": "U8", "shape": [1, 34], "data_offsets": [0, 34]},
+    }, blocks))
     write(t, "bad_overlap", st_file({
         "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
         "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]},
