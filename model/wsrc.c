@@ -152,6 +152,7 @@ static int cmp_data(const void *a, const void *b) {
 // by several tensors (a tied head on wte's storage) are counted once.
 static void describe(WeightSrc *w) {
     size_t bytes[3] = {0}, other = 0, n = 0, copied = 0;
+    const char *other_name = NULL; // the first non-float dtype (U8: q8_0/q4_0 blocks)
     for (size_t f = 0; f < w->n_files; f++) {
         const SafeTensors *st = &w->files[f];
         const StTensor **by_data = malloc(st->n_tensors * sizeof *by_data + 1);
@@ -163,9 +164,10 @@ static void describe(WeightSrc *w) {
             if (by_data && i && t->data == by_data[i - 1]->data &&
                 t->nbytes == by_data[i - 1]->nbytes)
                 continue; // the same bytes again
-            if (t->dtype == KG_DTYPE_OTHER)
+            if (t->dtype == KG_DTYPE_OTHER) {
                 other += t->nbytes;
-            else
+                if (!other_name) other_name = t->dtype_name;
+            } else
                 bytes[t->dtype] += t->nbytes;
         }
         free(by_data);
@@ -185,12 +187,15 @@ static void describe(WeightSrc *w) {
         snprintf(dtypes + strlen(dtypes), sizeof dtypes - strlen(dtypes), "%s%s", k ? "+" : "",
                  kg_dtype_name((KgDtype)best));
     }
+    if (other_name)
+        snprintf(dtypes + strlen(dtypes), sizeof dtypes - strlen(dtypes), "%s%s",
+                 dtypes[0] ? "+" : "", other_name);
     const char *base = strrchr(w->path, '/');
     char shards[32] = "";
     if (w->n_files > 1) snprintf(shards, sizeof shards, " in %zu shards", w->n_files);
     snprintf(w->what, sizeof w->what,
              "%.100s: %s, %.1f MiB%s, %zu tensors (%zu in place, %zu copied)",
-             base ? base + 1 : w->path, dtypes[0] ? dtypes : "no float tensors",
+             base ? base + 1 : w->path, dtypes[0] ? dtypes : "no tensors",
              (double)total / (1 << 20), shards, n, n - copied, copied);
 }
 
