@@ -756,6 +756,8 @@ int gpt2_forward(const Gpt2 *m, Gpt2State *s, Gpt2Seq *seqs, size_t n_seq, char 
 
     op->encoder_forward(be, s->x, s->tokens, s->pos, w->wte, w->wpe, N, C); // x = wte + wpe
     for (size_t l = 0; l < c->n_layer; l++) {
+        if (s->cancel && s->cancel(s->cancel_ctx))
+            return kg_err(err, KG_ECANCEL, "forward: cancelled");
         const Gpt2LayerWeights *lw = &w->layers[l];
         op->layernorm_forward(be, s->ln, NULL, NULL, s->x, lw->ln1_w, lw->ln1_b, N, C, c->ln_eps);
         op->matmul_forward(be, s->qkv, s->ln, lw->qkv_w, lw->qkv_b, N, C, 3 * C); // q, k, v
@@ -776,6 +778,7 @@ int gpt2_forward(const Gpt2 *m, Gpt2State *s, Gpt2Seq *seqs, size_t n_seq, char 
         op->matmul_forward(be, s->ln, s->fc, lw->fcproj_w, lw->fcproj_b, N, F, C);
         op->residual_forward(be, s->x, s->x, s->ln, N * C); // x += mlp
     }
+    if (s->cancel && s->cancel(s->cancel_ctx)) return kg_err(err, KG_ECANCEL, "forward: cancelled");
     // final layer norm and LM head, only on the rows that want logits
     size_t R = 0;
     for (size_t i = 0; i < n_seq; i++) {

@@ -150,6 +150,11 @@ typedef struct {
     // memory; logits_host is not filled) for the backend's logits_topk, so on a GPU only k
     // candidates cross to the host instead of V floats a row.
     int logits_stay;
+    // Optional, for a pass that may give way: asked before each layer and before the LM head;
+    // non-zero stops the pass with KG_ECANCEL, every cache as it was (the server's speculative
+    // pass yields to a request that arrives meanwhile).
+    int (*cancel)(void *ctx);
+    void *cancel_ctx;
 } Gpt2State;
 
 int gpt2_state_init(Gpt2State *s, const Gpt2 *m, size_t max_rows, size_t max_logit_rows, char *err);
@@ -160,7 +165,8 @@ void gpt2_state_free(Gpt2State *s, const Gpt2 *m);
 // s->logits_host holds s->n_logit_rows rows of V logits, in the order of seqs.
 // Checked first, before any cache changes: token ids < V (KG_ERANGE), kv->len + n <= T
 // (KG_ERANGE, "n_prompt_tokens ... exceeds n_ctx ..."), rows <= s->max_rows and logit
-// rows <= s->max_logit_rows (KG_EINVAL). KG_ENOMEM if a cache cannot grow.
+// rows <= s->max_logit_rows (KG_EINVAL). KG_ENOMEM if a cache cannot grow; KG_ECANCEL when
+// s->cancel said so (every cache keeps its length).
 int gpt2_forward(const Gpt2 *m, Gpt2State *s, Gpt2Seq *seqs, size_t n_seq, char *err);
 
 // Feeds a prompt of any length (up to T - kv->len) to one sequence in chunks of

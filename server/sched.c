@@ -617,13 +617,14 @@ static void step(Sched *s) {
             row += q->n - 1; // the last prompt position: its logits answer as below
         }
         const float *logits = logits_row(s, row);
-        if (j->phase == PHASE_PREFILL) {
-            pcache_insert(s->cache, j->p.tokens, j->p.n_tokens, &j->kv, logits, NULL);
+        int prompt = j->phase == PHASE_PREFILL;
+        if (prompt)
             prompt_done(s, j, logits);
-        } else {
+        else
             generate_step(s, j, logits);
-        }
         job_notify(j);
+        // after the answer: the cache's copy of the prompt's KV only serves later requests
+        if (prompt) pcache_insert(s->cache, j->p.tokens, j->p.n_tokens, &j->kv, logits, NULL);
     }
     pthread_mutex_lock(&s->mu);
     s->gauges.steps++;
@@ -631,17 +632,35 @@ static void step(Sched *s) {
     pthread_mutex_unlock(&s->mu);
 }
 
+// 1 while a job waits in the queue or the engine is stopping. Asked between the layers of a
+// speculative pass (Gpt2State.cancel).
+static int work_waiting(void *arg) {
+    Sched *s = arg;
+    pthread_mutex_lock(&s->mu);
+    int waiting = s->queue_head || s->stopping;
+    pthread_mutex_unlock(&s->mu);
+    return waiting;
+}
+
 // Idle: run the last answer's best candidates one token further, as one batch, and cache
-// their logits, so that clicking any of them is answered from the cache.
+// their logits, so that clicking any of them is answered from the cache. The guess gives way
+// to a job that arrives meanwhile, which would otherwise wait for the rest of a pass over the
+// weights (on the CPU as long as a 20-token prompt's own prefill); it is kept, and runs again
+// once the engine is idle.
 static void speculate(Sched *s) {
     Speculation *sp = &s->spec;
     size_t n = sp->n, match, k = 0;
+    int rc = KG_OK;
     const PCacheEntry *e = pcache_lookup(s->cache, sp->prompt, n, &match);
     if (!e || match != n || e->n != n || n + 1 > s->m->config.n_ctx) goto done;
     int *ext = malloc((n + 1) * sizeof *ext);
     if (!ext) goto done;
     memcpy(ext, sp->prompt, n * sizeof *ext);
     for (size_t i = 0; i < sp->n_cand; i++) {
+        if (work_waiting(s)) { // each copy below is a whole prompt's KV
+            rc = KG_ECANCEL;
+            break;
+        }
         ext[n] = sp->cand[i];
         size_t m2;
         const PCacheEntry *hit = pcache_lookup(s->cache, ext, n + 1, &m2);
@@ -650,12 +669,15 @@ static void speculate(Sched *s) {
         s->seqs[k] = (Gpt2Seq){&s->spec_kv[k], &sp->cand[i], 1, GPT2_LOGITS_LAST};
         k++;
     }
-    if (k && !gpt2_forward(s->m, &s->st, s->seqs, k, NULL))
-        for (size_t i = 0; i < k; i++) {
-            ext[n] = *s->seqs[i].tokens;
-            pcache_insert(s->cache, ext, n + 1, &s->spec_kv[i], logits_row(s, i), NULL);
-        }
+    s->st.cancel = work_waiting;
+    if (!rc && k) rc = gpt2_forward(s->m, &s->st, s->seqs, k, NULL);
+    s->st.cancel = NULL; // the jobs' own steps always run to the end
+    for (size_t i = 0; !rc && i < k; i++) {
+        ext[n] = *s->seqs[i].tokens;
+        pcache_insert(s->cache, ext, n + 1, &s->spec_kv[i], logits_row(s, i), NULL);
+    }
     free(ext);
+    if (rc == KG_ECANCEL) return; // kept for the next idle moment
 done:
     free(sp->prompt);
     *sp = (Speculation){0};
@@ -725,6 +747,7 @@ int sched_start(Sched **out, const Gpt2 *m, const Tokenizer *tok, const SchedOpt
         free(s);
         return rc;
     }
+    s->st.cancel_ctx = s;
     s->cache = pcache_new(m, opt->cache_mb << 20);
     s->seqs = calloc(max_seqs, sizeof *s->seqs);
     s->batch = calloc(opt->max_batch, sizeof *s->batch);

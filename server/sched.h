@@ -4,7 +4,8 @@
 // step advances every active job together (continuous batching: one forward over the new
 // rows of all of them), reusing the KV cache of the longest cached prefix of a prompt
 // (pcache.h). When idle after a next-token answer that asked for it, the engine precomputes
-// the top candidates' continuations, so the Explorer's likely next click is already answered.
+// the top candidates' continuations, so the Explorer's likely next click is already answered;
+// a job that arrives meanwhile stops that pass (it runs again when the engine is next idle).
 //
 // Threads: sched_* functions may be called from any thread. A job's notify callback runs
 // on the engine thread; it must only wake the job's owner (e.g. MHD_resume_connection).

@@ -2,7 +2,8 @@
 // equals a direct forward; a cached prompt, a prompt extending a cached one and a
 // speculated click give the same numbers as a cold run; concurrent generations (batched)
 // equal the same generations run one at a time; a seed repeats; stop strings cut the text;
-// a full queue says busy; a cancelled job stops.
+// a full queue says busy; a cancelled job stops; a pass that gives way (the speculation's,
+// when a job arrives) leaves its cache as it was.
 //
 // A small random model (2 layers, C 64, V 51200) with KoGPT2 v2's tokenizer.json from
 // ../shared (skipped without it). Tolerances: logprobs of batched/cached runs within 1e-4
@@ -163,6 +164,44 @@ static void test_next_token_and_cache(Sched *s, const Gpt2 *m, const int *ids, s
            r.stats.cached_tokens, n + 1);
     CHECK(same && d <= TOL && r.stats.cached_tokens == n);
     free(ext);
+}
+
+static int g_cancel_asked;
+
+static int cancel_at_third_ask(void *ctx) {
+    (void)ctx;
+    return ++g_cancel_asked == 3;
+}
+
+// A pass stopped by Gpt2State.cancel (at its third ask: before this 2-layer model's LM head)
+// returns KG_ECANCEL with the cache's length unchanged, and the same pass run again gives bit for
+// bit the logits of a cache that never saw the cancelled one (the speculation runs again later).
+static void test_forward_cancel(const Gpt2 *m, const int *ids, size_t n) {
+    char err[KG_ERRLEN];
+    const size_t V = m->config.vocab_size;
+    Gpt2State st, ref_st;
+    KvCache kv, ref_kv;
+    REQUIRE(!gpt2_state_init(&st, m, 64, 1, err) && !gpt2_state_init(&ref_st, m, 64, 1, err) &&
+                !kv_init(&kv, m, n, err) && !kv_init(&ref_kv, m, n, err),
+            "%s", err);
+    Gpt2Seq q = {&kv, ids + n - 1, 1, GPT2_LOGITS_LAST},
+            ref_q = {&ref_kv, ids + n - 1, 1, GPT2_LOGITS_LAST};
+    REQUIRE(!gpt2_prefill(m, &st, &kv, ids, n - 1, 0, err) &&
+                !gpt2_prefill(m, &ref_st, &ref_kv, ids, n - 1, 0, err) &&
+                !gpt2_forward(m, &ref_st, &ref_q, 1, err),
+            "%s", err);
+    st.cancel = cancel_at_third_ask;
+    int rc = gpt2_forward(m, &st, &q, 1, err);
+    printf("cancelled pass: rc %d, cache %zu/%zu positions, asked %d times\n", rc, kv.len, n - 1,
+           g_cancel_asked);
+    CHECK(rc == KG_ECANCEL && kv.len == n - 1 && g_cancel_asked == 3);
+    st.cancel = NULL;
+    REQUIRE(!gpt2_forward(m, &st, &q, 1, err), "%s", err);
+    CHECK(kv.len == n && !memcmp(st.logits_host, ref_st.logits_host, V * sizeof(float)));
+    kv_free(&kv, m);
+    kv_free(&ref_kv, m);
+    gpt2_state_free(&st, m);
+    gpt2_state_free(&ref_st, m);
 }
 
 static SchedParams gen_params(const int *ids, size_t n, size_t max_tokens, float temp,
@@ -526,6 +565,7 @@ int main(void) {
     const char *prompt = "여러분 2019년 수고하셨습니다. 올해에는";
     REQUIRE(!tok_encode(tok, prompt, strlen(prompt), &ids, &n, err), "%s", err);
     test_next_token_and_cache(s, &m, ids, n);
+    test_forward_cancel(&m, ids, n);
     test_batched_equals_alone(s, tok);
     test_text_and_stop(s, tok);
     test_limits(s, m.config.n_ctx);
