@@ -4,10 +4,13 @@
 //
 //   build/bench_server [--model DIR] [--shape tiny|base] [--seconds S] [--threads N]
 //                      [--pause-ms MS]   (between clicks; default 300, a user's pause)
+//                      [--dtype D[,D...]] (kogpt2d --dtype: f32, f16, bf16, q8_0, q4_0)
 //
 // Without --model it writes a random model (tiny: 2 layers x 64; base: KoGPT2-base's
 // 12 x 768, f32) with the shared v2 tokenizer ($KG_SHARED_DIR, default ../shared) into a
-// temporary directory, and starts kogpt2d from beside this binary on 127.0.0.1.
+// temporary directory, and starts kogpt2d from beside this binary on 127.0.0.1. With a
+// list of dtypes every figure is measured once per dtype, one after the other in one run
+// (issue 16: `--shape base --dtype f32,q8_0,q4_0`); without, the weights stay as stored.
 #define _GNU_SOURCE // strcasestr
 #include <arpa/inet.h>
 #include <getopt.h>
@@ -86,19 +89,32 @@ static int conn_request(Conn *c, const char *path, const char *body, char *out, 
 
 // --- the daemon ---
 
+// Starts kogpt2d with dtype (NULL: as stored) and up to two more arguments (NULL: none).
 static pid_t daemon_start(const char *exe, const char *model, int port, int threads,
-                          const char *extra1, const char *extra2) {
+                          const char *dtype, const char *extra1, const char *extra2) {
     pid_t pid = fork();
     if (pid == 0) {
         char p[16], t[16];
         snprintf(p, sizeof p, "%d", port);
         snprintf(t, sizeof t, "%d", threads);
+        const char *argv[16] = {exe, "--model", model,         "--port", p,   "--threads",
+                                t,   "--quiet", "--max-queue", "256",    NULL};
+        size_t n = 10;
+        if (dtype) {
+            argv[n++] = "--dtype";
+            argv[n++] = dtype;
+        }
+        if (extra1) argv[n++] = extra1;
+        if (extra2) argv[n++] = extra2;
         freopen("/dev/null", "w", stderr);
-        execl(exe, exe, "--model", model, "--port", p, "--threads", t, "--quiet", "--max-queue",
-              "256", extra1 ? extra1 : (char *)NULL, extra2, (char *)NULL);
+        execv(exe, (char *const *)argv);
         _exit(127);
     }
     for (int i = 0; i < 600; i++) { // up to 60 s to load
+        if (waitpid(pid, NULL, WNOHANG) == pid) {
+            fprintf(stderr, "bench_server: kogpt2d exited while loading (%s)\n", exe);
+            exit(1);
+        }
         Conn c;
         if (conn_open(&c, port) == 0) {
             int st = conn_request(&c, "/readyz", NULL, NULL, 0);
@@ -254,9 +270,10 @@ static void bench_clicks(int port, const char *label, size_t vocab) {
     close(c.fd);
     qsort(lat, (size_t)clicks, sizeof *lat, cmp_double);
     qsort(server, (size_t)clicks, sizeof *server, cmp_double);
-    printf("click %-28s p50 %6.2f ms  p99 %6.2f ms client; server p50 %6.2f ms (%d clicks)\n",
-           label, 1e3 * pct(lat, (size_t)clicks, 0.5), 1e3 * pct(lat, (size_t)clicks, 0.99),
-           1e3 * pct(server, (size_t)clicks, 0.5), clicks);
+    printf("click %-28s p50 %6.2f ms  p90 %6.2f ms  p99 %6.2f ms client; server p50 %6.2f ms "
+           "(%d clicks)\n",
+           label, 1e3 * pct(lat, (size_t)clicks, 0.5), 1e3 * pct(lat, (size_t)clicks, 0.9),
+           1e3 * pct(lat, (size_t)clicks, 0.99), 1e3 * pct(server, (size_t)clicks, 0.5), clicks);
 }
 
 typedef struct {
@@ -289,6 +306,26 @@ static void bench_generate(int port, int clients, int tokens) {
            clients * tokens / dt, clients, tokens, dt);
 }
 
+// Every figure against one kogpt2d configuration (dtype NULL: as stored), restarting it for
+// the clicks without speculation and without the prefix cache.
+static void bench_daemon(const char *exe, const char *model, int port, int threads,
+                         const char *dtype, double seconds) {
+    pid_t pid = daemon_start(exe, model, port, threads, dtype, NULL, NULL);
+    const size_t vocab = 51200;
+    for (int clients = 1; clients <= 32; clients *= clients == 1 ? 8 : 4)
+        bench_next_token(port, clients, seconds, 20, vocab);
+    bench_clicks(port, "(prefix cache + speculation)", vocab);
+    bench_generate(port, 1, 32);
+    bench_generate(port, 8, 32);
+    daemon_stop(pid);
+    pid = daemon_start(exe, model, port, threads, dtype, "--no-speculate", NULL);
+    bench_clicks(port, "(prefix cache only)", vocab);
+    daemon_stop(pid);
+    pid = daemon_start(exe, model, port, threads, dtype, "--cache-mb", "0");
+    bench_clicks(port, "(no prefix cache)", vocab);
+    daemon_stop(pid);
+}
+
 // Copies the shared v2 tokenizer next to the weights.
 static int copy_file(const char *from, const char *to) {
     FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
@@ -306,12 +343,16 @@ static int copy_file(const char *from, const char *to) {
 
 int main(int argc, char **argv) {
     const char *model = NULL, *shape = "tiny";
+    char dtypes[256] = "";
     double seconds = 5;
     int threads = 0;
-    static const struct option OPTS[] = {
-        {"model", required_argument, NULL, 'm'},    {"shape", required_argument, NULL, 's'},
-        {"seconds", required_argument, NULL, 'S'},  {"threads", required_argument, NULL, 't'},
-        {"pause-ms", required_argument, NULL, 'p'}, {NULL, 0, NULL, 0}};
+    static const struct option OPTS[] = {{"model", required_argument, NULL, 'm'},
+                                         {"shape", required_argument, NULL, 's'},
+                                         {"seconds", required_argument, NULL, 'S'},
+                                         {"threads", required_argument, NULL, 't'},
+                                         {"pause-ms", required_argument, NULL, 'p'},
+                                         {"dtype", required_argument, NULL, 'd'},
+                                         {NULL, 0, NULL, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", OPTS, NULL)) != -1) {
         if (o == 'm')
@@ -322,6 +363,10 @@ int main(int argc, char **argv) {
             seconds = atof(optarg);
         else if (o == 't')
             threads = atoi(optarg);
+        else if (o == 'p')
+            pause_ms = atoi(optarg);
+        else if (o == 'd')
+            snprintf(dtypes, sizeof dtypes, "%s", optarg);
         else
             return 2;
     }
@@ -359,19 +404,10 @@ int main(int argc, char **argv) {
                sp.C);
     }
     int port = free_port();
-    pid_t pid = daemon_start(exe, model, port, threads, NULL, NULL);
-    const size_t vocab = 51200;
-    for (int clients = 1; clients <= 32; clients *= clients == 1 ? 8 : 4)
-        bench_next_token(port, clients, seconds, 20, vocab);
-    bench_clicks(port, "(prefix cache + speculation)", vocab);
-    bench_generate(port, 1, 32);
-    bench_generate(port, 8, 32);
-    daemon_stop(pid);
-    pid = daemon_start(exe, model, port, threads, "--no-speculate", NULL);
-    bench_clicks(port, "(prefix cache only)", vocab);
-    daemon_stop(pid);
-    pid = daemon_start(exe, model, port, threads, "--cache-mb", "0");
-    bench_clicks(port, "(no prefix cache)", vocab);
-    daemon_stop(pid);
+    char *save, *dtype = dtypes[0] ? strtok_r(dtypes, ",", &save) : NULL;
+    do {
+        if (dtype) printf("--dtype %s\n", dtype);
+        bench_daemon(exe, model, port, threads, dtype, seconds);
+    } while (dtype && (dtype = strtok_r(NULL, ",", &save)));
     return 0;
 }
