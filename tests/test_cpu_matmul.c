@@ -94,9 +94,10 @@ static void check_case(const Shape *s, KgDtype dt, int transposed, int with_bias
 }
 
 int main(void) {
-    // rows: decode, small batches, both sides of the tiled switch (12 f32, 16 half), a
-    // partial row tile, past the transposed LM head's sgemm switch (16 f32, 32 half)
-    const size_t rows[] = {1, 3, 11, 12, 13, 16, 17, 33};
+    // rows: decode, small batches (each count of the streaming kernels' row blocks of 4:
+    // 1, 2, 3, and 4 + 2), both sides of the tiled switch (12 f32, 16 half), a partial row
+    // tile, past the transposed LM head's sgemm switch (16 f32, 32 half)
+    const size_t rows[] = {1, 2, 3, 6, 11, 12, 13, 16, 17, 33};
     // channels in: under one block of W (96), exactly one, past it with a short last block
     // channels out: under one strip, a strip and a tail, several strips and a tail
     const Shape io[] = {{0, 50, 5}, {0, 96, 70}, {0, 200, 200}, {0, 8, 129}};
@@ -113,6 +114,15 @@ int main(void) {
     // one case at the KoGPT2 MLP's shape, many rows: whole strips and blocks, no tails
     Shape big = {40, 768, 3072};
     check_case(&big, KG_F16, 0, 1);
-    printf("%d matmul cases on every ISA of this processor\n", cases + 1);
+    // decode at the KoGPT2 attention's shape: the streaming kernels' prefetches over whole
+    // chunks and rows
+    Shape step = {1, 768, 2304};
+    check_case(&step, KG_F16, 0, 0);
+    check_case(&step, KG_F32, 1, 1);
+    // more rows than the tiled kernel's packed x fits in one pass of the scratch (1 Mi floats
+    // less a strip, at 96 floats a row: 10854 to 10914 rows by ISA): two passes
+    Shape tall = {10920, 8, 64};
+    check_case(&tall, KG_F32, 0, 1);
+    printf("%d matmul cases on every ISA of this processor\n", cases + 4);
     return check_report();
 }

@@ -7,9 +7,10 @@
 //    |d| * (1/2 + 127 * 2^-11) (q4_0: |d| * (1 + 8 * 2^-11): the clamp at +7 cuts +8).
 // 2. The matmul on every ISA this processor has (generic, AVX2, AVX-512, AVX512-VNNI; the
 //    backend forced per ISA), 1 and 3 threads bit for bit equal, against a double-precision
-//    reference on the dequantized weights, at row counts across the register tile (1..5, 7,
-//    16, 17, 33), one and several blocks (odd counts leave VNNI half a pair), output counts
-//    with tile and task tails.
+//    reference on the dequantized weights, at row counts on both sides of the decode path (up
+//    to 4 rows: one W row at a time) and across the prompt tile (5, 7, 16, 17, 33) and its
+//    block of 64 input rows (70), block counts that fill VNNI's groups of four blocks partly
+//    (1, 3, 5) or wholly (4, 24, 96), output counts with tile and task tails.
 //    Tolerance per output: sum over blocks of (dx_b / 2) * sum_i |w_i| — the int8 rounding
 //    of the input (dx_b = max|x| / 127 of the block) — plus 1e-5 * sum |x w| + 1e-6 for the
 //    f32 sums and scale products.
@@ -195,6 +196,10 @@ int main(int argc, char **argv) {
                 check_matmul(rows[r], io[s][0], io[s][1], d ? KG_Q4_0 : KG_Q8_0, (r + s) % 2 == 0);
     check_matmul(40, 3072, 768, KG_Q8_0, 1); // the KoGPT2 MLP projection, many rows
     check_matmul(40, 768, 300, KG_Q4_0, 1);
-    printf("%d quantized matmul cases on every ISA of this processor\n", cases + 2);
+    check_matmul(70, 160, 67, KG_Q8_0, 0); // two blocks of input rows, a group and a block
+    check_matmul(70, 160, 67, KG_Q4_0, 1);
+    check_matmul(1, 3072, 301, KG_Q4_0, 1); // decode: 24 groups a row, task tails
+    check_matmul(3, 3072, 301, KG_Q8_0, 0);
+    printf("%d quantized matmul cases on every ISA of this processor\n", cases + 6);
     return check_report();
 }

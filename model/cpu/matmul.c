@@ -29,6 +29,7 @@
 // Row chunks of W in the streaming kernel: each a contiguous stretch read by one task.
 #define MATMUL_K_CHUNKS  8
 #define MATMUL_ROW_BLOCK 4 // rows sharing one pass over W in the streaming kernel
+#define MATMUL_PASS_ROWS 8 // rows of W combined per pass (16 measured within noise of 8)
 // Output columns per sgemm call. Fixed, not derived from the thread count, so that the
 // numbers do not change with --threads (each column's sum runs the same way).
 #define MATMUL_SGEMM_COLS 256
@@ -39,97 +40,143 @@ typedef struct {
     KgMat w;
     const float *bias;
     size_t N, C, OC;
-    size_t cols_per_task; // multiple of VLEN
+    size_t cols_per_task; // output columns per task (W rows of the transposed LM head)
     float **scratch;      // per-thread scratch (tiled kernel: packed W and x; sgemm: widened W)
     float *partial;       // (k_chunks, N, OC) the streaming kernel's partial sums
     size_t rows_per_chunk, k_chunks;
 } MatmulJob;
 
 // Streaming kernel, W (C, OC): out (nb rows, OC apart) += x[n0:n0+nb, k0:k1] @ W[k0:k1, :],
-// nb <= MATMUL_ROW_BLOCK. Eight rows of W at a time are combined into the output rows, which
-// stay in L1/L2 while W streams past once.
+// nb <= MATMUL_ROW_BLOCK (a constant once inlined). MATMUL_PASS_ROWS rows of W at a time are
+// combined into the output rows, which stay in L1/L2 while W streams past once. Those rows
+// are MATMUL_PASS_ROWS streams OC apart, which the hardware prefetcher does not keep ahead
+// of: each pass asks for the next pass's rows at the same column into L2, once per cache line.
+// That doubled the f32 layers' read speed (KoGPT2-base, one thread, Zen 4: 12 -> 19-23 GB/s;
+// f16 10-13 -> 17-19 GB/s); prefetcht0 a pass ahead, into L1, gained half of it (the lines
+// were evicted before their use), and so did the old linear prefetch of the next pass.
 static inline __attribute__((always_inline)) void matmul_rows_block(const MatmulJob *j, float *out,
-                                                                    size_t n0, size_t nb, size_t k0,
+                                                                    size_t n0, int nb, size_t k0,
                                                                     size_t k1, KgDtype dt) {
+    enum { R = MATMUL_PASS_ROWS };
     const size_t C = j->C, OC = j->OC;
     const float *x = j->inp + n0 * C;
     const size_t jv = OC / VLEN * VLEN; // vector part [0, jv), scalar tail
     const void *w = j->w.data;
     const size_t es = kg_dtype_size(dt);
     size_t k = k0;
-    for (; k + 8 <= k1; k += 8) {
-        const char *next = (const char *)w + (k + 8) * OC * es; // the next 8 rows, contiguous
+    for (; k + R <= k1; k += R) {
+        const char *next = (const char *)w + (k + R) * OC * es; // the next R rows, contiguous
+        vf xb[MATMUL_ROW_BLOCK][R];
+        for (int n = 0; n < nb; n++)
+            for (int r = 0; r < R; r++)
+                xb[n][r] = vf_set1(x[n * C + k + r]);
         for (size_t c = 0; c < jv; c += VLEN) {
-            if (k + 16 <= k1) prefetch_span(next + 8 * c * es, 8 * VLEN * es);
-            vf w0 = vf_load_as(w, dt, (k + 0) * OC + c), w1 = vf_load_as(w, dt, (k + 1) * OC + c);
-            vf w2 = vf_load_as(w, dt, (k + 2) * OC + c), w3 = vf_load_as(w, dt, (k + 3) * OC + c);
-            vf w4 = vf_load_as(w, dt, (k + 4) * OC + c), w5 = vf_load_as(w, dt, (k + 5) * OC + c);
-            vf w6 = vf_load_as(w, dt, (k + 6) * OC + c), w7 = vf_load_as(w, dt, (k + 7) * OC + c);
-            for (size_t n = 0; n < nb; n++) {
-                const float *xn = x + n * C + k;
+            // row r of the next pass at this column, once per cache line
+            if (k + 2 * R <= k1 && (c * es) % 64 == 0)
+                for (int r = 0; r < R; r++)
+                    prefetch_l2(next + (r * OC + c) * es, 1);
+            vf wv[R];
+            for (int r = 0; r < R; r++)
+                wv[r] = vf_load_as(w, dt, (k + r) * OC + c);
+            for (int n = 0; n < nb; n++) {
                 vf o = vf_load(out + n * OC + c);
-                o += xn[0] * w0 + xn[1] * w1 + xn[2] * w2 + xn[3] * w3;
-                o += xn[4] * w4 + xn[5] * w5 + xn[6] * w6 + xn[7] * w7;
+                for (int r = 0; r < R; r++)
+                    o += xb[n][r] * wv[r];
                 vf_store(out + n * OC + c, o);
             }
         }
         for (size_t c = jv; c < OC; c++)
-            for (size_t n = 0; n < nb; n++)
-                for (size_t kk = k; kk < k + 8; kk++)
+            for (int n = 0; n < nb; n++)
+                for (size_t kk = k; kk < k + R; kk++)
                     out[n * OC + c] += x[n * C + kk] * load_as(w, dt, kk * OC + c);
     }
     for (; k < k1; k++)
-        for (size_t n = 0; n < nb; n++)
+        for (int n = 0; n < nb; n++)
             for (size_t c = 0; c < OC; c++)
                 out[n * OC + c] += x[n * C + k] * load_as(w, dt, k * OC + c);
 }
 
 // Streaming kernel, W transposed (OC, C): each output is a dot product of two contiguous
-// rows; four W rows at a time, all N input rows against them.
-static inline __attribute__((always_inline)) void matmul_rows_t(const MatmulJob *j, size_t j0,
-                                                                size_t j1, KgDtype dt) {
-    const size_t C = j->C, OC = j->OC;
-    const size_t kv = C / VLEN * VLEN;
+// rows. One W row at a time, against up to MATMUL_T_ROWS input rows (nr, a constant once
+// inlined): W is read once, front to back, a single sequential stream per task that the
+// hardware prefetcher follows. Four W rows at a time (four streams 1.5 KB apart, with
+// software prefetch) read the KoGPT2 LM head at about half the speed (f16, one thread, Zen 4:
+// 8.6 against 21.9 GB/s on a standalone copy of both loops).
+#define MATMUL_T_ROWS 4
+// Bytes ahead asked for into L2 (f16 LM head, one thread: 512 bytes ahead 24 GB/s, none 14)
+#define MATMUL_T_PREFETCH 512
+// Tasks per thread: contiguous runs of W rows claimed in turn, so that a thread the OS delays
+// is covered by the others (each output is one task's, so the split does not change results).
+#define MATMUL_T_TASKS_PER_THREAD 4
+static inline __attribute__((always_inline)) void matmul_row_t(const MatmulJob *j, size_t c,
+                                                               size_t n0, int nr, KgDtype dt) {
+    const size_t C = j->C;
     const void *w = j->w.data;
-    size_t c = j0;
+    const float *x = j->inp + n0 * C;
     const size_t es = kg_dtype_size(dt);
-    for (; c + 4 <= j1; c += 4) {
-        const char *next = (const char *)w + (c + 4) * C * es; // the next 4 rows, contiguous
-        for (size_t n = 0; n < j->N; n++) {
-            const float *xn = j->inp + n * C;
-            vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
-            for (size_t k = 0; k < kv; k += VLEN) {
-                if (n == 0 && c + 8 <= j1) prefetch_span(next + 4 * k * es, 4 * VLEN * es);
-                vf xv = vf_load(xn + k);
-                a0 += xv * vf_load_as(w, dt, (c + 0) * C + k);
-                a1 += xv * vf_load_as(w, dt, (c + 1) * C + k);
-                a2 += xv * vf_load_as(w, dt, (c + 2) * C + k);
-                a3 += xv * vf_load_as(w, dt, (c + 3) * C + k);
-            }
-            float s[4] = {vf_sum(a0), vf_sum(a1), vf_sum(a2), vf_sum(a3)};
-            for (int r = 0; r < 4; r++) {
-                for (size_t k = kv; k < C; k++)
-                    s[r] += xn[k] * load_as(w, dt, (c + r) * C + k);
-                j->out[n * OC + c + r] = s[r] + (j->bias ? j->bias[c + r] : 0.0f);
-            }
+    vf a0[MATMUL_T_ROWS], a1[MATMUL_T_ROWS]; // two chains per row: FMA latency, not loads
+    for (int n = 0; n < nr; n++)
+        a0[n] = a1[n] = (vf){0};
+    size_t k = 0;
+    for (; k + 2 * VLEN <= C; k += 2 * VLEN) {
+        prefetch_l2((const char *)w + (c * C + k) * es + MATMUL_T_PREFETCH, 2 * VLEN * es);
+        vf w0 = vf_load_as(w, dt, c * C + k), w1 = vf_load_as(w, dt, c * C + k + VLEN);
+        for (int n = 0; n < nr; n++) {
+            a0[n] += vf_load(x + n * C + k) * w0;
+            a1[n] += vf_load(x + n * C + k + VLEN) * w1;
         }
     }
-    for (; c < j1; c++)
-        for (size_t n = 0; n < j->N; n++) {
-            float s = j->bias ? j->bias[c] : 0.0f;
-            for (size_t k = 0; k < C; k++)
-                s += j->inp[n * C + k] * load_as(w, dt, c * C + k);
-            j->out[n * OC + c] = s;
+    for (; k + VLEN <= C; k += VLEN) {
+        vf w0 = vf_load_as(w, dt, c * C + k);
+        for (int n = 0; n < nr; n++)
+            a0[n] += vf_load(x + n * C + k) * w0;
+    }
+    for (int n = 0; n < nr; n++) {
+        float s = vf_sum(a0[n] + a1[n]);
+        for (size_t kk = k; kk < C; kk++)
+            s += x[n * C + kk] * load_as(w, dt, c * C + kk);
+        j->out[(n0 + n) * j->OC + c] = s + (j->bias ? j->bias[c] : 0.0f);
+    }
+}
+
+// Outputs [j0, j1) of every row: W rows j0.. one after another.
+static inline __attribute__((always_inline)) void matmul_rows_t(const MatmulJob *j, size_t j0,
+                                                                size_t j1, KgDtype dt) {
+    for (size_t c = j0; c < j1; c++)
+        for (size_t n0 = 0; n0 < j->N; n0 += MATMUL_T_ROWS) {
+            switch (j->N - n0 < MATMUL_T_ROWS ? j->N - n0 : MATMUL_T_ROWS) {
+            case 1:
+                matmul_row_t(j, c, n0, 1, dt);
+                break;
+            case 2:
+                matmul_row_t(j, c, n0, 2, dt);
+                break;
+            case 3:
+                matmul_row_t(j, c, n0, 3, dt);
+                break;
+            default:
+                matmul_row_t(j, c, n0, MATMUL_T_ROWS, dt);
+                break;
+            }
         }
 }
 
 // Tiled kernel, W (C, OC), N >= MATMUL_TILE_MIN_ROWS_*. A task owns a slice of output
-// columns and walks W's rows in blocks of TILE_KB: the block's slice is packed (widened to
-// f32) into the thread's scratch, then every row tile of the output is computed from it.
-// An output tile of TILE_R rows x TILE_V vectors stays in registers while k runs over the
-// block; per k, TILE_V loads of the panel and TILE_R broadcasts of x feed TILE_R * TILE_V
-// FMAs, so the loop is bound by FMAs, not loads. Each output's sum runs over k in order,
-// whatever the thread count.
+// columns and walks W's rows in blocks of TILE_KB. Per block, x of every row is packed once
+// (k-major, tile by tile: the broadcasts then read consecutive floats instead of TILE_R rows
+// C apart); then strip after strip of the slice (TILE_KB rows x TILE_V * VLEN columns) is
+// packed, widened to f32, into the thread's scratch and every row tile of the output is
+// computed from it. An output tile of TILE_R rows x TILE_V vectors stays in registers while
+// k runs over the block; per k, TILE_V loads of the strip and TILE_R broadcasts of x feed
+// TILE_R * TILE_V FMAs, so the loop is bound by FMAs, not loads. While a strip's first row
+// tile runs, the next strip's rows of W are asked for into L2, one row per k, so that
+// reading W overlaps the FMAs instead of coming before them. At 20 rows reading W takes as
+// long as the FMAs: packing the whole block's slice first, then the FMAs, took 1.55x the time
+// of this order (KoGPT2-base layers, one thread, Zen 4; f16 1.5x, 12 rows 1.9x, 64 rows
+// 1.2x; at 512 rows within 5 %, the wide matrices a little slower: their output tiles
+// now walk down 512 rows). Without the prefetch this order is no faster than the old one,
+// and prefetcht0 (into L1) recovers only 10-25 % of the gain. Each output's sum runs over k
+// in order, whatever the thread count.
 #if VLEN == 16
 #define TILE_V 4 // 24 accumulators of the 32 vector registers
 #else
@@ -140,28 +187,45 @@ static inline __attribute__((always_inline)) void matmul_rows_t(const MatmulJob 
 // each other and ~10 % ahead of 32; at 96 a strip (96 x TILE_V * VLEN floats, 24 KB with
 // AVX-512) stays in L1 while the row tiles pass over it.
 #define TILE_KB 96
+// Scratch floats before the packed x: the strip, and a cache line to align it.
+#define TILE_STRIP_FLOATS (TILE_KB * TILE_V * VLEN + 16)
 
-// panel <- W[k0:k1, c0:c1] widened to f32, strip by strip: strip s (columns
-// c0 + s * TILE_V * VLEN..) is a (k1 - k0, TILE_V * VLEN) block, so the row tiles read
-// consecutive lines. W is read in its own order, row segment after row segment, which the
-// hardware prefetcher follows (a walk down one strip's columns would jump a row each step).
-static inline __attribute__((always_inline)) void matmul_pack(float *panel, const MatmulJob *j,
-                                                              size_t c0, size_t c1, size_t k0,
-                                                              size_t k1, KgDtype dt) {
-    const size_t OC = j->OC, tw = TILE_V * VLEN, kb = k1 - k0;
+// strip (k1 - k0, TILE_V * VLEN) <- W[k0:k1, c:c + TILE_V * VLEN] widened to f32.
+static inline __attribute__((always_inline)) void
+matmul_pack_strip(float *strip, const MatmulJob *j, size_t c, size_t k0, size_t k1, KgDtype dt) {
+    const size_t tw = TILE_V * VLEN;
     for (size_t k = k0; k < k1; k++)
-        for (size_t c = c0; c < c1; c += VLEN) {
-            size_t s = (c - c0) / tw, v = (c - c0) % tw;
-            vf_store(panel + (s * kb + (k - k0)) * tw + v, vf_load_as(j->w.data, dt, k * OC + c));
-        }
+        for (size_t v = 0; v < tw; v += VLEN)
+            vf_store(strip + (k - k0) * tw + v, vf_load_as(j->w.data, dt, k * j->OC + c + v));
 }
 
+// xt <- x[:, k0:k1] of every row, tile by tile: rows n0..n0+TILE_R as (k1 - k0, TILE_R) at
+// xt + n0 * TILE_KB.
+static void matmul_pack_x(float *xt, const MatmulJob *j, size_t k0, size_t k1) {
+    const size_t N = j->N, C = j->C;
+    for (size_t n0 = 0; n0 < N; n0 += TILE_R) {
+        size_t nr = N - n0 < TILE_R ? N - n0 : TILE_R;
+        float *t = xt + n0 * TILE_KB;
+        for (size_t k = k0; k < k1; k++)
+            for (size_t r = 0; r < nr; r++)
+                t[(k - k0) * TILE_R + r] = j->inp[(n0 + r) * C + k];
+    }
+}
+
+// Where the next strip's rows of W start, pf_ld bytes apart, pf_bytes each, pf_rows of them
+// (0: no strip follows).
+typedef struct {
+    const char *pf;
+    size_t pf_ld, pf_bytes, pf_rows;
+} MatmulNext;
+
 // out[n0:n0+nr, c:c+TILE_V*VLEN] (+)= xt @ strip over the block k0..k1, with xt the rows'
-// x packed (k1 - k0, TILE_R) and strip (k1 - k0, TILE_V * VLEN); the bias after the last block.
+// x packed (k1 - k0, TILE_R) and strip (k1 - k0, TILE_V * VLEN); the bias after the last
+// block. Row k of the next strip is asked for at step k.
 static inline __attribute__((always_inline)) void matmul_tile(const MatmulJob *j, const float *xt,
                                                               const float *strip, size_t n0,
                                                               size_t c, size_t k0, size_t k1,
-                                                              int nr) {
+                                                              int nr, const MatmulNext *next) {
     const size_t OC = j->OC;
     float *out = j->out + n0 * OC + c;
     vf acc[TILE_R][TILE_V];
@@ -170,6 +234,7 @@ static inline __attribute__((always_inline)) void matmul_tile(const MatmulJob *j
             acc[r][v] = k0 ? vf_load(out + r * OC + v * VLEN) : (vf){0};
 #pragma GCC unroll 4 // the counter and branch then cost less per FMA (~3 % at 512 rows)
     for (size_t k = 0; k < k1 - k0; k++) {
+        if (k < next->pf_rows) prefetch_l2(next->pf + k * next->pf_ld, next->pf_bytes);
         const float *p = strip + k * TILE_V * VLEN;
         for (int r = 0; r < nr; r++) {
             float xk = xt[k * TILE_R + r];
@@ -184,44 +249,34 @@ static inline __attribute__((always_inline)) void matmul_tile(const MatmulJob *j
         }
 }
 
-// Every strip of the block for the row tile n0 (nr rows, a constant once inlined).
-static inline __attribute__((always_inline)) void
-matmul_row_tile(const MatmulJob *j, const float *panel, const float *xt, size_t n0, size_t c0,
-                size_t cv, size_t k0, size_t k1, int nr) {
-    const size_t tw = TILE_V * VLEN;
-    for (size_t c = c0; c < cv; c += tw)
-        matmul_tile(j, xt, panel + (c - c0) * (k1 - k0), n0, c, k0, k1, nr);
-}
-
-// The row tiles of one packed block, every strip: the dtype is gone once W is packed, so
-// this is compiled once per ISA, not once per dtype. x is packed k-major tile by tile (the
-// broadcasts then read consecutive floats instead of TILE_R rows C apart).
-static void matmul_block(const MatmulJob *j, const float *panel, float *xt, size_t c0, size_t cv,
-                         size_t k0, size_t k1) {
-    const size_t N = j->N, C = j->C;
-    for (size_t n0 = 0; n0 < N; n0 += TILE_R) {
-        size_t nr = N - n0 < TILE_R ? N - n0 : TILE_R;
-        for (size_t k = k0; k < k1; k++)
-            for (size_t r = 0; r < nr; r++)
-                xt[(k - k0) * TILE_R + r] = j->inp[(n0 + r) * C + k];
+// One packed strip (columns c..) against every row tile: the dtype is gone once W is
+// packed, so this is compiled once per ISA, not once per dtype. The first row tile asks for
+// the next strip.
+static void matmul_strip(const MatmulJob *j, const float *strip, const float *xt, size_t c,
+                         size_t k0, size_t k1, const MatmulNext *next) {
+    const MatmulNext none = {NULL, 0, 0, 0};
+    for (size_t n0 = 0; n0 < j->N; n0 += TILE_R) {
+        size_t nr = j->N - n0 < TILE_R ? j->N - n0 : TILE_R;
+        const float *t = xt + n0 * TILE_KB;
+        const MatmulNext *nx = n0 ? &none : next;
         switch (nr) { // the row count a constant in each copy
         case 1:
-            matmul_row_tile(j, panel, xt, n0, c0, cv, k0, k1, 1);
+            matmul_tile(j, t, strip, n0, c, k0, k1, 1, nx);
             break;
         case 2:
-            matmul_row_tile(j, panel, xt, n0, c0, cv, k0, k1, 2);
+            matmul_tile(j, t, strip, n0, c, k0, k1, 2, nx);
             break;
         case 3:
-            matmul_row_tile(j, panel, xt, n0, c0, cv, k0, k1, 3);
+            matmul_tile(j, t, strip, n0, c, k0, k1, 3, nx);
             break;
         case 4:
-            matmul_row_tile(j, panel, xt, n0, c0, cv, k0, k1, 4);
+            matmul_tile(j, t, strip, n0, c, k0, k1, 4, nx);
             break;
         case 5:
-            matmul_row_tile(j, panel, xt, n0, c0, cv, k0, k1, 5);
+            matmul_tile(j, t, strip, n0, c, k0, k1, 5, nx);
             break;
         default:
-            matmul_row_tile(j, panel, xt, n0, c0, cv, k0, k1, TILE_R);
+            matmul_tile(j, t, strip, n0, c, k0, k1, TILE_R, nx);
             break;
         }
     }
@@ -229,16 +284,25 @@ static void matmul_block(const MatmulJob *j, const float *panel, float *xt, size
 
 // Columns [c0, c1) of the output, every row, by tiles; columns past the last whole tile
 // (OC not a multiple of TILE_V * VLEN) one at a time, in the same k order. scratch holds
-// the block's panel, then the row tile's packed x.
+// the strip, then every row's packed x (TILE_KB floats a row).
 static inline __attribute__((always_inline)) void matmul_tiles(const MatmulJob *j, float *scratch,
                                                                size_t c0, size_t c1, KgDtype dt) {
-    const size_t N = j->N, C = j->C, OC = j->OC, tw = TILE_V * VLEN;
+    const size_t N = j->N, C = j->C, OC = j->OC, tw = TILE_V * VLEN, es = kg_dtype_size(dt);
     const size_t cv = c0 + (c1 - c0) / tw * tw;
-    float *panel = scratch, *xt = scratch + TILE_KB * (cv - c0);
-    for (size_t k0 = 0; k0 < C; k0 += TILE_KB) {
+    float *strip = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63); // whole lines
+    float *xt = scratch + TILE_STRIP_FLOATS;
+    for (size_t k0 = 0; k0 < C && c0 < cv; k0 += TILE_KB) {
         size_t k1 = k0 + TILE_KB < C ? k0 + TILE_KB : C;
-        matmul_pack(panel, j, c0, cv, k0, k1, dt);
-        matmul_block(j, panel, xt, c0, cv, k0, k1);
+        matmul_pack_x(xt, j, k0, k1);
+        for (size_t c = c0; c < cv; c += tw) {
+            matmul_pack_strip(strip, j, c, k0, k1, dt);
+            // the next strip: this block's next one, or the next block's first
+            size_t nc = c + tw < cv ? c + tw : c0, nk0 = c + tw < cv ? k0 : k1;
+            size_t nk1 = nk0 + TILE_KB < C ? nk0 + TILE_KB : C;
+            MatmulNext next = {(const char *)j->w.data + (nk0 * OC + nc) * es, OC * es, tw * es,
+                               nk0 < C ? nk1 - nk0 : 0};
+            matmul_strip(j, strip, xt, c, k0, k1, &next);
+        }
     }
     for (size_t n = 0; n < N; n++)
         for (size_t c = cv; c < c1; c++) {
@@ -251,18 +315,18 @@ static inline __attribute__((always_inline)) void matmul_tiles(const MatmulJob *
 
 static void matmul_tile_task(void *ctx, size_t t, int thread) {
     const MatmulJob *j = ctx;
-    float *panel = j->scratch[thread];
+    float *scratch = j->scratch[thread];
     size_t c0 = t * j->cols_per_task,
            c1 = c0 + j->cols_per_task < j->OC ? c0 + j->cols_per_task : j->OC;
     switch (j->w.dtype) {
     case KG_F16:
-        matmul_tiles(j, panel, c0, c1, KG_F16);
+        matmul_tiles(j, scratch, c0, c1, KG_F16);
         break;
     case KG_BF16:
-        matmul_tiles(j, panel, c0, c1, KG_BF16);
+        matmul_tiles(j, scratch, c0, c1, KG_BF16);
         break;
     default:
-        matmul_tiles(j, panel, c0, c1, KG_F32);
+        matmul_tiles(j, scratch, c0, c1, KG_F32);
         break;
     }
 }
@@ -283,8 +347,20 @@ static inline __attribute__((always_inline)) void matmul_stream(const MatmulJob 
     float *part = j->partial + t * j->N * j->OC;
     memset(part, 0, j->N * j->OC * sizeof *part);
     for (size_t n0 = 0; n0 < j->N; n0 += MATMUL_ROW_BLOCK) {
-        size_t nb = j->N - n0 < MATMUL_ROW_BLOCK ? j->N - n0 : MATMUL_ROW_BLOCK;
-        matmul_rows_block(j, part + n0 * j->OC, n0, nb, k0, k1, dt);
+        switch (j->N - n0 < MATMUL_ROW_BLOCK ? j->N - n0 : MATMUL_ROW_BLOCK) {
+        case 1:
+            matmul_rows_block(j, part + n0 * j->OC, n0, 1, k0, k1, dt);
+            break;
+        case 2:
+            matmul_rows_block(j, part + n0 * j->OC, n0, 2, k0, k1, dt);
+            break;
+        case 3:
+            matmul_rows_block(j, part + n0 * j->OC, n0, 3, k0, k1, dt);
+            break;
+        default:
+            matmul_rows_block(j, part + n0 * j->OC, n0, MATMUL_ROW_BLOCK, k0, k1, dt);
+            break;
+        }
     }
 }
 
@@ -379,13 +455,17 @@ static void cpu_matmul_forward(KgBackend *be, float *out, const float *inp, KgMa
     size_t tile_min = w.dtype == KG_F32 ? MATMUL_TILE_MIN_ROWS_F32 : MATMUL_TILE_MIN_ROWS_HALF;
     if (N >= tile_min && !w.transposed) {
         // one slice of whole strips per thread (more tasks measured slower: each packs the x
-        // rows again), no wider than its packed block fits the scratch beside the packed x
+        // rows again); as many rows at a time as their packed x fits the scratch
         size_t tw = TILE_V * VLEN, strips = (OC + tw - 1) / tw;
-        size_t per = (strips + threads - 1) / threads;
-        if (per * tw * TILE_KB + TILE_R * TILE_KB > CPU_SCRATCH_FLOATS)
-            per = (CPU_SCRATCH_FLOATS - TILE_R * TILE_KB) / TILE_KB / tw;
-        j.cols_per_task = per * tw;
-        cpu_pool_run(cb->pool, matmul_tile_task, &j, (OC + j.cols_per_task - 1) / j.cols_per_task);
+        j.cols_per_task = (strips + threads - 1) / threads * tw;
+        const size_t fit = (CPU_SCRATCH_FLOATS - TILE_STRIP_FLOATS) / TILE_KB / TILE_R * TILE_R;
+        for (size_t n0 = 0; n0 < N; n0 += fit) {
+            j.N = N - n0 < fit ? N - n0 : fit;
+            j.inp = inp + n0 * C;
+            j.out = out + n0 * OC;
+            cpu_pool_run(cb->pool, matmul_tile_task, &j,
+                         (OC + j.cols_per_task - 1) / j.cols_per_task);
+        }
         return;
     }
 #ifdef KG_HAVE_OPENBLAS
@@ -398,15 +478,17 @@ static void cpu_matmul_forward(KgBackend *be, float *out, const float *inp, KgMa
         return;
     }
 #endif
-    if (w.transposed) { // one contiguous run of W's rows (output columns) per thread
-        j.cols_per_task = ((OC + threads - 1) / threads + VLEN - 1) / VLEN * VLEN;
+    if (w.transposed) { // a few contiguous runs of W's rows (output columns) per thread
+        j.cols_per_task =
+            (OC + threads * MATMUL_T_TASKS_PER_THREAD - 1) / (threads * MATMUL_T_TASKS_PER_THREAD);
         cpu_pool_run(cb->pool, matmul_stream_task, &j,
                      (OC + j.cols_per_task - 1) / j.cols_per_task);
         return;
     }
     // a fixed number of row chunks, so the sums do not depend on the thread count
-    j.k_chunks = C / 8 < MATMUL_K_CHUNKS ? (C + 7) / 8 : MATMUL_K_CHUNKS;
-    j.rows_per_chunk = ((C + j.k_chunks - 1) / j.k_chunks + 7) / 8 * 8;
+    const size_t R = MATMUL_PASS_ROWS;
+    j.k_chunks = C / R < MATMUL_K_CHUNKS ? (C + R - 1) / R : MATMUL_K_CHUNKS;
+    j.rows_per_chunk = ((C + j.k_chunks - 1) / j.k_chunks + R - 1) / R * R;
     j.k_chunks = (C + j.rows_per_chunk - 1) / j.rows_per_chunk;
     pthread_mutex_lock(&cb->partial_mutex);
     size_t need = j.k_chunks * N * OC;
