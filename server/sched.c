@@ -715,7 +715,6 @@ static void *engine_main(void *arg) {
         PCacheStats cs;
         pcache_stats(s->cache, &cs);
         pthread_mutex_lock(&s->mu);
-        s->gauges.running = s->n_busy;
         s->gauges.cache_entries = cs.entries;
         s->gauges.cache_bytes = cs.bytes;
         s->gauges.cache_capacity = cs.capacity;
@@ -901,5 +900,6 @@ void sched_gauges(Sched *s, SchedGauges *g) {
     pthread_mutex_lock(&s->mu);
     *g = s->gauges;
     g->queued = s->n_queued;
+    g->running = s->n_busy; // live, as queued is: a job admitted is never in neither
     pthread_mutex_unlock(&s->mu);
 }
