@@ -2,14 +2,17 @@
 // this machine's own memory bandwidth and peak FLOP/s measured in the same run.
 //
 //   build/bench_model [--layers 12 --embd 768 --heads 12 --ctx 1024 --vocab 51200]
-//                     [--threads 1,2] [--dtypes f32,f16,q8_0,q4_0] [--dir /tmp/kg-bench]
+//                     [--threads 1,2] [--dtypes f32,f16,bf16,q8_0,q4_0] [--precision bf16]
+//                     [--dir /tmp/kg-bench]
 //
 // It writes a random checkpoint of the shape once per dtype (Hugging Face layout) and then
 // prints, per dtype and thread count: the time of a 20-token prompt (next to its floor: the
 // weights read once, or its FLOPs at peak), prefill tok/s for 64 and 512 tokens, decode tok/s over
 // 128 steps after a 64-token prompt, the fraction of the memory roofline the decode reaches
 // (weight bytes per token x tok/s / measured read bandwidth) and the fraction of peak FLOP/s
-// the 512-token prefill reaches. Figures only: nothing here passes or fails.
+// the 512-token prefill reaches. --precision bf16 runs with bf16 matmul operands (kogpt2d's
+// --precision bf16: the prompts' matmuls in vdpbf16ps where the CPU has it). Figures only:
+// nothing here passes or fails.
 #include <getopt.h>
 #include <math.h>
 #include <stdint.h>
@@ -38,6 +41,14 @@ static void read_limits(int t, double *best_bw, double *best_peak) {
     best_peak[t] = fmax(best_peak[t], bench_peak_flops(t));
 }
 
+// Whether the comma-separated list holds the word (strstr would find "f16" in "bf16").
+static int list_has(const char *list, const char *word) {
+    size_t n = strlen(word);
+    for (const char *p = list; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (!strncmp(p, word, n) && (p[n] == ',' || p[n] == '\0')) return 1;
+    return 0;
+}
+
 // Splits "1,2" into ints.
 static size_t parse_list(const char *s, int *out, size_t cap) {
     size_t n = 0;
@@ -53,12 +64,14 @@ static size_t parse_list(const char *s, int *out, size_t cap) {
 int main(int argc, char **argv) {
     TestModelSpec sh = {.L = 12, .C = 768, .NH = 12, .T = 1024, .V = 51200};
     const char *dir = "/tmp/kg-bench", *dtypes = "f32,f16";
+    KgDtype precision = KG_F32;
     int threads[8] = {1, 2};
     size_t n_threads = 2;
-    static const struct option opts[] = {
-        {"layers", 1, 0, 'L'}, {"embd", 1, 0, 'C'},  {"heads", 1, 0, 'H'},
-        {"ctx", 1, 0, 'T'},    {"vocab", 1, 0, 'V'}, {"threads", 1, 0, 'j'},
-        {"dtypes", 1, 0, 'd'}, {"dir", 1, 0, 'o'},   {0, 0, 0, 0}};
+    static const struct option opts[] = {{"layers", 1, 0, 'L'},    {"embd", 1, 0, 'C'},
+                                         {"heads", 1, 0, 'H'},     {"ctx", 1, 0, 'T'},
+                                         {"vocab", 1, 0, 'V'},     {"threads", 1, 0, 'j'},
+                                         {"dtypes", 1, 0, 'd'},    {"dir", 1, 0, 'o'},
+                                         {"precision", 1, 0, 'P'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -86,12 +99,20 @@ int main(int argc, char **argv) {
         case 'o':
             dir = optarg;
             break;
+        case 'P':
+            if (strcmp(optarg, "f32") && strcmp(optarg, "bf16")) {
+                fprintf(stderr, "bench_model: --precision takes f32 or bf16\n");
+                return 2;
+            }
+            precision = strcmp(optarg, "bf16") ? KG_F32 : KG_BF16;
+            break;
         default:
             fprintf(stderr, "see the header of bench/bench_model.c\n");
             return 2;
         }
     }
-    printf("shape: L=%zu C=%zu NH=%zu T=%zu V=%zu\n", sh.L, sh.C, sh.NH, sh.T, sh.V);
+    printf("shape: L=%zu C=%zu NH=%zu T=%zu V=%zu, matmul operands %s\n", sh.L, sh.C, sh.NH, sh.T,
+           sh.V, precision == KG_BF16 ? "bf16 (--precision bf16)" : "f32");
     int max_threads = 1;
     for (size_t i = 0; i < n_threads; i++) {
         if (threads[i] < 1 || threads[i] > 64) {
@@ -113,7 +134,7 @@ int main(int argc, char **argv) {
     const char *names[5] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
     KgDtype kinds[5] = {KG_F32, KG_F16, KG_BF16, KG_Q8_0, KG_Q4_0};
     for (int d = 0; d < 5; d++) {
-        if (!strstr(dtypes, names[d])) continue;
+        if (!list_has(dtypes, names[d])) continue;
         const int quant = kg_dtype_quantized(kinds[d]);
         char mdir[600];
         snprintf(mdir, sizeof mdir, "%s-%s", dir, quant ? "f32" : names[d]);
@@ -126,6 +147,7 @@ int main(int argc, char **argv) {
             BenchSpeeds sp;
             size_t wbytes = 0;
             KgBackend *be = kg_cpu_backend_new(threads[ti], err);
+            if (be) be->mixed = precision;
             // warm-up: 8 tokens touch every weight page once
             int rc = be ? bench_speeds_dtype(be, mdir, quant ? (int)kinds[d] : GPT2_DTYPE_AUTO, 8,
                                              &sp, &wbytes, err)
@@ -145,12 +167,13 @@ int main(int argc, char **argv) {
             // FLOPs (plus the LM head for the last token) at peak: whichever is slower
             double floor20 =
                 fmax((double)wbytes / bw, (20.0 * 2.0 * layer_w + 2.0 * sh.V * sh.C) / peak) * 1e3;
-            printf("%-4s threads=%d  prefill20 %.1f ms (floor %.1f ms)  prefill64 %.1f tok/s  "
-                   "prefill512 %.1f tok/s (%.0f%% of peak FLOP/s)  decode %.1f tok/s (%.0f%% of "
-                   "roofline: %.0f MB/token at %.1f GB/s)\n",
-                   names[d], threads[ti], sp.prefill20_ms, floor20, sp.prefill64, sp.prefill512,
-                   100.0 * sp.prefill512 * flops512 / peak, sp.decode,
-                   100.0 * sp.decode * (double)wbytes / bw, wbytes / 1e6, bw / 1e9);
+            printf(
+                "%-4s threads=%d  prefill20 %.1f ms (floor %.1f ms)  prefill64 %.1f tok/s  "
+                "prefill512 %.1f tok/s (%.0f%% of f32 peak FLOP/s)  decode %.1f tok/s (%.0f%% of "
+                "roofline: %.0f MB/token at %.1f GB/s)\n",
+                names[d], threads[ti], sp.prefill20_ms, floor20, sp.prefill64, sp.prefill512,
+                100.0 * sp.prefill512 * flops512 / peak, sp.decode,
+                100.0 * sp.decode * (double)wbytes / bw, wbytes / 1e6, bw / 1e9);
         }
     }
     struct rusage ru;

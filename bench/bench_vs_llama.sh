@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench_vs_llama.sh — our CPU backend and llama.cpp on the same weights, in turns, in the same
 # run: bench_model (prefill 20/64/512, decode 128) and llama-bench (pp20, pp512, tg128) on
-# the KoGPT2-base shape (random weights) in f32, f16, q8_0 and q4_0, then one table per round
+# the KoGPT2-base shape (random weights) in f32, f16, bf16, q8_0 and q4_0, then one table per round
 # of tok/s side by side with the load average at the round's start. Figures only, never
 # pass/fail; the rounds show how much the machine drifted while they ran.
 #
@@ -24,6 +24,10 @@
 #   position_embd, the biases and the norms stay f32. --pure because by default
 #   llama-quantize keeps output.weight in q6_K under q4_0 (more bytes per decode step than
 #   ours); under q8_0 the default is the same as --pure.
+# - bf16: ours is bench_model --dtypes bf16 --precision bf16 (a bf16 checkpoint, prompts'
+#   matmuls on bf16 activations with vdpbf16ps where the CPU has AVX512-BF16); llama.cpp's is
+#   llama-quantize --pure ... bf16, which rounds activations to bf16 too (vec_dot_bf16, its
+#   bf16 sgemm).
 # So a decode step reads the same weight bytes on both sides. Both decode 128 tokens after
 # 64 (llama-bench -d 64), both prompts start from an empty cache. Other differences:
 # llama.cpp keeps its KV cache in f16 (ours f32: at positions 64..191 a decode step reads
@@ -46,7 +50,7 @@ llama_quantize=${LLAMA_QUANTIZE:-$llama/build/bin/llama-quantize}
 }
 [ -d "$llama/gguf-py" ] || { echo "bench_vs_llama: no $llama/gguf-py" >&2; exit 2; }
 dir=${KG_BENCH_DIR:-/tmp/kg-bench} # the model directories and GGUF files
-dtypes="f32 f16 q8_0 q4_0"
+dtypes="f32 f16 bf16 q8_0 q4_0"
 out=$(mktemp)
 rows=$(mktemp) # round dtype test side tok/s
 trap 'rm -f "$out" "$rows"' EXIT
@@ -57,6 +61,7 @@ while [ "$round" -le "$rounds" ]; do
     echo "== round $round (load average $load): kogpt2 (bench_model)"
     # a command's own status is checked before its output is filtered (sh has no pipefail)
     "$build/bench_model" --threads "$threads" --dtypes f32,f16,q8_0,q4_0 --dir "$dir" >"$out"
+    "$build/bench_model" --threads "$threads" --dtypes bf16 --precision bf16 --dir "$dir" >>"$out"
     grep -v '^shape' "$out" || true
     # "q8_0 threads=2  prefill20 29.0 ms ... prefill512 444.4 tok/s ... decode 98.9 tok/s"
     awk -v r="$round" '$2 ~ /^threads=/ {
@@ -71,7 +76,7 @@ while [ "$round" -le "$rounds" ]; do
         for d in f32 f16; do
             PYTHONPATH="$llama/gguf-py" "$py" bench/gguf_from_hf.py "$dir-$d" "$dir-$d.gguf" "$d"
         done
-        for d in q8_0 q4_0; do
+        for d in bf16 q8_0 q4_0; do
             "$llama_quantize" --pure "$dir-f32.gguf" "$dir-$d.gguf" "$d" "$threads" >"$out" 2>&1 ||
                 { cat "$out"; exit 1; }
         done

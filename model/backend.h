@@ -169,22 +169,26 @@ typedef struct {
 struct KgBackend {
     const KgBackendOps *ops;
     int threads; // compute threads the backend uses (CPU)
-    // Mixed precision for f32 weights (training): KG_F32 computes matmuls in f32; KG_BF16 or
-    // KG_F16 rounds both operands to that type inside matmul forward and backward and
-    // accumulates in f32, with the f32 parameters as master weights. The caller sets it
-    // after creation; a backend without mixed-precision kernels (the CPU) computes in f32.
+    // Mixed precision for f32 weights: KG_F32 computes matmuls in f32; KG_BF16 or KG_F16
+    // rounds both operands to that type and accumulates in f32 (training keeps the f32
+    // parameters as master weights). The caller sets it after creation (kogpt2d and kogpt2
+    // next --precision, kogpt2-train --precision). CUDA: matmul forward and backward. CPU:
+    // KG_BF16 in the forward matmul over many rows (prompts) only; few-row matmuls (decode)
+    // and the backward stay f32, so training on the CPU leaves it KG_F32; KG_F16 is not
+    // supported there and computes in f32.
     KgDtype mixed;
     void *impl; // the backend's own state
 };
 
 // The CPU backend: a thread pool of `threads` workers (0 = one per core) and the best
-// kernels this processor supports (AVX-512 with or without VNNI, AVX2+FMA, or portable C),
-// chosen at run time.
+// kernels this processor supports (AVX-512 with VNNI and BF16, with VNNI, alone, AVX2+FMA,
+// or portable C), chosen at run time.
 // NULL with err filled on failure. Free with kg_backend_free().
 KgBackend *kg_cpu_backend_new(int threads, char *err);
 
-// As kg_cpu_backend_new but forcing an instruction set: "avx512vnni" (AVX-512 plus VNNI: the
-// quantized kernels' vpdpbusd), "avx512", "avx2" or "generic".
+// As kg_cpu_backend_new but forcing an instruction set: "avx512bf16" (AVX-512, VNNI and
+// BF16: vdpbf16ps for bf16 prompt matmuls), "avx512vnni" (AVX-512 plus VNNI: the quantized
+// kernels' vpdpbusd), "avx512", "avx2" or "generic".
 // KG_EUNSUP in err when this processor lacks it. For tests and benchmarks.
 KgBackend *kg_cpu_backend_new_isa(int threads, const char *isa, char *err);
 

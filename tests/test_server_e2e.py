@@ -983,6 +983,55 @@ def test_port_in_use(d, model_dir):
     check(d.request("GET", "/healthz")[0] == 200, "the first daemon still serves")
 
 
+PRECISION_TOL = 2e-2  # |prob bf16 - prob f32| per rank: operands rounded to 8 bits, f32 sums
+
+
+def test_precision(model_dir, d):
+    """--precision: a bad value stops kogpt2d and kogpt2 next with a message naming the flag;
+    bf16 serves and its candidates for a 24-token prompt (past the 12 rows from which prompts
+    take the tiled matmul, the one that rounds) are within PRECISION_TOL of the f32 daemon d's,
+    with the same top-1, and not bit-identical (the rounding really happens)."""
+    r = lib.kogpt2d_run(model_dir, "--precision", "bogus", "--port", "0")
+    check(r.returncode == 2 and "--precision: expected f32 or bf16, got 'bogus'" in r.stderr,
+          "kogpt2d --precision bogus: exit %d, %r" % (r.returncode, r.stderr[-200:]))
+    ids = [(1000 + 977 * i) % 51200 for i in range(24)]
+    body = {"tokens": ids, "top_k": 5}
+    f32 = post(d, "/v1/next-token", body)["candidates"]
+    b = lib.Daemon(model_dir, "--precision", "bf16", "--cache-mb", "0",
+                   log=os.path.join(model_dir, "bf16.log"))
+    try:
+        bf16 = post(b, "/v1/next-token", body)["candidates"]
+    finally:
+        b.stop()
+    log = b.log_text()
+    ready = re.search(r"ready: .* on (\S+), precision (\w+)", log)
+    check(ready and ready.group(2) == "bf16", "the ready line names bf16: %r" % log[-300:])
+    check("Sanitizer" not in log and "runtime error" not in log, "no sanitizer reports, bf16")
+    for name, c in (("f32 ", f32), ("bf16", bf16)):
+        print("  %s %s" % (name, " ".join("%d:%.6f" % (x["id"], x["prob"]) for x in c)))
+    diff = max(abs(x["prob"] - y["prob"]) for x, y in zip(f32, bf16))
+    same = [x["logprob"] for x in f32] == [y["logprob"] for y in bf16]
+    print("  max |prob diff| %.2e (tolerance %.0e), bit-identical: %s" % (diff, PRECISION_TOL, same))
+    check(len(bf16) == len(f32) and bf16[0]["id"] == f32[0]["id"] and diff <= PRECISION_TOL,
+          "bf16 candidates within %g of f32's" % PRECISION_TOL)
+    check(not same, "bf16 rounds: its probabilities differ from f32's")
+    cli = os.path.join(os.path.dirname(lib.kogpt2d_path()), "kogpt2")
+    if not os.path.isfile(cli):
+        return
+    dev = os.environ.get("KG_TEST_DEVICE", "auto")
+    r = subprocess.run([cli, "next", "--model", model_dir, "--tokens", "5", "--precision", "f16"],
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 2 and "--precision: expected f32 or bf16, got 'f16'" in r.stderr,
+          "kogpt2 next --precision f16: exit %d, %r" % (r.returncode, r.stderr[-200:]))
+    r = subprocess.run([cli, "next", "--model", model_dir, "--device", dev, "--threads", "2",
+                        "--precision", "bf16", "--top-k", "5", "--json",
+                        "--tokens", ",".join(map(str, ids))],
+                       capture_output=True, text=True, timeout=60)
+    c = json.loads(r.stdout)["candidates"] if r.returncode == 0 else []
+    check(c and c[0]["id"] == bf16[0]["id"] and abs(c[0]["prob"] - bf16[0]["prob"]) <= 1e-4,
+          "kogpt2 next --precision bf16 gives the daemon's top-1: %r %r" % (c[:1], r.stderr[-200:]))
+
+
 def main():
     lib.shared_tokenizer()
     lib.kogpt2d_path()
@@ -1025,7 +1074,8 @@ def main():
                          ("metrics", lambda: test_metrics(d)),
                          ("port in use", lambda: test_port_in_use(d, model_dir)),
                          ("NUL", lambda: test_nul(d)), ("detokenize NUL", test_detokenize_nul),
-                         ("short tokenizer", lambda: test_short_tokenizer(model_dir))):
+                         ("short tokenizer", lambda: test_short_tokenizer(model_dir)),
+                         ("precision", lambda: test_precision(model_dir, d))):
             print("-", name, flush=True)
             try:
                 fn()

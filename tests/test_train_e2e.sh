@@ -30,8 +30,9 @@ grep -q '^model: L=2 C=64' "$w/ft.log" && grep -q '^step 3/3' "$w/ft.log"
 echo "fine-tune from f16 export: $(grep '^step 1/' "$w/ft.log" | cut -d' ' -f1-4)"
 # fp16 loss scaling multiplies the loss by 2^16 and divides it out again: on the CPU, which
 # computes in f32, that is exact up to rounding of tiny gradients, so the losses agree with
-# plain f32 to 1e-5 (printed to 6 decimals); the device line says what ran
-for p in f32 fp16; do
+# plain f32 to 1e-5 (printed to 6 decimals); the device line says what ran. bf16 on the CPU
+# trains in f32 (its bf16 kernel is forward-only), so its losses and norms equal f32's exactly
+for p in f32 fp16 bf16; do
   "$B/kogpt2-train" train --data "$fx/data" --tokenizer "$fx/tok.model" --n-layer 2 --n-embd 32 \
     --n-head 2 --n-ctx 32 --steps 8 --batch 4 --seq 16 --val-every 0 --threads 2 --device cpu \
     --precision $p --out "$w/p_$p" > "$w/p_$p.log"
@@ -40,6 +41,9 @@ grep -q '^device: cpu' "$w/p_fp16.log" && grep -q 'applies on a GPU' "$w/p_fp16.
 # (the gradient norm too: an unscaled norm would be 65536 times larger and clip every step)
 grep '^step' "$w/p_f32.log" | cut -d' ' -f4,8 > "$w/l32"
 grep '^step' "$w/p_fp16.log" | cut -d' ' -f4,8 > "$w/l16"
+grep '^step' "$w/p_bf16.log" | cut -d' ' -f4,8 > "$w/lbf"
+grep -q 'applies on a GPU' "$w/p_bf16.log" && cmp "$w/l32" "$w/lbf" ||
+  { echo "FAIL: bf16 on the CPU did not train as f32"; paste "$w/l32" "$w/lbf"; exit 1; }
 paste -d' ' "$w/l32" "$w/l16" | awk '{ n++; d = $1 - $3; if (d < 0) d = -d; if (d > m) m = d
     r = ($2 - $4) / $2; if (r < 0) r = -r; if (r > q) q = r }
   END { printf "fp16 loss scaling vs f32: %d steps, max |d loss| %g, max rel d norm %g\n", n, m, q

@@ -336,7 +336,10 @@ static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) 
         threads = cores > local ? (int)(cores / local) : 1;
     }
     if (!(r->be = kg_backend_new(device, threads, d->rank == 0 ? log : NULL, err))) return KG_EIO;
-    r->be->mixed = (KgDtype)a->precision;
+    // The CPU rounds to bf16 only in forward prompt matmuls; its backward stays f32, and a
+    // bf16 forward under an f32 backward gives gradients of another function: it trains in f32.
+    int on_cpu = !strncmp(r->be->ops->name, "cpu", 3);
+    if (!on_cpu) r->be->mixed = (KgDtype)a->precision;
     // f16's range needs the loss scaled; bf16 has f32's exponent range and f32 needs nothing
     r->scaler =
         a->precision == KG_F16 ? loss_scaler_new(a->loss_scale, 2000) : loss_scaler_new(1.0f, 0);
@@ -360,7 +363,7 @@ static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) 
     if ((rc = val_open(&r->val, a->data_dir, r->m.config.vocab_size, err))) return rc;
     r->t = gpt2_train_new(&r->m, a->B, a->T, a->recompute, err);
     if (!r->t) return KG_ENOMEM;
-    if (a->precision != KG_F32 && !strncmp(r->be->ops->name, "cpu", 3) && log && d->rank == 0)
+    if (a->precision != KG_F32 && on_cpu && log && d->rank == 0)
         fprintf(log, "note: the CPU computes matmuls in f32; --precision %s applies on a GPU\n",
                 a->precision == KG_BF16 ? "bf16" : "fp16");
     r->inputs = malloc(a->B * a->T * sizeof *r->inputs);

@@ -51,6 +51,10 @@ void cpu_destroy(KgBackend *be) {
 static const KgBackendOps *ops_for_isa(const char *isa) {
 #if defined(__x86_64__)
     __builtin_cpu_init();
+    if (!strcmp(isa, "avx512bf16"))
+        return ops_for_isa("avx512vnni") && __builtin_cpu_supports("avx512bf16")
+                   ? &CPU_OPS_AVX512BF16
+                   : NULL;
     if (!strcmp(isa, "avx512vnni"))
         return ops_for_isa("avx512") && __builtin_cpu_supports("avx512vnni") ? &CPU_OPS_AVX512VNNI
                                                                              : NULL;
@@ -89,7 +93,7 @@ KgBackend *kg_cpu_backend_new_isa(int threads, const char *isa, char *err) {
     }
     be->ops = ops;
     be->threads = threads;
-    be->mixed = KG_F32; // the CPU computes every matmul in f32
+    be->mixed = KG_F32; // KG_BF16 is honoured by prompt matmuls only (matmul.c)
     be->impl = cb;
     pthread_mutex_init(&cb->partial_mutex, NULL);
     for (int i = 0; i < threads; i++)
@@ -102,8 +106,8 @@ KgBackend *kg_cpu_backend_new_isa(int threads, const char *isa, char *err) {
 }
 
 KgBackend *kg_cpu_backend_new(int threads, char *err) {
-    const char *order[] = {"avx512vnni", "avx512", "avx2", "generic"};
-    for (int i = 0; i < 4; i++)
+    const char *order[] = {"avx512bf16", "avx512vnni", "avx512", "avx2", "generic"};
+    for (int i = 0; i < 5; i++)
         if (ops_for_isa(order[i])) return kg_cpu_backend_new_isa(threads, order[i], err);
     return kg_cpu_backend_new_isa(threads, "generic", err);
 }

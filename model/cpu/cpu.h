@@ -36,6 +36,7 @@ extern const KgBackendOps CPU_OPS_GENERIC;
 extern const KgBackendOps CPU_OPS_AVX2;
 extern const KgBackendOps CPU_OPS_AVX512;
 extern const KgBackendOps CPU_OPS_AVX512VNNI;
+extern const KgBackendOps CPU_OPS_AVX512BF16;
 
 static inline CpuBackend *cpu_of(KgBackend *be) { return (CpuBackend *)be->impl; }
 

@@ -44,6 +44,7 @@ typedef struct {
     float **scratch;      // per-thread scratch (tiled kernel: packed W and x; sgemm: widened W)
     float *partial;       // (k_chunks, N, OC) the streaming kernel's partial sums
     size_t rows_per_chunk, k_chunks;
+    int bf16; // the tiled kernel multiplies bf16 operands (be->mixed == KG_BF16)
 } MatmulJob;
 
 // Streaming kernel, W (C, OC): out (nb rows, OC apart) += x[n0:n0+nb, k0:k1] @ W[k0:k1, :],
@@ -199,6 +200,23 @@ matmul_pack_strip(float *strip, const MatmulJob *j, size_t c, size_t k0, size_t 
             vf_store(strip + (k - k0) * tw + v, vf_load_as(j->w.data, dt, k * j->OC + c + v));
 }
 
+// As matmul_pack_strip for bf16 operands: strip ((k1 - k0 + 1) / 2, TILE_V * VLEN) holds the
+// rows of W in pairs (k, k + 1) rounded to bf16, the layout vdpbf16ps reads (an odd block's
+// last pair has a zero for its k + 1).
+static inline __attribute__((always_inline)) void matmul_pack_strip_bf16(uint32_t *strip,
+                                                                         const MatmulJob *j,
+                                                                         size_t c, size_t k0,
+                                                                         size_t k1, KgDtype dt) {
+    const size_t tw = TILE_V * VLEN;
+    for (size_t k = k0; k < k1; k += 2)
+        for (size_t v = 0; v < tw; v += VLEN) {
+            vf lo = vf_load_as(j->w.data, dt, k * j->OC + c + v),
+               hi = k + 1 < k1 ? vf_load_as(j->w.data, dt, (k + 1) * j->OC + c + v) : (vf){0};
+            vu pairs = vu_bf16_pairs(lo, hi);
+            memcpy(strip + (k - k0) / 2 * tw + v, &pairs, sizeof pairs);
+        }
+}
+
 // xt <- x[:, k0:k1] of every row, tile by tile: rows n0..n0+TILE_R as (k1 - k0, TILE_R) at
 // xt + n0 * TILE_KB.
 static void matmul_pack_x(float *xt, const MatmulJob *j, size_t k0, size_t k1) {
@@ -212,6 +230,22 @@ static void matmul_pack_x(float *xt, const MatmulJob *j, size_t k0, size_t k1) {
     }
 }
 
+// As matmul_pack_x for bf16 operands: (x[k], x[k + 1]) rounded to bf16 in one uint32, so a
+// tile is ((k1 - k0 + 1) / 2, TILE_R) pairs, at the same place (xt + n0 * TILE_KB).
+static void matmul_pack_x_bf16(uint32_t *xt, const MatmulJob *j, size_t k0, size_t k1) {
+    const size_t N = j->N, C = j->C;
+    for (size_t n0 = 0; n0 < N; n0 += TILE_R) {
+        size_t nr = N - n0 < TILE_R ? N - n0 : TILE_R;
+        uint32_t *t = xt + n0 * TILE_KB;
+        for (size_t k = k0; k < k1; k += 2)
+            for (size_t r = 0; r < nr; r++) {
+                const float *x = j->inp + (n0 + r) * C + k;
+                uint32_t hi = k + 1 < k1 ? kg_f32_to_bf16(x[1]) : 0;
+                t[(k - k0) / 2 * TILE_R + r] = kg_f32_to_bf16(x[0]) | hi << 16;
+            }
+    }
+}
+
 // Where the next strip's rows of W start, pf_ld bytes apart, pf_bytes each, pf_rows of them
 // (0: no strip follows).
 typedef struct {
@@ -220,26 +254,42 @@ typedef struct {
 } MatmulNext;
 
 // out[n0:n0+nr, c:c+TILE_V*VLEN] (+)= xt @ strip over the block k0..k1, with xt the rows'
-// x packed (k1 - k0, TILE_R) and strip (k1 - k0, TILE_V * VLEN); the bias after the last
-// block. Row k of the next strip is asked for at step k.
-static inline __attribute__((always_inline)) void matmul_tile(const MatmulJob *j, const float *xt,
-                                                              const float *strip, size_t n0,
-                                                              size_t c, size_t k0, size_t k1,
-                                                              int nr, const MatmulNext *next) {
+// x packed (k1 - k0, TILE_R) and strip (k1 - k0, TILE_V * VLEN) in f32, or both in bf16
+// pairs (bf16, a constant once inlined: half as many steps, each one vdpbf16ps per
+// accumulator doing two k); the bias after the last block. Row k of the next strip is asked
+// for at step k (at step k / 2 with pairs).
+static inline __attribute__((always_inline)) void
+matmul_tile(const MatmulJob *j, const void *xt, const void *strip, size_t n0, size_t c, size_t k0,
+            size_t k1, int nr, const MatmulNext *next, const int bf16) {
     const size_t OC = j->OC;
     float *out = j->out + n0 * OC + c;
     vf acc[TILE_R][TILE_V];
     for (int r = 0; r < nr; r++)
         for (int v = 0; v < TILE_V; v++)
             acc[r][v] = k0 ? vf_load(out + r * OC + v * VLEN) : (vf){0};
+    if (bf16) {
+        const uint32_t *xp = xt, *sp = strip;
+#pragma GCC unroll 2
+        for (size_t p = 0; p < (k1 - k0 + 1) / 2; p++) {
+            for (size_t k = 2 * p; k < 2 * p + 2 && k < next->pf_rows; k++)
+                prefetch_l2(next->pf + k * next->pf_ld, next->pf_bytes);
+            vu w[TILE_V];
+            memcpy(w, sp + p * TILE_V * VLEN, sizeof w);
+            for (int r = 0; r < nr; r++)
+                for (int v = 0; v < TILE_V; v++)
+                    acc[r][v] = vf_dot_bf16(acc[r][v], xp[p * TILE_R + r], w[v]);
+        }
+    } else {
+        const float *xf = xt, *sf = strip;
 #pragma GCC unroll 4 // the counter and branch then cost less per FMA (~3 % at 512 rows)
-    for (size_t k = 0; k < k1 - k0; k++) {
-        if (k < next->pf_rows) prefetch_l2(next->pf + k * next->pf_ld, next->pf_bytes);
-        const float *p = strip + k * TILE_V * VLEN;
-        for (int r = 0; r < nr; r++) {
-            float xk = xt[k * TILE_R + r];
-            for (int v = 0; v < TILE_V; v++)
-                acc[r][v] += xk * vf_load(p + v * VLEN);
+        for (size_t k = 0; k < k1 - k0; k++) {
+            if (k < next->pf_rows) prefetch_l2(next->pf + k * next->pf_ld, next->pf_bytes);
+            const float *p = sf + k * TILE_V * VLEN;
+            for (int r = 0; r < nr; r++) {
+                float xk = xf[k * TILE_R + r];
+                for (int v = 0; v < TILE_V; v++)
+                    acc[r][v] += xk * vf_load(p + v * VLEN);
+            }
         }
     }
     for (int r = 0; r < nr; r++)
@@ -249,37 +299,47 @@ static inline __attribute__((always_inline)) void matmul_tile(const MatmulJob *j
         }
 }
 
-// One packed strip (columns c..) against every row tile: the dtype is gone once W is
-// packed, so this is compiled once per ISA, not once per dtype. The first row tile asks for
-// the next strip.
-static void matmul_strip(const MatmulJob *j, const float *strip, const float *xt, size_t c,
-                         size_t k0, size_t k1, const MatmulNext *next) {
+// One packed strip (columns c..) against every row tile. The first row tile asks for the
+// next strip.
+static inline __attribute__((always_inline)) void
+matmul_strip_as(const MatmulJob *j, const void *strip, const void *xt, size_t c, size_t k0,
+                size_t k1, const MatmulNext *next, const int bf16) {
     const MatmulNext none = {NULL, 0, 0, 0};
     for (size_t n0 = 0; n0 < j->N; n0 += TILE_R) {
         size_t nr = j->N - n0 < TILE_R ? j->N - n0 : TILE_R;
-        const float *t = xt + n0 * TILE_KB;
+        const uint32_t *t = (const uint32_t *)xt + n0 * TILE_KB; // 4-byte units either way
         const MatmulNext *nx = n0 ? &none : next;
         switch (nr) { // the row count a constant in each copy
         case 1:
-            matmul_tile(j, t, strip, n0, c, k0, k1, 1, nx);
+            matmul_tile(j, t, strip, n0, c, k0, k1, 1, nx, bf16);
             break;
         case 2:
-            matmul_tile(j, t, strip, n0, c, k0, k1, 2, nx);
+            matmul_tile(j, t, strip, n0, c, k0, k1, 2, nx, bf16);
             break;
         case 3:
-            matmul_tile(j, t, strip, n0, c, k0, k1, 3, nx);
+            matmul_tile(j, t, strip, n0, c, k0, k1, 3, nx, bf16);
             break;
         case 4:
-            matmul_tile(j, t, strip, n0, c, k0, k1, 4, nx);
+            matmul_tile(j, t, strip, n0, c, k0, k1, 4, nx, bf16);
             break;
         case 5:
-            matmul_tile(j, t, strip, n0, c, k0, k1, 5, nx);
+            matmul_tile(j, t, strip, n0, c, k0, k1, 5, nx, bf16);
             break;
         default:
-            matmul_tile(j, t, strip, n0, c, k0, k1, TILE_R, nx);
+            matmul_tile(j, t, strip, n0, c, k0, k1, TILE_R, nx, bf16);
             break;
         }
     }
+}
+
+// The dtype of W is gone once it is packed, so this is compiled once per ISA and operand
+// type, not once per dtype.
+static void matmul_strip(const MatmulJob *j, const void *strip, const void *xt, size_t c, size_t k0,
+                         size_t k1, const MatmulNext *next) {
+    if (j->bf16)
+        matmul_strip_as(j, strip, xt, c, k0, k1, next, 1);
+    else
+        matmul_strip_as(j, strip, xt, c, k0, k1, next, 0);
 }
 
 // Columns [c0, c1) of the output, every row, by tiles; columns past the last whole tile
@@ -293,9 +353,15 @@ static inline __attribute__((always_inline)) void matmul_tiles(const MatmulJob *
     float *xt = scratch + TILE_STRIP_FLOATS;
     for (size_t k0 = 0; k0 < C && c0 < cv; k0 += TILE_KB) {
         size_t k1 = k0 + TILE_KB < C ? k0 + TILE_KB : C;
-        matmul_pack_x(xt, j, k0, k1);
+        if (j->bf16)
+            matmul_pack_x_bf16((uint32_t *)xt, j, k0, k1);
+        else
+            matmul_pack_x(xt, j, k0, k1);
         for (size_t c = c0; c < cv; c += tw) {
-            matmul_pack_strip(strip, j, c, k0, k1, dt);
+            if (j->bf16)
+                matmul_pack_strip_bf16((uint32_t *)strip, j, c, k0, k1, dt);
+            else
+                matmul_pack_strip(strip, j, c, k0, k1, dt);
             // the next strip: this block's next one, or the next block's first
             size_t nc = c + tw < cv ? c + tw : c0, nk0 = c + tw < cv ? k0 : k1;
             size_t nk1 = nk0 + TILE_KB < C ? nk0 + TILE_KB : C;
@@ -307,8 +373,14 @@ static inline __attribute__((always_inline)) void matmul_tiles(const MatmulJob *
     for (size_t n = 0; n < N; n++)
         for (size_t c = cv; c < c1; c++) {
             float s = 0.0f;
-            for (size_t k = 0; k < C; k++)
-                s += j->inp[n * C + k] * load_as(j->w.data, dt, k * OC + c);
+            for (size_t k = 0; k < C; k++) {
+                float x = j->inp[n * C + k], w = load_as(j->w.data, dt, k * OC + c);
+                if (j->bf16) {
+                    x = kg_bf16_to_f32(kg_f32_to_bf16(x));
+                    w = kg_bf16_to_f32(kg_f32_to_bf16(w));
+                }
+                s += x * w;
+            }
             j->out[n * OC + c] = s + (j->bias ? j->bias[c] : 0.0f);
         }
 }
@@ -449,11 +521,12 @@ static void matmul_sgemm_task(void *ctx, size_t t, int thread) {
 static void cpu_matmul_forward(KgBackend *be, float *out, const float *inp, KgMat w,
                                const float *bias, size_t N, size_t C, size_t OC) {
     CpuBackend *cb = cpu_of(be);
-    MatmulJob j = {out, inp, w, bias, N, C, OC, 0, cb->scratch, NULL, 0, 0};
+    MatmulJob j = {out, inp, w, bias, N, C, OC, 0, cb->scratch, NULL, 0, 0, 0};
     if (N == 0 || OC == 0) return; // an empty batch (config.c rejects zero sizes)
     size_t threads = (size_t)cpu_pool_threads(cb->pool);
     size_t tile_min = w.dtype == KG_F32 ? MATMUL_TILE_MIN_ROWS_F32 : MATMUL_TILE_MIN_ROWS_HALF;
     if (N >= tile_min && !w.transposed) {
+        j.bf16 = be->mixed == KG_BF16; // only here: fewer rows are bound by reading W
         // one slice of whole strips per thread (more tasks measured slower: each packs the x
         // rows again); as many rows at a time as their packed x fits the scratch
         size_t tw = TILE_V * VLEN, strips = (OC + tw - 1) / tw;

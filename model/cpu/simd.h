@@ -66,6 +66,31 @@ static inline __attribute__((always_inline)) vf vf_load_as(const void *p, KgDtyp
     return vf_load_bf16((const uint16_t *)p + i);
 }
 
+// Each lane rounded to bfloat16 (to nearest, ties to even), as the bits of the float it
+// stands for (low half zero); a NaN stays a NaN.
+static inline vu vf_round_bf16(vf v) {
+    vu u = (vu)v, nan = (vu)(v != v);
+    vu r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    return (r & ~nan) | ((u | 0x00400000u) & 0xffff0000u & nan);
+}
+
+// The pairs vdpbf16ps multiplies: lane i holds a[i] rounded to bf16 in its low half and
+// b[i] in its high half.
+static inline vu vu_bf16_pairs(vf a, vf b) { return (vf_round_bf16(a) >> 16) | vf_round_bf16(b); }
+
+// acc + x.hi * w.hi + x.lo * w.lo per lane, x one pair of bf16 values for every lane, w VLEN
+// pairs: vdpbf16ps where the CPU has AVX512-BF16, else the same two products one after the
+// other, the high one first as vdpbf16ps adds them. A product of two bf16 values is exact in
+// f32, so only the additions round, the same way in both.
+static inline vf vf_dot_bf16(vf acc, uint32_t x, vu w) {
+#if defined(__AVX512BF16__)
+    return (vf)_mm512_dpbf16_ps((__m512)acc, (__m512bh)_mm512_set1_epi32((int)x), (__m512bh)w);
+#else
+    acc += vf_set1(kg_bits_to_f32(x & 0xffff0000u)) * (vf)(w & 0xffff0000u);
+    return acc + vf_set1(kg_bits_to_f32(x << 16)) * (vf)(w << 16);
+#endif
+}
+
 // Element i of an f32/f16/bf16 array, as a float.
 static inline __attribute__((always_inline)) float load_as(const void *p, KgDtype dt, size_t i) {
     if (dt == KG_F32) return ((const float *)p)[i];
