@@ -5,7 +5,8 @@
 //                             [--seq 256] [--max-bytes N] [--check] TEXT...
 //
 // The first of --dtypes is the reference the others are compared with (f32: the stored f16
-// widened at load; f16: as stored; q8_0/q4_0: quantized at load). For each TEXT, bits per
+// widened at load; f16: as stored; q8_0/q4_0: quantized at load). A dtype with @bf16 runs
+// with bf16 matmul operands (kogpt2d --precision bf16): f32@bf16, f16@bf16. For each TEXT, bits per
 // byte exactly as models/eval_bpb.sh (the trainer's validation) computes them: each line is
 // a document (a trailing CR dropped, empty lines and invalid UTF-8 skipped), its tokens then
 // EOS, all in one stream read as windows of SEQ + 1 tokens; every token after the first of a
@@ -70,7 +71,8 @@ typedef struct {
 } Tally;
 
 typedef struct {
-    const char *name; // as given in --dtypes
+    const char *name;  // as given in --dtypes
+    KgDtype precision; // the backend's mixed precision while this variant runs
     Gpt2 m;
     Gpt2State s;
     KvCache kv;
@@ -161,6 +163,7 @@ static void tally_rows(Tally *t, const float *logits, const float *ref_logits, c
 // v's logits of every one of the n tokens, from an empty cache, into v->s.logits_host.
 static int run_rows(Variant *v, const int *tokens, size_t n, char *err) {
     kv_truncate(&v->kv, 0);
+    v->m.be->mixed = v->precision; // the variants share one backend and run one at a time
     Gpt2Seq q = {&v->kv, tokens, n, GPT2_LOGITS_ALL};
     double t0 = bench_now();
     int rc = gpt2_forward(&v->m, &v->s, &q, 1, err);
@@ -258,11 +261,11 @@ static int bench_text(Variant *vs, size_t nv, const char *path, const Tokenizer 
     for (size_t w = 0; w < windows && !rc; w++)
         rc = compare_on(vs, nv, t.ids + w * T, t.ids + w * T + 1, T, ref, probs, err);
     if (!rc && windows) {
-        printf("dtype  bits/byte  vs %-5s  nats/tok" AGREE_HEAD "    tok/s\n", vs[0].name);
+        printf("dtype     bits/byte  vs %-8s  nats/tok" AGREE_HEAD "    tok/s\n", vs[0].name);
         for (size_t i = 0; i < nv; i++) {
             const Tally *a = &vs[i].t;
             bpb[i] = a->nats / (double)a->rows / M_LN2 * (double)t.n / (double)t.bytes;
-            printf("%-5s  %-9.5f  %+6.3f %%  %-8.5f", vs[i].name, bpb[i],
+            printf("%-8s  %-9.5f  %+9.3f %%  %-8.5f", vs[i].name, bpb[i],
                    100 * (bpb[i] / bpb[0] - 1), a->nats / (double)a->rows);
             print_agreement(a);
             printf("  %7.0f\n", (double)a->rows / a->secs);
@@ -288,9 +291,9 @@ static int bench_prompts(Variant *vs, size_t nv, const Tokenizer *tok, RefRow *r
     if (rc) return rc;
     printf("\nthe model card's %zu prompts, every position (%zu): against %s\n",
            sizeof PROMPTS / sizeof *PROMPTS, vs[0].t.rows, vs[0].name);
-    printf("dtype" AGREE_HEAD "\n");
+    printf("dtype   " AGREE_HEAD "\n");
     for (size_t i = 0; i < nv; i++) {
-        printf("%-5s", vs[i].name);
+        printf("%-8s", vs[i].name);
         print_agreement(&vs[i].t);
         printf("\n");
     }
@@ -306,9 +309,13 @@ static void variant_close(Variant *v) {
 // Opens v as dtype name with room for rows tokens per forward; on error v holds nothing.
 static int variant_open(Variant *v, const char *dir, KgBackend *be, const char *name, size_t rows,
                         char *err) {
-    int dt = kg_dtype_parse(name);
-    if (dt < 0) return kg_err(err, KG_EINVAL, "--dtypes: unknown dtype %s", name);
-    *v = (Variant){.name = name};
+    char dtype[16];
+    size_t len = strcspn(name, "@");
+    snprintf(dtype, sizeof dtype, "%.*s", (int)(len < 15 ? len : 15), name);
+    int dt = kg_dtype_parse(dtype);
+    if (dt < 0 || (name[len] && strcmp(name + len, "@bf16")))
+        return kg_err(err, KG_EINVAL, "--dtypes: unknown dtype %s", name);
+    *v = (Variant){.name = name, .precision = name[len] ? KG_BF16 : KG_F32};
     int rc = gpt2_open(&v->m, dir, be, dt, err);
     if (rc) return rc;
     if (rows > v->m.config.n_ctx)
@@ -318,7 +325,7 @@ static int variant_open(Variant *v, const char *dir, KgBackend *be, const char *
     if (rc)
         variant_close(v);
     else
-        printf("%-5s  %s\n", name, v->m.src.what);
+        printf("%-8s  %s\n", name, v->m.src.what);
     return rc;
 }
 
