@@ -122,8 +122,9 @@ int main(void) {
     // 1, 2, 3, and 4 + 2), both sides of the tiled switch (12 f32, 16 half), a partial row
     // tile, past the transposed LM head's sgemm switch (16 f32, 32 half)
     const size_t rows[] = {1, 2, 3, 6, 11, 12, 13, 16, 17, 33};
-    // channels in: under one block of W (96), exactly one, past it with a short last block
-    // (and one of a single row: an odd block, whose last bf16 pair is half padding)
+    // channels in: under one block of W (96 rows; 192 with bf16 operands), exactly one, past
+    // it with a short last block (and one of a single row: an odd block, whose last bf16 pair
+    // is half padding; 97 is also one odd block of bf16 pairs)
     // channels out: under one strip, a strip and a tail, several strips and a tail
     const Shape io[] = {{0, 50, 5}, {0, 96, 70}, {0, 200, 200}, {0, 8, 129}, {0, 97, 70}};
     const KgDtype dts[] = {KG_F32, KG_F16, KG_BF16};
