@@ -72,6 +72,9 @@ KG_HD uint16_t kg_f32_to_bf16(float f) {
     return (uint16_t)(w >> 16);
 }
 
+// x rounded to the nearest bfloat16 (ties to even), as a float.
+KG_HD float kg_round_bf16(float x) { return kg_bf16_to_f32(kg_f32_to_bf16(x)); }
+
 // e^x for float, about 1 ulp: x = n ln2 + r with |r| <= ln2/2, e^r by a degree-6
 // polynomial, 2^n put into the exponent bits. Gives 0 below -87.33 (the smallest normal),
 // +inf above 88.72, NaN for NaN. Ternaries rather than fminf/fmaxf keep it vectorizable

@@ -38,7 +38,8 @@ static float randn(void) {
     return (u - 2.0f) * 1.7320508f;
 }
 
-static const char *const ISAS[] = {"generic", "avx2", "avx512", "avx512vnni"};
+static const char *const ISAS[] = {"generic", "avx2", "avx512", "avx512vnni", "avx512bf16"};
+#define N_ISAS (sizeof ISAS / sizeof *ISAS)
 
 // Round trip bound on rows of random values with outliers and an all-zero block.
 static void check_round_trip(KgDtype dt) {
@@ -142,7 +143,7 @@ static void check_matmul(size_t N, size_t C, size_t OC, KgDtype dt, int with_bia
             tol[n * OC + o] = round * (1 + 1e-5) + 1e-5 * mag + 1e-6;
         }
     KgMat mat = {wq, dt, 1};
-    for (int i = 0; i < 4; i++) {
+    for (size_t i = 0; i < N_ISAS; i++) {
         char err[KG_ERRLEN];
         KgBackend *b1 = kg_cpu_backend_new_isa(1, ISAS[i], err);
         if (!b1) continue; // this processor lacks the ISA
@@ -181,7 +182,7 @@ int main(int argc, char **argv) {
         check_reference(argv[1]);
     else
         printf("no NumPy reference file given: byte comparison skipped\n");
-    for (int i = 0; i < 4; i++) {
+    for (size_t i = 0; i < N_ISAS; i++) {
         char err[KG_ERRLEN];
         KgBackend *be = kg_cpu_backend_new_isa(1, ISAS[i], err);
         printf("isa %-10s %s\n", ISAS[i], be ? "tested" : "not on this processor");

@@ -107,7 +107,7 @@ KgBackend *kg_cpu_backend_new_isa(int threads, const char *isa, char *err) {
 
 KgBackend *kg_cpu_backend_new(int threads, char *err) {
     const char *order[] = {"avx512bf16", "avx512vnni", "avx512", "avx2", "generic"};
-    for (int i = 0; i < 5; i++)
+    for (size_t i = 0; i < sizeof order / sizeof *order; i++)
         if (ops_for_isa(order[i])) return kg_cpu_backend_new_isa(threads, order[i], err);
     return kg_cpu_backend_new_isa(threads, "generic", err);
 }

@@ -7,10 +7,14 @@
 //   and streams it exactly once, widening f16/bf16 in registers, so a decode step reads every
 //   weight byte once and reads half the bytes from f16 files.
 // - more rows (prompts): compute bound. A register-tiled kernel over W packed block by block
-//   into per-thread scratch (widened to f32 there once, for all the rows). It is 20-40 %
+//   into per-thread scratch (widened to f32 there once, for all the rows; or rounded to bf16
+//   pairs, below). It is 20-40 %
 //   faster than OpenBLAS sgemm at 16 to 64 rows (sgemm's packing walks W down its columns,
 //   which the prefetcher does not follow) and matches it at 512, so OpenBLAS is left with
 //   the transposed LM head over many rows and the backward pass.
+// With bf16 operands (be->mixed == KG_BF16, --precision bf16) both kernels multiply x and W
+// rounded to bf16, with f32 sums, over the layers' matrices at any row count (a request's
+// answer then does not depend on what it was batched with); the transposed LM head stays f32.
 // Part of ops.c (compiled once per instruction set).
 
 // From this many rows on, the tiled kernel; below, the streaming kernel. Measured on the
@@ -47,6 +51,9 @@ typedef struct {
     int bf16; // the tiled kernel multiplies bf16 operands (be->mixed == KG_BF16)
 } MatmulJob;
 
+// A scalar operand as the kernels multiply it: rounded to bf16 with bf16 operands.
+static inline float operand(float v, int bf16) { return bf16 ? kg_round_bf16(v) : v; }
+
 // Streaming kernel, W (C, OC): out (nb rows, OC apart) += x[n0:n0+nb, k0:k1] @ W[k0:k1, :],
 // nb <= MATMUL_ROW_BLOCK (a constant once inlined). MATMUL_PASS_ROWS rows of W at a time are
 // combined into the output rows, which stay in L1/L2 while W streams past once. Those rows
@@ -57,7 +64,8 @@ typedef struct {
 // were evicted before their use), and so did the old linear prefetch of the next pass.
 static inline __attribute__((always_inline)) void matmul_rows_block(const MatmulJob *j, float *out,
                                                                     size_t n0, int nb, size_t k0,
-                                                                    size_t k1, KgDtype dt) {
+                                                                    size_t k1, KgDtype dt,
+                                                                    const int bf16) {
     enum { R = MATMUL_PASS_ROWS };
     const size_t C = j->C, OC = j->OC;
     const float *x = j->inp + n0 * C;
@@ -70,15 +78,17 @@ static inline __attribute__((always_inline)) void matmul_rows_block(const Matmul
         vf xb[MATMUL_ROW_BLOCK][R];
         for (int n = 0; n < nb; n++)
             for (int r = 0; r < R; r++)
-                xb[n][r] = vf_set1(x[n * C + k + r]);
+                xb[n][r] = vf_set1(operand(x[n * C + k + r], bf16));
         for (size_t c = 0; c < jv; c += VLEN) {
             // row r of the next pass at this column, once per cache line
             if (k + 2 * R <= k1 && (c * es) % 64 == 0)
                 for (int r = 0; r < R; r++)
                     prefetch_l2(next + (r * OC + c) * es, 1);
             vf wv[R];
-            for (int r = 0; r < R; r++)
+            for (int r = 0; r < R; r++) {
                 wv[r] = vf_load_as(w, dt, (k + r) * OC + c);
+                if (bf16 && dt != KG_BF16) wv[r] = (vf)vf_round_bf16(wv[r]);
+            }
             for (int n = 0; n < nb; n++) {
                 vf o = vf_load(out + n * OC + c);
                 for (int r = 0; r < R; r++)
@@ -89,12 +99,14 @@ static inline __attribute__((always_inline)) void matmul_rows_block(const Matmul
         for (size_t c = jv; c < OC; c++)
             for (int n = 0; n < nb; n++)
                 for (size_t kk = k; kk < k + R; kk++)
-                    out[n * OC + c] += x[n * C + kk] * load_as(w, dt, kk * OC + c);
+                    out[n * OC + c] +=
+                        operand(x[n * C + kk], bf16) * operand(load_as(w, dt, kk * OC + c), bf16);
     }
     for (; k < k1; k++)
         for (int n = 0; n < nb; n++)
             for (size_t c = 0; c < OC; c++)
-                out[n * OC + c] += x[n * C + k] * load_as(w, dt, k * OC + c);
+                out[n * OC + c] +=
+                    operand(x[n * C + k], bf16) * operand(load_as(w, dt, k * OC + c), bf16);
 }
 
 // Streaming kernel, W transposed (OC, C): each output is a dot product of two contiguous
@@ -166,9 +178,9 @@ static inline __attribute__((always_inline)) void matmul_rows_t(const MatmulJob 
 // columns and walks W's rows in blocks of TILE_KB. Per block, x of every row is packed once
 // (k-major, tile by tile: the broadcasts then read consecutive floats instead of TILE_R rows
 // C apart); then strip after strip of the slice (TILE_KB rows x TILE_V * VLEN columns) is
-// packed, widened to f32, into the thread's scratch and every row tile of the output is
-// computed from it. An output tile of TILE_R rows x TILE_V vectors stays in registers while
-// k runs over the block; per k, TILE_V loads of the strip and TILE_R broadcasts of x feed
+// packed, widened to f32 (or as bf16 pairs, below), into the thread's scratch and every row tile of
+// the output is computed from it. An output tile of TILE_R rows x TILE_V vectors stays in registers
+// while k runs over the block; per k, TILE_V loads of the strip and TILE_R broadcasts of x feed
 // TILE_R * TILE_V FMAs, so the loop is bound by FMAs, not loads. While a strip's first row
 // tile runs, the next strip's rows of W are asked for into L2, one row per k, so that
 // reading W overlaps the FMAs instead of coming before them. At 20 rows reading W takes as
@@ -287,7 +299,7 @@ matmul_tile(const MatmulJob *j, const void *xt, const void *strip, size_t n0, si
             acc[r][v] = k0 ? vf_load(out + r * OC + v * VLEN) : (vf){0};
     if (bf16) {
         const uint32_t *xp = xt, *sp = strip;
-#pragma GCC unroll 2
+#pragma GCC unroll 2 // two pairs a turn: the f32 loop's four k
         for (size_t p = 0; p < (k1 - k0 + 1) / 2; p++) {
             for (size_t k = 2 * p; k < 2 * p + 2 && k < next->pf_rows; k++)
                 prefetch_l2(next->pf + k * next->pf_ld, next->pf_bytes);
@@ -361,7 +373,8 @@ static void matmul_strip(const MatmulJob *j, const void *strip, const void *xt, 
 }
 
 // Columns [c0, c1) of the output, every row, by tiles; columns past the last whole tile
-// (OC not a multiple of TILE_V * VLEN) one at a time, in the same k order. scratch holds
+// (OC not a multiple of TILE_V * VLEN) one at a time, in the same order of k (bf16 pairs:
+// k + 1 before k, as vdpbf16ps adds them). scratch holds
 // the strip, then every row's packed x (TILE_KB floats a row).
 static inline __attribute__((always_inline)) void matmul_tiles(const MatmulJob *j, float *scratch,
                                                                size_t c0, size_t c1, KgDtype dt) {
@@ -392,14 +405,17 @@ static inline __attribute__((always_inline)) void matmul_tiles(const MatmulJob *
     for (size_t n = 0; n < N; n++)
         for (size_t c = cv; c < c1; c++) {
             float s = 0.0f;
-            for (size_t k = 0; k < C; k++) {
-                float x = j->inp[n * C + k], w = load_as(j->w.data, dt, k * OC + c);
-                if (j->bf16) {
-                    x = kg_bf16_to_f32(kg_f32_to_bf16(x));
-                    w = kg_bf16_to_f32(kg_f32_to_bf16(w));
+            if (j->bf16) // the tiles' order: pairs (k, k + 1), k even, k + 1 added first
+                for (size_t k = 0; k < C; k += 2) {
+                    if (k + 1 < C)
+                        s += kg_round_bf16(j->inp[n * C + k + 1]) *
+                             kg_round_bf16(load_as(j->w.data, dt, (k + 1) * OC + c));
+                    s += kg_round_bf16(j->inp[n * C + k]) *
+                         kg_round_bf16(load_as(j->w.data, dt, k * OC + c));
                 }
-                s += x * w;
-            }
+            else
+                for (size_t k = 0; k < C; k++)
+                    s += j->inp[n * C + k] * load_as(j->w.data, dt, k * OC + c);
             j->out[n * OC + c] = s + (j->bias ? j->bias[c] : 0.0f);
         }
 }
@@ -427,7 +443,7 @@ static void matmul_tile_task(void *ctx, size_t t, int thread) {
 // which matmul_reduce_task adds up. Transposed W is split by its rows too (= output columns),
 // each task writing its own outputs.
 static inline __attribute__((always_inline)) void matmul_stream(const MatmulJob *j, size_t t,
-                                                                KgDtype dt) {
+                                                                KgDtype dt, const int bf16) {
     if (j->w.transposed) {
         size_t j0 = t * j->cols_per_task, j1 = j0 + j->cols_per_task;
         matmul_rows_t(j, j0, j1 < j->OC ? j1 : j->OC, dt);
@@ -440,16 +456,16 @@ static inline __attribute__((always_inline)) void matmul_stream(const MatmulJob 
     for (size_t n0 = 0; n0 < j->N; n0 += MATMUL_ROW_BLOCK) {
         switch (j->N - n0 < MATMUL_ROW_BLOCK ? j->N - n0 : MATMUL_ROW_BLOCK) {
         case 1:
-            matmul_rows_block(j, part + n0 * j->OC, n0, 1, k0, k1, dt);
+            matmul_rows_block(j, part + n0 * j->OC, n0, 1, k0, k1, dt, bf16);
             break;
         case 2:
-            matmul_rows_block(j, part + n0 * j->OC, n0, 2, k0, k1, dt);
+            matmul_rows_block(j, part + n0 * j->OC, n0, 2, k0, k1, dt, bf16);
             break;
         case 3:
-            matmul_rows_block(j, part + n0 * j->OC, n0, 3, k0, k1, dt);
+            matmul_rows_block(j, part + n0 * j->OC, n0, 3, k0, k1, dt, bf16);
             break;
         default:
-            matmul_rows_block(j, part + n0 * j->OC, n0, MATMUL_ROW_BLOCK, k0, k1, dt);
+            matmul_rows_block(j, part + n0 * j->OC, n0, MATMUL_ROW_BLOCK, k0, k1, dt, bf16);
             break;
         }
     }
@@ -477,15 +493,24 @@ static void matmul_reduce_task(void *ctx, size_t t, int thread) {
 static void matmul_stream_task(void *ctx, size_t t, int thread) {
     (void)thread;
     const MatmulJob *j = ctx;
-    switch (j->w.dtype) { // one specialized copy of the loops per dtype
+    switch (j->w.dtype) { // one specialized copy of the loops per dtype and operand type
     case KG_F16:
-        matmul_stream(j, t, KG_F16);
+        if (j->bf16)
+            matmul_stream(j, t, KG_F16, 1);
+        else
+            matmul_stream(j, t, KG_F16, 0);
         break;
     case KG_BF16:
-        matmul_stream(j, t, KG_BF16);
+        if (j->bf16)
+            matmul_stream(j, t, KG_BF16, 1);
+        else
+            matmul_stream(j, t, KG_BF16, 0);
         break;
     default:
-        matmul_stream(j, t, KG_F32);
+        if (j->bf16)
+            matmul_stream(j, t, KG_F32, 1);
+        else
+            matmul_stream(j, t, KG_F32, 0);
         break;
     }
 }
@@ -544,8 +569,8 @@ static void cpu_matmul_forward(KgBackend *be, float *out, const float *inp, KgMa
     if (N == 0 || OC == 0) return; // an empty batch (config.c rejects zero sizes)
     size_t threads = (size_t)cpu_pool_threads(cb->pool);
     size_t tile_min = w.dtype == KG_F32 ? MATMUL_TILE_MIN_ROWS_F32 : MATMUL_TILE_MIN_ROWS_HALF;
+    j.bf16 = be->mixed == KG_BF16 && !w.transposed; // the layers' matrices, not the LM head
     if (N >= tile_min && !w.transposed) {
-        j.bf16 = be->mixed == KG_BF16; // only here: fewer rows are bound by reading W
         // one slice of whole strips per thread (more tasks measured slower: each packs the x
         // rows again); as many rows at a time as their packed x fits the scratch
         size_t tw = TILE_V * VLEN, strips = (OC + tw - 1) / tw;

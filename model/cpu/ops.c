@@ -1,6 +1,7 @@
 // ops.c — the CPU backend's op table for one instruction set.
 //
-// CMake compiles this file once per ISA (-DCPU_ISA=generic|avx2|avx512 with the matching
+// CMake compiles this file once per ISA (-DCPU_ISA=generic|avx2|avx512|avx512vnni|avx512bf16
+// with the matching
 // -m flags), so every kernel below is written once, in simd.h's native-width vectors, and
 // backend.c picks the table this processor can run. The kernel files are included rather
 // than linked so that each compilation gets its own copy at its own width.

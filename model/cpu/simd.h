@@ -1,6 +1,7 @@
 // simd.h — the vector type the CPU kernels are written in, at the native width of the
-// instruction set this translation unit is compiled for (ops.c is compiled three times:
-// -mavx512f..., -mavx2 -mfma -mf16c, and plain x86-64 / any other architecture).
+// instruction set this translation unit is compiled for (ops.c is compiled once per ISA:
+// -mavx512f... (also with VNNI, and with VNNI and BF16), -mavx2 -mfma -mf16c, and plain
+// x86-64 / any other architecture).
 // Kernels use GCC vector extensions on `vf`, so one source serves every width.
 #ifndef CPU_SIMD_H
 #define CPU_SIMD_H
@@ -80,8 +81,10 @@ static inline vu vu_bf16_pairs(vf a, vf b) { return (vf_round_bf16(a) >> 16) | v
 
 // acc + x.hi * w.hi + x.lo * w.lo per lane, x one pair of bf16 values for every lane, w VLEN
 // pairs: vdpbf16ps where the CPU has AVX512-BF16, else the same two products one after the
-// other, the high one first as vdpbf16ps adds them. A product of two bf16 values is exact in
-// f32, so only the additions round, the same way in both.
+// other, the high one first as vdpbf16ps adds them (Intel's SDM). A product of two bf16
+// values is exact in f32, so only the additions round, the same way in both; except that
+// vdpbf16ps flushes subnormal inputs and results to zero (magnitudes below 2^-126, far
+// under what a matmul of activations and weights holds). test_cpu_matmul compares the two.
 static inline vf vf_dot_bf16(vf acc, uint32_t x, vu w) {
 #if defined(__AVX512BF16__)
     return (vf)_mm512_dpbf16_ps((__m512)acc, (__m512bh)_mm512_set1_epi32((int)x), (__m512bh)w);
