@@ -40,8 +40,9 @@ static void next_usage(FILE *f) {
                "  --threads N      compute threads (default: one per core)\n"
                "  --dtype T        weights in memory: auto keeps the file's (zero-copy);\n"
                "                   q8_0/q4_0 quantize the layers and LM head (cpu only)\n"
-               "  --precision P    f32 (default) or bf16: matmul operands in bf16, sums in f32;\n"
-               "                   faster prompts (AVX512-BF16, GPUs); logits ~1e-3 relative off\n"
+               "  --precision P    f32 (default) or bf16: the layers' matmuls on bf16 operands,\n"
+               "                   f32 sums: faster prompts with AVX512-BF16 (emulated, slower,\n"
+               "                   on other CPUs); logits move ~1e-3 relative\n"
                "  --device D       auto (a GPU when there is one, else the CPU), cpu, cuda\n");
 }
 
@@ -129,14 +130,16 @@ static int parse_next_args(int argc, char **argv, NextArgs *a) {
         case 'D':
             a->device = optarg;
             break;
-        case 'P': // f16 too would work on a GPU, but the CPU has no f16 kernels for it
-            if (strcmp(optarg, "f32") && strcmp(optarg, "bf16")) {
+        case 'P': { // f16 too would work on a GPU, but the CPU has no f16 kernels for it
+            int p = kg_precision_parse(optarg);
+            if (p < 0) {
                 fprintf(stderr, "kogpt2 next: --precision: expected f32 or bf16, got '%s'\n",
                         optarg);
                 return 2;
             }
-            a->precision = optarg[0] == 'b' ? KG_BF16 : KG_F32;
+            a->precision = (KgDtype)p;
             break;
+        }
         case 'h':
             next_usage(stdout);
             exit(0);
@@ -205,6 +208,8 @@ int cmd_next(int argc, char **argv) {
     KgBackend *be = kg_backend_new(a.device, a.threads, stderr, err);
     if (!be) goto fail;
     be->mixed = a.precision;
+    const char *note = kg_precision_note(be);
+    if (note) fprintf(stderr, "kogpt2 next: %s\n", note);
     if (gpt2_open(&m, a.model, be, a.dtype, err) || gpt2_state_init(&s, &m, 512, 1, err))
         goto fail_model;
     fprintf(stderr, "kogpt2 next: loaded %s%s%s\n", m.src.what, m.warning[0] ? "; " : "",

@@ -62,3 +62,11 @@ KgBackend *kg_backend_new(const char *device, int threads, FILE *log, char *err)
             strcmp(device, "auto") ? "asked for cpu" : "auto: ", strcmp(device, "auto") ? "" : why);
     return be;
 }
+
+const char *kg_precision_note(const KgBackend *be) {
+    const char *name = be->ops->name;
+    if (be->mixed != KG_BF16 || strncmp(name, "cpu", 3) || !strcmp(name, "cpu-avx512bf16"))
+        return NULL;
+    return "bf16 operands are emulated: this CPU lacks AVX512-BF16, "
+           "so matmuls run slower than at f32";
+}

@@ -169,13 +169,15 @@ typedef struct {
 struct KgBackend {
     const KgBackendOps *ops;
     int threads; // compute threads the backend uses (CPU)
-    // Mixed precision for f32 weights: KG_F32 computes matmuls in f32; KG_BF16 or KG_F16
-    // rounds both operands to that type and accumulates in f32 (training keeps the f32
-    // parameters as master weights). The caller sets it after creation (kogpt2d and kogpt2
-    // next --precision, kogpt2-train --precision). CUDA: matmul forward and backward. CPU:
-    // KG_BF16 in the forward matmul over many rows (prompts) only; few-row matmuls (decode)
-    // and the backward stay f32, so training on the CPU leaves it KG_F32; KG_F16 is not
-    // supported there and computes in f32.
+    // Mixed precision: KG_F32 computes matmuls in f32; KG_BF16 or KG_F16 rounds both
+    // operands to that type and accumulates in f32 (training keeps the f32 parameters as
+    // master weights). The caller sets it after creation (kogpt2d and kogpt2 next
+    // --precision, kogpt2-train --precision). CUDA: every cuBLAS matmul with f32 weights,
+    // forward and backward; decode's matrix-vector kernel (up to 4 rows) stays f32.
+    // CPU: KG_BF16 in every forward matmul over the layers' f32/f16/bf16 Conv1D weights, at
+    // any row count (vdpbf16ps with AVX512-BF16, emulated elsewhere); the LM head, q8_0/q4_0
+    // weights and the backward stay f32, so training on the CPU leaves it KG_F32; KG_F16 is
+    // not supported there and computes in f32.
     KgDtype mixed;
     void *impl; // the backend's own state
 };
@@ -209,5 +211,9 @@ KgBackend *kg_backend_new(const char *device, int threads, FILE *log, char *err)
 int kg_device_check(const char *device, char *err);
 
 void kg_backend_free(KgBackend *be);
+
+// A one-line note on be's --precision worth a startup log line, or NULL: a CPU without
+// AVX512-BF16 emulates bf16 operands, slower than f32. A static string; be is unchanged.
+const char *kg_precision_note(const KgBackend *be);
 
 #endif

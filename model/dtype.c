@@ -19,6 +19,12 @@ int kg_dtype_parse(const char *name) {
     return -1;
 }
 
+int kg_precision_parse(const char *name) {
+    if (!strcasecmp(name, "f32")) return KG_F32;
+    if (!strcasecmp(name, "bf16")) return KG_BF16;
+    return -1;
+}
+
 void kg_dtype_convert(void *dst, KgDtype to, const void *src, KgDtype from, size_t n) {
     for (size_t i = 0; i < n; i++) {
         float v = from == KG_F32   ? ((const float *)src)[i]

@@ -45,6 +45,9 @@ const char *kg_dtype_name(KgDtype t);
 // "f32", "f16", "bf16", "q8_0", "q4_0" (either case) -> the dtype; -1 for any other name.
 int kg_dtype_parse(const char *name);
 
+// A --precision value: "f32" -> KG_F32, "bf16" -> KG_BF16 (either case); -1 for any other name.
+int kg_precision_parse(const char *name);
+
 // dst (n, dtype to) = src (n, dtype from), rounding to nearest even; F32/F16/BF16 only.
 void kg_dtype_convert(void *dst, KgDtype to, const void *src, KgDtype from, size_t n);
 

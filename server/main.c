@@ -60,8 +60,9 @@ static void main_usage(FILE *f) {
             "  --cache-mb N         prefix cache memory in MiB (default 256)\n"
             "  --dtype T            weights in memory: auto (as stored), f32, f16, bf16, and on\n"
             "                       the CPU q8_0, q4_0 (quantized at load)\n"
-            "  --precision P        f32 (default) or bf16: matmul operands in bf16, sums in f32;\n"
-            "                       faster prompts (AVX512-BF16, GPUs); logits ~1e-3 relative off\n"
+            "  --precision P        f32 (default) or bf16: the layers' matmuls on bf16 operands,\n"
+            "                       f32 sums: faster prompts with AVX512-BF16 (emulated, slower,\n"
+            "                       on other CPUs); logits move ~1e-3 relative\n"
             "  --no-speculate       do not precompute likely next clicks when idle\n"
             "  --api-key KEY        require 'Authorization: Bearer KEY' (health, readiness,\n"
             "                       metrics and static files stay open); also $KOGPT2_API_KEY\n"
@@ -225,13 +226,15 @@ static void main_parse(MainArgs *a, int argc, char **argv) {
                 exit(2);
             }
             break;
-        case O_PRECISION: // f16 too would work on a GPU, but the CPU has no f16 kernels for it
-            if (strcmp(optarg, "f32") && strcmp(optarg, "bf16")) {
+        case O_PRECISION: { // f16 too would work on a GPU, but the CPU has no f16 kernels for it
+            int p = kg_precision_parse(optarg);
+            if (p < 0) {
                 fprintf(stderr, "kogpt2d: --precision: expected f32 or bf16, got '%s'\n", optarg);
                 exit(2);
             }
-            a->precision = optarg[0] == 'b' ? KG_BF16 : KG_F32;
+            a->precision = (KgDtype)p;
             break;
+        }
         case O_DEVICE: { // the last --device wins (a Deployment overrides the image's)
             char err[KG_ERRLEN];
             if (kg_device_check(optarg, err)) {
@@ -430,6 +433,8 @@ int main(int argc, char **argv) {
     if (tok_open(&tok, a.model, err)) goto fail;
     if (!(be = kg_backend_new(a.device, (int)a.threads, a.quiet ? NULL : stderr, err))) goto fail;
     be->mixed = a.precision; // before any matmul, the warm-up's included
+    const char *note = kg_precision_note(be);
+    if (note && !a.quiet) fprintf(stderr, "kogpt2d: %s\n", note);
     if (gpt2_open(&model, a.model, be, (int)a.dtype, err)) goto fail;
     model_open = 1;
     if (!a.quiet)

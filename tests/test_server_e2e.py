@@ -989,8 +989,8 @@ PRECISION_TOL = 2e-2  # |prob bf16 - prob f32| per rank: operands rounded to 8 b
 def test_precision(model_dir, d):
     """--precision: a bad value stops kogpt2d and kogpt2 next with a message naming the flag;
     bf16 serves and its candidates for a 24-token prompt (past the 12 rows from which prompts
-    take the tiled matmul, the one that rounds) are within PRECISION_TOL of the f32 daemon d's,
-    with the same top-1, and not bit-identical (the rounding really happens)."""
+    take the tiled matmul, vdpbf16ps where the CPU has it) are within PRECISION_TOL of the f32
+    daemon d's, with the same top-1, and not bit-identical (the rounding really happens)."""
     r = lib.kogpt2d_run(model_dir, "--precision", "bogus", "--port", "0")
     check(r.returncode == 2 and "--precision: expected f32 or bf16, got 'bogus'" in r.stderr,
           "kogpt2d --precision bogus: exit %d, %r" % (r.returncode, r.stderr[-200:]))
