@@ -68,11 +68,17 @@ static inline __attribute__((always_inline)) vf vf_load_as(const void *p, KgDtyp
 }
 
 // Each lane rounded to bfloat16 (to nearest, ties to even), as the bits of the float it
-// stands for (low half zero); a NaN stays a NaN.
+// stands for (low half zero); a NaN stays a NaN. With AVX512-BF16 one vcvtneps2bf16 (which
+// also flushes subnormals to zero): rounding each weight of an f16 matrix the integer way
+// took a bf16-operand decode step 10 % longer than an f32 one; this way, the same time.
 static inline vu vf_round_bf16(vf v) {
+#if defined(__AVX512BF16__)
+    return (vu)_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh((__m512)v)), 16);
+#else
     vu u = (vu)v, nan = (vu)(v != v);
     vu r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
     return (r & ~nan) | ((u | 0x00400000u) & 0xffff0000u & nan);
+#endif
 }
 
 // The pairs vdpbf16ps multiplies: lane i holds a[i] rounded to bf16 in its low half and
