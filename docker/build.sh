@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The image's build steps (docker/Dockerfile and docker/Dockerfile.cuda run this; it also runs
-# without Docker):
+# The images' build steps (docker/Dockerfile runs this, docker/stage_cuda.sh runs it with
+# KG_CUDA=ON for docker/Dockerfile.cuda; it also runs without Docker):
 #   docker/build.sh PREFIX [extra CMake arguments]
-#   KG_CUDA=ON docker/build.sh PREFIX            the CUDA build (docker/Dockerfile.cuda)
+#   KG_CUDA=ON docker/build.sh PREFIX            the CUDA build (docker/stage_cuda.sh)
 # Configures and builds kogpt2 (Release) in $KG_DOCKER_BUILD_DIR (default build-docker/, or
 # build-docker-cuda/ with KG_CUDA=ON), then installs into PREFIX:
 #   PREFIX/bin/kogpt2d, PREFIX/bin/kogpt2       the daemon and the CLI (and kogpt2-train, KG_TRAIN=ON)

@@ -1,20 +1,38 @@
 #!/usr/bin/env bash
-# Builds the CPU image from this checkout with the real docker/Dockerfile (Debian's podman,
-# no Docker engine, no registry) and tests it as an operator would (issue 19). As root:
-#   docker/test_images.sh            set up podman (docker/podman_setup.sh), build, test
-# Checks: the image's user is not root and its process runs as uid 10001; /readyz turns 200;
-# the Explorer page and a /v1/next-token answer come back; `podman healthcheck run` (the
-# image's HEALTHCHECK, inside the container) passes; `podman stop` (SIGTERM) lets two streams
-# in flight finish and the container exits 0; `--read-only` serves; a model mounted from the
-# host with `--model` serves. Prints the image's size and build time; fails above
-# KG_IMAGE_MAX_MB (default 200).
-# Env: KG_IMAGE (default kogpt2d:latest), KG_IMAGE_MAX_MB, KG_IMAGE_NO_BUILD=1 (test the
-# image already tagged KG_IMAGE). Exit 0 pass, 1 fail, 77 skip (podman cannot run here).
+# Builds an image from this checkout with its real Dockerfile (Debian's podman, no Docker engine,
+# no registry) and tests it as an operator would (issues 19 and 29). As root:
+#   docker/test_images.sh [cpu]      docker/Dockerfile -> kogpt2d:latest
+#   docker/test_images.sh cuda       docker/stage_cuda.sh (the CUDA build, or the install in
+#                                    KG_CUDA_PREFIX) -> docker/Dockerfile.cuda -> kogpt2d:cuda
+# Both set up podman first (docker/podman_setup.sh). Checks: the image's user is not root and its
+# process runs as uid 10001; /readyz turns 200; the Explorer page and a /v1/next-token answer
+# come back; `podman healthcheck run` (the image's HEALTHCHECK, inside the container) passes;
+# `podman stop` (SIGTERM) lets two streams in flight finish and the container exits 0;
+# `--read-only` serves; a model mounted from the host with `--model` serves. The CUDA image also:
+# it carries the CUDA runtime, cuBLAS and cuBLASLt and nothing else of the toolkit (no nvcc, no
+# static library) and its binaries find them; run without a GPU (no --gpus: none is given to the
+# container, whatever this machine has) it serves on the CPU and its device line says there is no
+# GPU. Prints the image's size, layers and build time; fails above KG_IMAGE_MAX_MB (default 200
+# for the CPU image, 850 for the CUDA one: its cuBLASLt alone is 540 MB).
+# Env: KG_IMAGE (default kogpt2d:latest or kogpt2d:cuda), KG_IMAGE_MAX_MB, KG_IMAGE_NO_BUILD=1
+# (test the image already tagged KG_IMAGE), KG_CUDA_PREFIX (cuda: stage this install instead of
+# building; CI passes ctest's), CUDA_HOME. Exit 0 pass, 1 fail, 77 skip (podman cannot run here;
+# cuda: no CUDA toolkit).
 # shellcheck disable=SC2015  # ok and bad only echo: "check && ok || bad" is if-then-else here
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-IMG=${KG_IMAGE:-kogpt2d:latest}
-MAX_MB=${KG_IMAGE_MAX_MB:-200}
+KIND=${1:-cpu}
+case $KIND in
+  cpu) IMG=${KG_IMAGE:-kogpt2d:latest}; MAX_MB=${KG_IMAGE_MAX_MB:-200} ;;
+  cuda) IMG=${KG_IMAGE:-kogpt2d:cuda}; MAX_MB=${KG_IMAGE_MAX_MB:-850}
+    CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+    if [ "${KG_IMAGE_NO_BUILD:-0}" != 1 ]; then
+      # stage_cuda.sh needs the toolkit's libraries, and nvcc unless it stages an install
+      [ -d "$CUDA_HOME/lib64" ] && { [ -x "$CUDA_HOME/bin/nvcc" ] || [ -n "${KG_CUDA_PREFIX:-}" ]; } ||
+        { echo "SKIP: test_images cuda: no CUDA toolkit in $CUDA_HOME (set CUDA_HOME)"; exit 77; }
+    fi ;;
+  *) echo "usage: docker/test_images.sh [cpu|cuda]" >&2; exit 2 ;;
+esac
 "$SRC/docker/podman_setup.sh"
 rc=$?
 [ $rc -eq 0 ] || exit $rc
@@ -61,13 +79,26 @@ logs() { podman logs "$1" 2>&1 | tail -20; }
 
 # 1. Build, timed; the size.
 if [ "${KG_IMAGE_NO_BUILD:-0}" != 1 ]; then
-  echo "== podman build -f docker/Dockerfile -t $IMG (build stage needs the network: host)"
   t0=$(date +%s)
-  if ! podman build --network host --format docker --ignorefile "$SRC/docker/Dockerfile.dockerignore" \
-      -f "$SRC/docker/Dockerfile" -t "$IMG" "$SRC" > "$T/build.log" 2>&1; then
+  if [ "$KIND" = cuda ]; then
+    # The context is the staging folder (docker/stage_cuda.sh), not the checkout.
+    echo "== docker/stage_cuda.sh, then podman build -f docker/Dockerfile.cuda -t $IMG (runtime stage's apt-get needs the network: host)"
+    if ! "$SRC/docker/stage_cuda.sh" "$T/stage" > "$T/stage.log" 2>&1; then
+      tail -30 "$T/stage.log"; echo "FAIL: docker/stage_cuda.sh"; exit 1
+    fi
+    tail -1 "$T/stage.log"
+    ctx=("$T/stage")
+  else
+    echo "== podman build -f docker/Dockerfile -t $IMG (build stage needs the network: host)"
+    ctx=(--ignorefile "$SRC/docker/Dockerfile.dockerignore" "$SRC")
+  fi
+  dockerfile=$SRC/docker/Dockerfile; [ "$KIND" = cuda ] && dockerfile=$SRC/docker/Dockerfile.cuda
+  if ! podman build --network host --format docker -f "$dockerfile" -t "$IMG" "${ctx[@]}" \
+      > "$T/build.log" 2>&1; then
     tail -40 "$T/build.log"; echo "FAIL: podman build"; exit 1
   fi
   echo "built $IMG in $(($(date +%s) - t0)) s"
+  rm -rf "$T/stage"
   # Dangling images of earlier builds of this tag (the layer cache stays for the next build).
   podman image prune -f >/dev/null 2>&1
 fi
@@ -83,10 +114,40 @@ case ${user%%:*} in ''|0|root) bad "image user '$user' is root" ;; *) ok "image 
 hc=$(podman image inspect "$IMG" | python3 -c 'import json, sys; print(json.load(sys.stdin)[0].get("Healthcheck"))')
 case $hc in *healthz*) ok "HEALTHCHECK in the image" ;; *) bad "no HEALTHCHECK in the image ($hc)" ;; esac
 
+# 2b. The CUDA image's libraries: the three from the toolkit, found by the binaries; nothing
+# else of the toolkit.
+if [ "$KIND" = cuda ]; then
+  # shellcheck disable=SC2016  # expanded inside the container
+  inside=$(podman run --rm --network host --entrypoint bash "$IMG" -c '
+    echo "libs: $(cd /usr/local/cuda/lib64 && ls | tr "\n" " ")"
+    echo "ldd: $(ldd /opt/kogpt2/bin/kogpt2d | awk "/libcu/ {print \$1 \"=>\" \$3}" | tr "\n" " ")"
+    echo "nvcc: $(command -v nvcc || echo none)"
+    echo "static: $(find / -xdev \( -name "*.a" -o -name "libcuda.so*" \) 2>/dev/null | grep -c .)"
+    echo "env: $NVIDIA_DRIVER_CAPABILITIES $NVIDIA_REQUIRE_CUDA"' 2>&1 | grep -v 'systemd connection')
+  while IFS= read -r line; do echo "  $line"; done <<< "$inside"
+  [[ $inside =~ libs:\ libcublas\.so\.[0-9]+\ libcublasLt\.so\.[0-9]+\ libcudart\.so\.[0-9]+\ $'\n' ]] &&
+    ok "CUDA libraries: cudart, cuBLAS, cuBLASLt only" || bad "CUDA libraries in the image"
+  n=$(grep -o '=>/usr/local/cuda/lib64/' <<< "$inside" | wc -l)
+  [ "$n" = 3 ] && ok "kogpt2d finds the three in /usr/local/cuda/lib64" || bad "ldd: $n of 3 CUDA libraries found"
+  [[ $inside == *"nvcc: none"* && $inside == *"static: 0"* ]] &&
+    ok "no nvcc, no static library, no libcuda (the driver's, mounted at run time)" ||
+    bad "toolkit pieces or a libcuda in the image"
+fi
+
 # 3. Serve: readyz, uid, Explorer, next-token, the HEALTHCHECK inside the container.
 P=$(free_port)
 run kg-img-serve "$P" -- --timeout 30
 if ready "$P"; then ok "/readyz 200 (podman run --network host $IMG --port $P)"; else bad "/readyz never 200"; logs kg-img-serve; fi
+if [ "$KIND" = cuda ]; then
+  # No --gpus: the container sees no GPU and kogpt2d (--device auto) says so and runs on the CPU
+  # (matched loosely: a line saying "no GPU", and the device or ready line naming a CPU).
+  log=$(podman logs kg-img-serve 2>&1)
+  nogpu=$(grep -i -m1 'no gpu' <<< "$log")
+  oncpu=$(grep -iE 'device|ready' <<< "$log" | grep -i -m1 'cpu')
+  echo "  ${nogpu:-(no line says no GPU)}"
+  [ -n "$nogpu" ] && [ -n "$oncpu" ] && ok "no GPU: the CPU fallback, said plainly" ||
+    bad "no GPU line or no CPU device in the log: $(head -5 <<< "$log")"
+fi
 uid=$(podman exec kg-img-serve sh -c 'id -u; cat /proc/1/status' 2>/dev/null | awk 'NR == 1 {print} /^Uid:/ {print $2}' | sort -u | tr '\n' ' ')
 [ "$uid" = "10001 " ] && ok "kogpt2d (PID 1) and podman exec run as uid 10001" || bad "uid: '$uid'"
 page=$(curl -sf "http://127.0.0.1:$P/")
@@ -132,6 +193,6 @@ curl -s "http://127.0.0.1:$P/v1/models" | grep -q '"id":"mine"' && ok "/v1/model
   bad "/v1/models does not name the mounted model"
 podman rm -f -t 0 kg-img-model >/dev/null 2>&1
 
-if [ $fails -eq 0 ]; then echo "PASS: docker/test_images.sh ($IMG, $mb MB)"; exit 0; fi
+if [ $fails -eq 0 ]; then echo "PASS: docker/test_images.sh $KIND ($IMG, $mb MB)"; exit 0; fi
 echo "FAIL: docker/test_images.sh: $fails checks failed"
 exit 1

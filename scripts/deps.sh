@@ -12,7 +12,9 @@
 # and the npm package @huggingface/tokenizers (reference tokenizers), Chromium +
 # playwright-core (the Explorer in a browser; Debian's Chromium, never a downloaded one), a
 # Korean font for its screenshots, nginx (the fleet test of docker/nginx.conf), prometheus
-# (for promtool, which lints a live /metrics in tests/clients; Debian has no promtool alone),
+# (for promtool, which lints a live /metrics in tests/clients and checks and unit-tests the
+# alerting rules of docker/k8s/monitoring; Debian has no promtool alone), python3-yaml (the
+# k8s manifests' checks),
 # clang-format, valgrind, clang with its libFuzzer runtime (scripts/fuzz.sh), podman and what
 # it needs to build and test the image (docker/podman_setup.sh, docker/test_images.sh).
 # CUDA (nvcc, cuBLAS, NCCL) is not from Debian: the CUDA backend is built when a toolkit is in
@@ -56,10 +58,12 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
 # npm packages for the tests, with no install scripts (nothing downloads a browser): the
-# reference tokenizer.json implementation, playwright-core to drive Chromium, and the client
-# libraries of the client suite (tests/clients: openai, @langchain/openai). Under sudo the
-# node_modules folders are then given to the user who asked, as their checkout is theirs.
-for d in tests tests/browser tests/clients; do
+# reference tokenizer.json implementation, playwright-core to drive Chromium, the client
+# libraries of the client suite (tests/clients: openai, @langchain/openai), and the schemas the
+# deployment manifests are validated against offline (tests/deploy: kubernetes-models, the
+# Prometheus Operator's models, @grafana/schema, typescript). Under sudo the node_modules
+# folders are then given to the user who asked, as their checkout is theirs.
+for d in tests tests/browser tests/clients tests/deploy; do
   (cd "$d" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
   if [ -n "${SUDO_UID:-}" ] && [ "$SUDO_UID" != 0 ]; then
     chown -R "$SUDO_UID:${SUDO_GID:-$SUDO_UID}" "$d/node_modules"

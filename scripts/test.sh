@@ -52,7 +52,8 @@ echo "== valgrind memcheck over the command line"
 scripts/valgrind.sh build
 
 echo "== containers: docker/test_images.sh (podman build, the image as an operator runs it), the fleet as containers,"
-echo "   docker/test_readme.sh (the README's first command, verbatim, as root in a fresh debian:12)"
+echo "   docker/test_readme.sh (the README's first command, verbatim, as root in a fresh debian:12),"
+echo "   docker/test_images.sh cuda (the CUDA image, on this machine's CPU when it has no GPU)"
 # 77: podman cannot run containers here (not root, no user namespaces, ...): skipped, said so
 rc=0; docker/test_images.sh || rc=$?
 if [ $rc -eq 77 ]; then
@@ -63,5 +64,13 @@ else
     tests/test_deploy_fleet.sh containers
     # ~70 s on 2 cores: apt-get, libmicrohttpd, the build, a request, SIGTERM; 77 is a skip
     rc=0; docker/test_readme.sh || rc=$?
+    [ $rc -eq 0 ] || [ $rc -eq 77 ] || exit $rc
+    # The CUDA image from the install ctest's test_deploy_build_cuda made above (the same
+    # build docker/stage_cuda.sh would run; ~1.5 min to stage, build and test, none to
+    # compile); without it (no CUDA in build/) stage_cuda.sh builds; 77: no CUDA toolkit
+    cuda_prefix=()
+    [ -x build/deploy-prefix-cuda/bin/kogpt2d ] && cuda_prefix=(KG_CUDA_PREFIX="$PWD/build/deploy-prefix-cuda")
+    rc=0; env "${cuda_prefix[@]}" docker/test_images.sh cuda || rc=$?
+    [ $rc -eq 77 ] && echo "containers: the CUDA image SKIPPED (see the SKIP line above)"
     [ $rc -eq 0 ] || [ $rc -eq 77 ] || exit $rc
 fi

@@ -1,19 +1,27 @@
 #!/usr/bin/env python3
-"""Helpers for tests/test_deploy_fleet.sh (issue 6); Python standard library only.
+"""Helpers for tests/test_deploy_fleet.sh (issue 6) and the manifest tests of tests/deploy.cmake
+(issue 29). Python 3; the k8s checks also PyYAML (tests/deploy_k8s.py).
 
   load URL SECONDS THREADS PHASE_FILE   POST /v1/next-token through nginx for SECONDS (at most;
       it stops early when PHASE_FILE says "stop") with
       THREADS keep-alive clients; each result counts under the phase named in PHASE_FILE at
       the time the request was sent. Prints one line per phase: "phase sent failed".
-  k8s DIR METRICS_URL   checks docker/k8s/*.yaml: parsed with PyYAML when present, else a
-      light structural check; the GPU variant (nvidia.com/gpu limit, probes as the CPU one's,
-      the CUDA image, its HPA); the HPA's Pods metric must come from a metric in /metrics
-      (METRICS_URL "-": not checked against a live daemon).
-  static DOCKER_DIR   no daemon, no nginx: k8s DOCKER_DIR/k8s - and the Dockerfiles' checks
-      (dockerfiles(): stages, build.sh, non-root user, HEALTHCHECK, exec entrypoint,
-      the CUDA image's bases and --device auto, package lists in step).
+  ratelimit URL   sends GET /v1/models through nginx from 16 clients at once, past its
+      per-client rate: some must be 429s, each JSON in OpenAI's error shape with Retry-After.
+  nginx-error URL CODE   one request nginx must answer itself with CODE (no replica up): JSON
+      in OpenAI's error shape, with Retry-After.
+  static DOCKER_DIR   no daemon: docker/k8s rendered (kustomize) and checked (deploy_k8s.py:
+      workloads, GPU variant, restricted Pod Security Standard, HPA metrics, monitoring), the
+      metric names against server/metrics.c, and the Dockerfiles (dockerfiles()).
+  k8s DOCKER_DIR METRICS_URL   the same k8s checks, the metric names against a live /metrics.
+  schemas DOCKER_DIR   the rendered objects and the dashboard through tests/deploy/validate.mjs
+      (Kubernetes and Prometheus Operator schemas, Grafana's types; node and tests/deploy's
+      npm packages).
+  rules DOCKER_DIR   promtool: check rules on the PrometheusRule's groups, the adapter rules'
+      and the dashboard's queries, and the alerts' unit tests (tests/deploy_alerts_test.yaml).
+  static, schemas and rules exit 77 (skip) when PyYAML, node or promtool is missing.
 """
-import glob, http.client, json, os, re, sys, threading, time, urllib.parse, urllib.request
+import http.client, json, os, re, shutil, subprocess, sys, threading, time, urllib.parse, urllib.request
 
 
 def load(url, seconds, threads, phase_file):
@@ -66,20 +74,6 @@ def load(url, seconds, threads, phase_file):
     return 0
 
 
-def simple_yaml_docs(text):
-    """Without PyYAML: split documents and collect 'key: value' pairs (with indentation)."""
-    docs = []
-    for chunk in re.split(r"^---\s*$", text, flags=re.M):
-        lines = [l for l in chunk.splitlines() if l.strip() and not l.lstrip().startswith("#")]
-        if not lines:
-            continue
-        for l in lines:
-            if "\t" in l[: len(l) - len(l.lstrip())]:
-                raise ValueError("tab indentation: %r" % l)
-        docs.append("\n".join(lines))
-    return docs
-
-
 def dockerfile_tag(path):
     """The image tag the Dockerfile's header builds (`docker build ... -t TAG`)."""
     try:
@@ -89,187 +83,151 @@ def dockerfile_tag(path):
     return m.group(1) if m else None
 
 
-def gpu_count(res):
-    v = (res or {}).get("nvidia.com/gpu")
+def ratelimit(url):
+    """Past nginx's per-client rate (limit_req): 429s in OpenAI's error shape with Retry-After,
+    and the requests under the limit still served. Returns 0 or 1."""
+    u = urllib.parse.urlsplit(url)
+    codes, bad, lock = {}, [], threading.Lock()
+
+    def worker():
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        for _ in range(40):
+            conn.request("GET", "/v1/models")
+            r = conn.getresponse()
+            body = r.read()
+            with lock:
+                codes[r.status] = codes.get(r.status, 0) + 1
+                if r.status == 429 and len(bad) < 5:
+                    why = error_reply_problem(r, body, 429, "rate_limit_error")
+                    if why:
+                        bad.append(why)
+        conn.close()
+
+    ts = [threading.Thread(target=worker) for _ in range(16)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    print("ratelimit: 640 requests from 16 clients: %s" % ", ".join(
+        "%d x %d" % (n, c) for c, n in sorted(codes.items())))
+    fail = ["429: " + b for b in bad]
+    if not codes.get(429):
+        fail.append("no 429 past the rate limit")
+    if not codes.get(200):
+        fail.append("no request under the limit was served")
+    if set(codes) - {200, 429}:
+        fail.append("answers other than 200 and 429: %s" % codes)
+    for f in fail:
+        print("FAIL: ratelimit:", f)
+    if not fail:
+        print("ok: nginx's 429s are JSON in OpenAI's error shape with Retry-After")
+    return 1 if fail else 0
+
+
+def error_reply_problem(r, body, code, etype):
+    """What is wrong with an error reply (None: nothing): JSON {"error": {code, type, message}}
+    as kogpt2d sends, Content-Type application/json, Retry-After."""
+    ctype = r.getheader("Content-Type", "")
+    if not ctype.startswith("application/json"):
+        return "Content-Type %r, body %r" % (ctype, body[:80])
     try:
-        return int(str(v))
-    except ValueError:
-        return None
+        e = json.loads(body)["error"]
+    except (ValueError, KeyError, TypeError):
+        return "not JSON in OpenAI's error shape: %r" % body[:120]
+    if e.get("code") != code or e.get("type") != etype or not e.get("message"):
+        return "error %r, want code %d, type %s and a message" % (e, code, etype)
+    if not (r.getheader("Retry-After") or "").isdigit():
+        return "no Retry-After (%r)" % r.getheader("Retry-After")
+    return None
 
 
-def check_gpu_variant(kinds, docker_dir, fail):
-    """The GPU Deployment: nvidia.com/gpu in limits (= requests), a node selector or
-    toleration for GPU nodes, the CUDA image (the tag docker/Dockerfile.cuda builds), the CPU
-    Deployment's probes/preStop/grace, a Service and a PDB that select it, and an HPA on the
-    requests/s Pods metric and not on CPU. The CPU Deployment asks for no GPU and runs the CPU
-    image."""
-    deps = kinds.get("Deployment", [])
-    def containers(dep):
-        return dep["spec"]["template"]["spec"]["containers"]
-    gpu = [(f, d) for f, d in deps
-           if any("nvidia.com/gpu" in (c.get("resources", {}).get("limits") or {}) or
-                  "nvidia.com/gpu" in (c.get("resources", {}).get("requests") or {})
-                  for c in containers(d))]
-    cpu = [(f, d) for f, d in deps if (f, d) not in gpu]
-    if not gpu:
-        fail.append("no GPU Deployment (nvidia.com/gpu in a container's limits)")
-    if not cpu:
-        fail.append("no CPU Deployment")
-    cpu_tag = dockerfile_tag(os.path.join(docker_dir, "Dockerfile"))
-    gpu_tag = dockerfile_tag(os.path.join(docker_dir, "Dockerfile.cuda"))
-    for f, d in cpu:
-        for c in containers(d):
-            if cpu_tag and c.get("image") != cpu_tag:
-                fail.append("%s: image %s, not the CPU image %s (docker/Dockerfile)"
-                            % (f, c.get("image"), cpu_tag))
-    same = ("startupProbe", "readinessProbe", "livenessProbe", "lifecycle")
-    for f, d in gpu:
-        name, spec = d["metadata"]["name"], d["spec"]["template"]["spec"]
-        for c in containers(d):
-            res = c.get("resources", {})
-            n = gpu_count(res.get("limits"))
-            if n is None or n < 1:
-                fail.append("%s: nvidia.com/gpu missing from limits or not a count >= 1" % f)
-            if "nvidia.com/gpu" in (res.get("requests") or {}) and gpu_count(res.get("requests")) != n:
-                fail.append("%s: nvidia.com/gpu requests != limits" % f)
-            img = c.get("image", "")
-            if not gpu_tag:
-                fail.append("docker/Dockerfile.cuda missing or names no `docker build -t` tag")
-            elif img != gpu_tag:
-                fail.append("%s: image %s, not the CUDA image %s (docker/Dockerfile.cuda)"
-                            % (f, img, gpu_tag))
-            if cpu_tag and img == cpu_tag:
-                fail.append("%s: the GPU Deployment runs the CPU image %s" % (f, img))
-            args = c.get("args", [])
-            if "--device" in args and args[args.index("--device") + 1] == "cpu":
-                fail.append("%s: --device cpu on the GPU Deployment" % f)
-            print("%s: %s, nvidia.com/gpu %s, args %s" % (os.path.basename(f), img, n, " ".join(args)))
-        if not spec.get("nodeSelector") and not spec.get("affinity") and not spec.get("tolerations"):
-            fail.append("%s: no nodeSelector/affinity/tolerations for GPU nodes" % f)
-        # Same probes, preStop and grace period as the CPU Deployment.
-        for cf, cd in cpu[:1]:
-            cc, gc = containers(cd)[0], containers(d)[0]
-            for k in same:
-                if cc.get(k) != gc.get(k):
-                    fail.append("%s: %s differs from %s's" % (f, k, os.path.basename(cf)))
-            cg = cd["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", 30)
-            if spec.get("terminationGracePeriodSeconds", 30) != cg:
-                fail.append("%s: terminationGracePeriodSeconds differs from the CPU one's" % f)
-        labels = d["spec"]["template"]["metadata"].get("labels", {})
-        def selects(sel):
-            return bool(sel) and all(labels.get(k) == v for k, v in sel.items())
-        if not any(selects(s["spec"].get("selector")) for _, s in kinds.get("Service", [])):
-            fail.append("%s: no Service selects its pods" % f)
-        if not any(selects(p["spec"].get("selector", {}).get("matchLabels")) for _, p in
-                   kinds.get("PodDisruptionBudget", [])):
-            fail.append("%s: no PodDisruptionBudget selects its pods" % f)
-        hpas = [h for _, h in kinds.get("HorizontalPodAutoscaler", [])
-                if h["spec"]["scaleTargetRef"].get("name") == name]
-        if not hpas:
-            fail.append("%s: no HPA scales Deployment %s" % (f, name))
-        for h in hpas:
-            types = [m.get("type") for m in h["spec"].get("metrics", [])]
-            cpu_m = [m for m in h["spec"].get("metrics", []) if m.get("type") == "Resource" and
-                     m.get("resource", {}).get("name") == "cpu"]
-            if "Pods" not in types:
-                fail.append("HPA %s: no Pods (requests/s) metric" % h["metadata"]["name"])
-            if cpu_m:
-                fail.append("HPA %s: scales GPU pods on CPU" % h["metadata"]["name"])
-            print("HPA %s -> %s: metrics %s, %d..%d replicas" % (
-                h["metadata"]["name"], name, ",".join(types), h["spec"].get("minReplicas", 1),
-                h["spec"]["maxReplicas"]))
-    # Every HPA scales a Deployment that exists; the CPU Deployments' HPAs keep the CPU metric.
-    names = {d["metadata"]["name"] for _, d in deps}
-    for hf, h in kinds.get("HorizontalPodAutoscaler", []):
-        t = h["spec"]["scaleTargetRef"].get("name")
-        if t not in names:
-            fail.append("%s: HPA scales %s, which no manifest defines" % (hf, t))
-        if t in {d["metadata"]["name"] for _, d in cpu}:
-            if not any(m.get("type") == "Resource" and m.get("resource", {}).get("name") == "cpu"
-                       for m in h["spec"].get("metrics", [])):
-                fail.append("%s: the CPU Deployment's HPA lacks the CPU metric" % hf)
-
-
-def k8s(d, metrics_url):
-    """metrics_url "-": no live /metrics (the static checks only)."""
-    files = sorted(glob.glob(os.path.join(d, "*.yaml")))
-    if not files:
-        print("no manifests in", d)
+def nginx_error(url, code):
+    """One POST /v1/next-token that nginx answers itself with code (its replicas are down)."""
+    u = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    conn.request("POST", "/v1/next-token", b'{"text":"a"}', {"Content-Type": "application/json"})
+    r = conn.getresponse()
+    body = r.read()
+    why = ("status %d, want %d (%r)" % (r.status, code, body[:80]) if r.status != code else
+           error_reply_problem(r, body, code, "server_error"))
+    if why:
+        print("FAIL: nginx's own %d: %s" % (code, why))
         return 1
-    try:
-        import yaml
-    except ImportError:
-        yaml = None
-    text = {f: open(f, encoding="utf-8").read() for f in files}
-    kinds = {}
-    fail = []
-    for f, t in text.items():
-        if yaml:
-            for doc in yaml.safe_load_all(t):
-                if doc:
-                    kinds.setdefault(doc.get("kind", "?"), []).append((f, doc))
-        else:
-            for doc in simple_yaml_docs(t):
-                m = re.search(r"^kind:\s*(\S+)", doc, re.M)
-                kinds.setdefault(m.group(1) if m else "?", []).append((f, doc))
-    print("parser:", "PyYAML" if yaml else "structural (no PyYAML)")
-    print("kinds:", ", ".join("%s x%d" % (k, len(v)) for k, v in sorted(kinds.items())))
-    for need in ("Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"):
-        if need not in kinds:
-            fail.append("missing kind " + need)
-    all_text = "\n".join(text.values())
-    for dep_f, dep in kinds.get("Deployment", []):
-        s = json.dumps(dep) if yaml else dep
-        for field in ("startupProbe", "readinessProbe", "livenessProbe", "/readyz", "/healthz",
-                      "preStop", "terminationGracePeriodSeconds", "requests", "limits"):
-            if field not in s:
-                fail.append("%s: Deployment lacks %s" % (dep_f, field))
-        if yaml:
-            spec = dep["spec"]["template"]["spec"]
-            grace = spec.get("terminationGracePeriodSeconds", 30)
-            for c in spec["containers"]:
-                res = c.get("resources", {})
-                if res.get("requests") != res.get("limits"):
-                    fail.append("%s: requests != limits" % dep_f)
-                args = c.get("args", [])
-                drain = int(args[args.index("--timeout") + 1]) if "--timeout" in args else 30
-                pre = c["lifecycle"]["preStop"]
-                sleep = int(re.findall(r"\d+", json.dumps(pre))[0]) if re.findall(r"\d+", json.dumps(pre)) else 0
-                if grace <= drain + sleep:
-                    fail.append("%s: terminationGracePeriodSeconds %d <= preStop %d + drain %d"
-                                % (dep_f, grace, sleep, drain))
-                print("%s: grace %ds > preStop %ds + drain %ds" % (os.path.basename(dep_f), grace, sleep, drain))
-    if yaml:
-        check_gpu_variant(kinds, os.path.dirname(os.path.abspath(d)), fail)
-    elif "nvidia.com/gpu" not in all_text:
-        fail.append("no GPU Deployment (nvidia.com/gpu)")
-    # The HPA's Pods metric and the adapter rule that makes it from a kogpt2d counter.
-    hpa_metrics = sorted(set(re.findall(r"type:\s*Pods\s*\n\s*pods:\s*\n\s*metric:\s*\n\s*name:\s*(\S+)", all_text)))
-    if "autoscaling/v2" not in all_text or not hpa_metrics:
-        fail.append("no autoscaling/v2 HPA with a Pods metric")
-    if "type: Resource" not in all_text or "name: cpu" not in all_text:
-        fail.append("HPA lacks the CPU metric")
-    live_names = None
-    if metrics_url != "-":
-        live = urllib.request.urlopen(metrics_url, timeout=10).read().decode()
-        live_names = set(re.findall(r"^# TYPE (\S+)", live, re.M))
-    for m in hpa_metrics:
-        # prometheus-adapter: seriesQuery names the kogpt2d series; name.as gives the HPA's name.
-        rules = re.findall(r'seriesQuery:\s*[\'"]?([a-zA-Z_:][a-zA-Z0-9_:]*)[^\n]*\n(?:.*\n){0,12}?\s*as:\s*"?([^"\n]+)"?', all_text)
-        src = [s for s, a in rules if a.strip() == m]
-        if not src:
-            fail.append("no prometheus-adapter rule maps %s" % m)
-        for s in src:
-            if live_names is None:
-                print("HPA metric %s <- %s (no live /metrics checked)" % (m, s))
-                continue
-            ok = s in live_names
-            print("HPA metric %s <- %s: %s in /metrics" % (m, s, "present" if ok else "MISSING"))
-            if not ok:
-                fail.append("%s not in /metrics" % s)
+    print("ok: with no replica up nginx answers %d in JSON (%s) with Retry-After %s"
+          % (code, json.loads(body)["error"]["message"], r.getheader("Retry-After")))
+    return 0
+
+
+def need(module_or_tool):
+    """Exit 77 (skip) when a Python module or a program is missing."""
+    if module_or_tool == "yaml":
+        try:
+            import yaml  # noqa: F401
+        except ImportError:
+            print("SKIP: no PyYAML (apt-get install python3-yaml)")
+            sys.exit(77)
+        return None
+    path = shutil.which(module_or_tool)
+    if not path:
+        print("SKIP: no %s" % module_or_tool)
+        sys.exit(77)
+    return path
+
+
+def k8s(docker_dir, metrics_url):
+    """docker/k8s rendered and checked; the metric names against metrics_url's live /metrics,
+    or against server/metrics.c when metrics_url is None."""
+    need("yaml")
+    import deploy_k8s
+    if metrics_url:
+        text = urllib.request.urlopen(metrics_url, timeout=10).read().decode()
+        known, how = deploy_k8s.names_from_live(text), "a live /metrics"
+    else:
+        src = os.path.join(os.path.dirname(docker_dir), "server", "metrics.c")
+        known, how = deploy_k8s.names_from_metrics_c(src), "server/metrics.c"
+    tags = (dockerfile_tag(os.path.join(docker_dir, "Dockerfile")),
+            dockerfile_tag(os.path.join(docker_dir, "Dockerfile.cuda")))
+    _, fail = deploy_k8s.render_and_check(os.path.join(docker_dir, "k8s"), tags, known, how)
     for f in fail:
         print("FAIL:", f)
     return 1 if fail else 0
+
+
+def rendered_or_exit(docker_dir):
+    import deploy_k8s
+    fail = []
+    rendered = deploy_k8s.Rendered(os.path.join(docker_dir, "k8s"), fail)
+    for f in fail:
+        print("FAIL:", f)
+    if fail:
+        sys.exit(1)
+    return rendered
+
+
+def schemas(docker_dir):
+    need("yaml")
+    node = need("node")
+    validator = os.path.join(os.path.dirname(os.path.abspath(__file__)), "deploy", "validate.mjs")
+    mods = os.path.join(os.path.dirname(validator), "node_modules")
+    if not os.path.isdir(mods):
+        print("SKIP: no %s (scripts/deps.sh installs it: npm ci in tests/deploy)" % mods)
+        sys.exit(77)
+    # kubernetes-models 5 asks for Node.js 22; it runs on 20 (tested), not on Debian 12's 18
+    major = subprocess.run([node, "-p", "process.versions.node.split('.')[0]"],
+                           capture_output=True, text=True).stdout.strip()
+    if not major.isdigit() or int(major) < 20:
+        print("SKIP: Node.js %s: tests/deploy's models need 20 or newer" % major)
+        sys.exit(77)
+    import deploy_k8s
+    return deploy_k8s.schemas(rendered_or_exit(docker_dir), node, validator)
+
+
+def rules(docker_dir):
+    need("yaml")
+    promtool = need("promtool")
+    import deploy_k8s
+    test_file = os.path.join(os.path.dirname(os.path.abspath(__file__)), "deploy_alerts_test.yaml")
+    return deploy_k8s.rules(rendered_or_exit(docker_dir), promtool, test_file)
 
 
 def dockerfile_stages(path):
@@ -298,36 +256,42 @@ def apt_packages(instructions):
 
 
 def dockerfiles(d):
-    """docker/Dockerfile and docker/Dockerfile.cuda: two stages; the build stage runs
-    docker/build.sh (KG_CUDA=ON in the CUDA one, on an nvidia/cuda devel image; the runtime on
-    the runtime image of the same CUDA version); the runtime stage runs as a non-root user with
-    a HEALTHCHECK, EXPOSE 8080 and kogpt2d as an exec-form ENTRYPOINT (--device auto in the
-    CUDA one); both install the same build packages and as many runtime packages (libnccl2
-    aside), so a library added to one list is added to the other."""
-    fail, pk = [], {}
-    for name in ("Dockerfile", "Dockerfile.cuda"):
+    """docker/Dockerfile: two stages, the build stage runs docker/build.sh (a CPU build).
+    docker/Dockerfile.cuda: one stage on the CPU image's runtime base, built from
+    docker/stage_cuda.sh's folder (opt/kogpt2, cuda/, local/; no build in it), the CPU image's
+    runtime packages, ARG CUDA_VERSION and NVIDIA_REQUIRE_CUDA from it. Both: a non-root user,
+    a HEALTHCHECK on /healthz, EXPOSE 8080 and kogpt2d as an exec-form ENTRYPOINT (--device
+    auto in the CUDA one)."""
+    fail, runtime = [], {}
+    for name, want_stages in (("Dockerfile", 2), ("Dockerfile.cuda", 1)):
         path = os.path.join(d, name)
         if not os.path.exists(path):
             fail.append("missing docker/" + name)
             continue
         st = dockerfile_stages(path)
-        if len(st) != 2:
-            fail.append("%s: %d stages, want 2 (build, runtime)" % (name, len(st)))
+        if len(st) != want_stages:
+            fail.append("%s: %d stages, want %d" % (name, len(st), want_stages))
             continue
-        (bfrom, bins), (rfrom, rins) = st
-        run_build = [i for i in bins if "docker/build.sh" in i and i.upper().startswith("RUN ")]
-        if not run_build:
-            fail.append("%s: the build stage does not RUN docker/build.sh" % name)
+        rfrom, rins = st[-1]
         cuda = name.endswith(".cuda")
-        if cuda != any("KG_CUDA=ON" in i for i in run_build):
-            fail.append("%s: KG_CUDA=ON %s" % (name, "missing" if cuda else "in the CPU image"))
-        if cuda:
-            if not re.search(r"FROM nvidia/cuda:\$\{CUDA_VERSION\}-devel-", bfrom):
-                fail.append("%s: build stage not FROM nvidia/cuda:${CUDA_VERSION}-devel-*" % name)
-            if not re.search(r"FROM nvidia/cuda:\$\{CUDA_VERSION\}-runtime-", rfrom):
-                fail.append("%s: runtime stage not FROM nvidia/cuda:${CUDA_VERSION}-runtime-*" % name)
-            if bfrom.split("-devel-")[-1].split()[0] != rfrom.split("-runtime-")[-1].split()[0]:
-                fail.append("%s: build and runtime images on different OS versions" % name)
+        if not cuda:
+            bins = st[0][1]
+            run_build = [i for i in bins if "docker/build.sh" in i and i.upper().startswith("RUN ")]
+            if not run_build:
+                fail.append("%s: the build stage does not RUN docker/build.sh" % name)
+            if any("KG_CUDA=ON" in i for i in run_build):
+                fail.append("%s: KG_CUDA=ON in the CPU image" % name)
+        else:
+            copies = " ".join(i for i in rins if i.upper().startswith("COPY "))
+            for src in ("opt/kogpt2", "cuda/", "local/"):
+                if "COPY " + src not in copies:
+                    fail.append("%s: no COPY %s (docker/stage_cuda.sh's folder)" % (name, src))
+            if any("docker/build.sh" in i or "nvcc" in i for i in rins if i.startswith("RUN ")):
+                fail.append("%s: builds in the image; docker/stage_cuda.sh builds" % name)
+            if not any(re.match(r"ARG CUDA_VERSION=\d+\.\d+$", i) for i in rins):
+                fail.append("%s: no ARG CUDA_VERSION=MAJOR.MINOR" % name)
+            if not any(i.startswith("ENV ") and "NVIDIA_REQUIRE_CUDA" in i for i in rins):
+                fail.append("%s: no ENV NVIDIA_REQUIRE_CUDA" % name)
         users = [i.split()[1] for i in rins if i.upper().startswith("USER ")]
         if not users or users[-1].split(":")[0] in ("0", "root"):
             fail.append("%s: the runtime stage runs as root" % name)
@@ -346,15 +310,13 @@ def dockerfiles(d):
             fail.append("%s: ENTRYPOINT lacks --device auto" % name)
         elif cuda and ep[ep.index("--device") + 1] != "auto":
             fail.append("%s: ENTRYPOINT's --device is not auto" % name)
-        pk[name] = (apt_packages(bins), [p for p in apt_packages(rins) if p != "libnccl2"])
-        print("%s: build %s; runtime %s; user %s; entrypoint %s" % (
-            name, bfrom.split()[1], rfrom.split()[1], users[-1] if users else "?", " ".join(ep or [])))
-    if len(pk) == 2:
-        (cb, cr), (gb, gr) = pk["Dockerfile"], pk["Dockerfile.cuda"]
-        if sorted(cb) != sorted(gb):
-            fail.append("build packages differ: Dockerfile %s, Dockerfile.cuda %s" % (cb, gb))
-        if len(cr) != len(gr):
-            fail.append("runtime packages out of step: Dockerfile %s, Dockerfile.cuda %s" % (cr, gr))
+        runtime[name] = (rfrom.split()[1], sorted(apt_packages(rins)))
+        print("%s: %d stage%s, runtime on %s; user %s; entrypoint %s" % (
+            name, len(st), "s" if len(st) > 1 else "", rfrom.split()[1],
+            users[-1] if users else "?", " ".join(ep or [])))
+    if len(runtime) == 2 and runtime["Dockerfile"] != runtime["Dockerfile.cuda"]:
+        fail.append("the runtime base or packages differ: Dockerfile %s, Dockerfile.cuda %s"
+                    % (runtime["Dockerfile"], runtime["Dockerfile.cuda"]))
     for f in fail:
         print("FAIL:", f)
     return 1 if fail else 0
@@ -362,13 +324,22 @@ def dockerfiles(d):
 
 if __name__ == "__main__":
     a = sys.argv[1:]
-    if a and a[0] == "load":
+    cmd = a[0] if a else ""
+    if cmd == "load":
         sys.exit(load(a[1], float(a[2]), int(a[3]), a[4]))
-    if a and a[0] == "k8s":
-        sys.exit(k8s(a[1], a[2]))
-    if a and a[0] == "static":
+    if cmd == "ratelimit":
+        sys.exit(ratelimit(a[1]))
+    if cmd == "nginx-error":
+        sys.exit(nginx_error(a[1], int(a[2])))
+    if cmd in ("static", "k8s", "schemas", "rules"):
         d = os.path.abspath(a[1])
-        rc = k8s(os.path.join(d, "k8s"), "-")
+        if cmd == "k8s":
+            sys.exit(k8s(d, a[2]))
+        if cmd == "schemas":
+            sys.exit(schemas(d))
+        if cmd == "rules":
+            sys.exit(rules(d))
+        rc = k8s(d, None)
         sys.exit(dockerfiles(d) or rc)
     print(__doc__)
     sys.exit(2)
