@@ -1,4 +1,4 @@
-#include "kg.h"
+#include "base/kg.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -66,33 +66,6 @@ const char *kg_show(char *out, size_t cap, const char *s, size_t n) {
         out[i] = (unsigned char)s[i] >= 32 && (unsigned char)s[i] < 127 ? s[i] : '?';
     out[k] = '\0';
     return out;
-}
-
-const char *kg_strerror(int code) {
-    switch (code) {
-    case KG_OK:
-        return "ok";
-    case KG_EINVAL:
-        return "invalid";
-    case KG_EIO:
-        return "io";
-    case KG_ENOMEM:
-        return "out_of_memory";
-    case KG_EFORMAT:
-        return "format";
-    case KG_ERANGE:
-        return "out_of_range";
-    case KG_EUNSUP:
-        return "unsupported";
-    case KG_EBUSY:
-        return "busy";
-    case KG_ECANCEL:
-        return "cancelled";
-    case KG_ENOTFOUND:
-        return "not_found";
-    default:
-        return "internal";
-    }
 }
 
 static int is_dir(const char *path) {

@@ -1,4 +1,5 @@
-// kg.h — error codes and the error-message convention shared by every module.
+// kg.h — error codes, the error-message convention, checked sizes and file helpers shared by
+// every module (base/: below model/ and tokenizer/, depends on nothing).
 //
 // Library code never prints or exits. A function that can fail returns KG_OK (0) or a
 // negative KG_E* code and writes one "what: why" line into the caller's buffer
@@ -27,6 +28,16 @@ enum {
 // Writes the formatted message into err (if not NULL) and returns code, so callers can
 // `return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));`.
 int kg_err(char *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+// Checked size arithmetic, for every size, count and offset computed from a file or a
+// request: 1 when a * b (a + b) does not fit in size_t, else 0 with the result in *out.
+//   if (kg_mul_overflow(n, esize, &nbytes)) return kg_err(err, KG_EFORMAT, "%s: too large", name);
+static inline int kg_mul_overflow(size_t a, size_t b, size_t *out) {
+    return __builtin_mul_overflow(a, b, out);
+}
+static inline int kg_add_overflow(size_t a, size_t b, size_t *out) {
+    return __builtin_add_overflow(a, b, out);
+}
 
 // Finds one of the project's data directories (rel: "web", "models/default") for a program:
 // beside its binary (build/kogpt2d -> build/web), one level up (-> web/), in an installed
@@ -61,8 +72,5 @@ int kg_copy_file(const char *src, const char *dst, char *err);
 // A name read from a file, made safe for a one-line message: s[0..n) cut to cap - 1 bytes,
 // every byte outside printable ASCII (a newline, a control byte) as '?'. Returns out.
 const char *kg_show(char *out, size_t cap, const char *s, size_t n);
-
-// A short stable name for a code ("invalid", "io", ...), for logs and JSON error types.
-const char *kg_strerror(int code);
 
 #endif

@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/kg.h"
 #include "model/gpt2.h"
-#include "model/kg.h"
 
 #include "bench_speeds.h"
 #include "bench_util.h"

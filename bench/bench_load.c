@@ -20,8 +20,8 @@
 
 #include <sys/mman.h>
 
+#include "base/kg.h"
 #include "model/gpt2.h"
-#include "model/kg.h"
 #include "model/pytorch.h"
 #include "model/wsrc.h"
 

@@ -23,8 +23,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "base/kg.h"
 #include "model/gpt2.h"
-#include "model/kg.h"
 #include "model/kgmath.h"
 #include "model/safetensors.h"
 

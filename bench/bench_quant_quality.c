@@ -37,8 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/kg.h"
 #include "model/gpt2.h"
-#include "model/kg.h"
 #include "tokenizer/tokenizer.h"
 
 #include "bench_util.h"

@@ -16,9 +16,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/kg.h"
 #include "model/backend.h"
 #include "model/gpt2.h"
-#include "model/kg.h"
 #include "train/adamw.h"
 
 #include "bench_util.h"

@@ -5,33 +5,52 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "base/kg.h"
 #include "commands.h"
 #include "model/gpt2.h"
 #include "model/hfcache.h"
-#include "model/kg.h"
 
 static void convert_usage(FILE *f) {
     fprintf(f, "usage: kogpt2 convert --model SRC --out DIR [--dtype f32|f16|bf16|q8_0|q4_0]\n"
+               "                      [--force]\n"
                "  --model SRC   a model directory (model.safetensors, *.index.json shards or\n"
                "                pytorch_model.bin) or ORG/NAME[@REV] in the Hugging Face cache\n"
                "  --out DIR     where model.safetensors, config.json and the tokenizer files go\n"
-               "                (created if missing)\n"
+               "                (created if missing; never SRC itself)\n"
+               "  --force       replace the model DIR already holds (else refused)\n"
                "  --dtype T     convert every tensor to T (default: keep each tensor's dtype);\n"
                "                q8_0/q4_0 store the layer matrices and the LM head in blocks, as\n"
                "                --dtype q8_0/q4_0 quantizes at load, the rest as it is\n");
 }
 
+static int same_dir(const char *a, const char *b) {
+    struct stat sa, sb;
+    return !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+// The first file of a model that dir holds (config.json or weights), or NULL.
+static const char *model_file_in(const char *dir) {
+    static const char *const FILES[] = {"config.json", "model.safetensors",
+                                        "model.safetensors.index.json", "pytorch_model.bin",
+                                        "pytorch_model.bin.index.json"};
+    char path[PATH_MAX];
+    for (size_t i = 0; i < sizeof FILES / sizeof FILES[0]; i++)
+        if (!kg_path_join(path, sizeof path, dir, FILES[i]) && !access(path, F_OK)) return FILES[i];
+    return NULL;
+}
+
 int cmd_convert(int argc, char **argv) {
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                         {"out", required_argument, 0, 'o'},
-                                         {"dtype", required_argument, 0, 'd'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'}, {"out", required_argument, 0, 'o'},
+        {"dtype", required_argument, 0, 'd'}, {"force", no_argument, 0, 'f'},
+        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     const char *model = NULL, *out = NULL;
-    int dtype = GPT2_DTYPE_AUTO, c;
+    int dtype = GPT2_DTYPE_AUTO, force = 0, c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "m:o:d:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:o:d:fh", opts, NULL)) != -1) {
         switch (c) {
         case 'm':
             model = optarg;
@@ -41,7 +60,15 @@ int cmd_convert(int argc, char **argv) {
             break;
         case 'd':
             dtype = kg_dtype_parse(optarg); // -1 (unknown) would read as GPT2_DTYPE_AUTO
-            if (dtype < 0) dtype = -2;
+            if (dtype < 0) {
+                fprintf(stderr,
+                        "kogpt2 convert: unknown --dtype '%s': f32, f16, bf16, q8_0 or q4_0\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'f':
+            force = 1;
             break;
         case 'h':
             convert_usage(stdout);
@@ -51,12 +78,25 @@ int cmd_convert(int argc, char **argv) {
             return 2;
         }
     }
-    if (!model || !out || dtype == -2 || optind != argc) {
+    if (!model || !out || optind != argc) {
         convert_usage(stderr);
         return 2;
     }
     char dir[PATH_MAX], err[KG_ERRLEN], what[KG_ERRLEN];
-    if (hfcache_resolve(model, dir, sizeof dir, err) || gpt2_convert(dir, out, dtype, what, err)) {
+    if (hfcache_resolve(model, dir, sizeof dir, err)) {
+        fprintf(stderr, "kogpt2 convert: %s\n", err);
+        return 1;
+    }
+    // (--out SRC itself: gpt2_convert refuses it, --force or not, with that reason)
+    const char *held = force || same_dir(dir, out) ? NULL : model_file_in(out);
+    if (held) {
+        fprintf(stderr,
+                "kogpt2 convert: %s holds a model already (%s): --force replaces it, or choose "
+                "another --out\n",
+                out, held);
+        return 1;
+    }
+    if (gpt2_convert(dir, out, dtype, what, err)) {
         fprintf(stderr, "kogpt2 convert: %s\n", err);
         return 1;
     }

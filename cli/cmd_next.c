@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/kg.h"
 #include "commands.h"
 #include "model/gpt2.h"
 #include "model/hfcache.h"
-#include "model/kg.h"
 #include "model/sampler.h"
 #include "tokenizer/tokenizer.h"
 

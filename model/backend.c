@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kg.h"
+#include "base/kg.h"
 
 #ifndef KG_HAVE_CUDA
 // A build without the CUDA backend (KG_CUDA off, or no nvcc): there is never a GPU.
@@ -63,10 +63,12 @@ KgBackend *kg_backend_new(const char *device, int threads, FILE *log, char *err)
     return be;
 }
 
+void kg_backend_free(KgBackend *be) {
+    if (be) be->ops->destroy(be);
+}
+
 const char *kg_precision_note(const KgBackend *be) {
-    const char *name = be->ops->name;
-    if (be->mixed != KG_BF16 || strncmp(name, "cpu", 3) || !strcmp(name, "cpu-avx512bf16"))
-        return NULL;
+    if (be->mixed != KG_BF16 || be->ops->bf16_native) return NULL;
     return "bf16 operands are emulated: this CPU lacks AVX512-BF16, "
            "so matmuls run slower than at f32";
 }

@@ -73,6 +73,13 @@ typedef struct {
     // 1: matmul_forward also takes KG_Q8_0 / KG_Q4_0 matrices, held transposed (OC, C) in
     // blocks along C (dtype.h); gpt2_open refuses quantized weights on a backend without them
     int quant_weights;
+    // 1: `mixed` (below) also rounds the backward matmuls' operands (a GPU). 0: the backward
+    // stays f32 (the CPU), and a rounded forward under an exact backward would give gradients
+    // of another function, so the trainer leaves such a backend at KG_F32.
+    int mixed_backward;
+    // 1: bf16 operands multiply in hardware (tensor cores, AVX512-BF16's vdpbf16ps); 0: the
+    // rounding is emulated, so --precision bf16 runs slower than f32 there.
+    int bf16_native;
 
     // --- memory ---
     // Zeroed backend memory, aligned for any vector load; NULL on OOM.
@@ -189,7 +196,7 @@ struct KgBackend {
 KgBackend *kg_cpu_backend_new(int threads, char *err);
 
 // As kg_cpu_backend_new but forcing an instruction set: "avx512bf16" (AVX-512, VNNI and
-// BF16: vdpbf16ps for bf16 prompt matmuls), "avx512vnni" (AVX-512 plus VNNI: the quantized
+// BF16: vdpbf16ps for bf16 matmul operands), "avx512vnni" (AVX-512 plus VNNI: the quantized
 // kernels' vpdpbusd), "avx512", "avx2" or "generic".
 // KG_EUNSUP in err when this processor lacks it. For tests and benchmarks.
 KgBackend *kg_cpu_backend_new_isa(int threads, const char *isa, char *err);

@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kg.h"
+#include "base/kg.h"
+#include "base/kg_json.h"
 
 // Reads an optional integer field into *out within [lo, hi]; absent leaves *out alone.
 static int json_size(const cJSON *j_root, const char *key, size_t *out, double lo, double hi,
@@ -67,9 +68,10 @@ static int check_unsupported(const cJSON *j_root, char *err) {
                           OPTS[i].key, OPTS[i].supported ? "false" : "true", OPTS[i].why);
     }
     const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j_root, "model_type"));
+    char shown[41];
     if (type && strcmp(type, "gpt2"))
-        return kg_err(err, KG_EUNSUP,
-                      "config.json: model_type %.40s is not computed here (gpt2 only)", type);
+        return kg_err(err, KG_EUNSUP, "config.json: model_type %s is not computed here (gpt2 only)",
+                      kg_show(shown, sizeof shown, type, strlen(type)));
     return KG_OK;
 }
 
@@ -105,11 +107,12 @@ static int parse_fields(Gpt2Config *c, const cJSON *j_root, char *err) {
         if (!a) return kg_err(err, KG_EFORMAT, "config.json: activation_function must be a string");
         while (i < n && strcmp(a, ACTIVATIONS[i].name))
             i++;
+        char shown[41];
         if (i == n)
             return kg_err(err, KG_EUNSUP,
-                          "config.json: activation_function %.40s is not computed here (gelu_new, "
+                          "config.json: activation_function %s is not computed here (gelu_new, "
                           "gelu, gelu_fast, gelu_pytorch_tanh or relu)",
-                          a);
+                          kg_show(shown, sizeof shown, a, strlen(a)));
         c->gelu = ACTIVATIONS[i].kind;
     }
     const cJSON *j_tie = cJSON_GetObjectItemCaseSensitive(j_root, "tie_word_embeddings");
@@ -140,12 +143,14 @@ Gpt2Config gpt2_config_shape(size_t n_layer, size_t n_embd, size_t n_head, size_
 int gpt2_config_parse(Gpt2Config *c, const char *json, size_t len, char *err) {
     *c = gpt2_config_shape(12, 768, 12, 1024, 50257); // GPT2Config's defaults
     c->n_inner = 0;                                   // 4 n_embd of the file's n_embd, below
+    // model_type "gpt2\u0000x" or an activation "relu\u0000" would compare as the prefix
+    int rc = kg_json_check_nul(json, len, "config.json", err);
+    if (rc) return rc;
     const char *end = NULL;
     cJSON *j_root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
     if (!j_root) return kg_err(err, KG_EFORMAT, "config.json: not valid JSON");
     while (end < json + len && (*end == ' ' || *end == '\n' || *end == '\r' || *end == '\t'))
         end++;
-    int rc = KG_OK;
     if (end != json + len)
         rc = kg_err(err, KG_EFORMAT, "config.json: trailing bytes after the JSON value");
     else if (!cJSON_IsObject(j_root))

@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/kg.h"
 #include "gpt2.h"
-#include "kg.h"
 
 // The files besides the weights that a model directory carries: its config and whatever
 // its tokenizer and generation defaults need.
@@ -40,7 +40,7 @@ static int is_copied(const char *name) {
 }
 
 // Copies the regular file from to to (through a temporary name, renamed when complete);
-// nothing when both are the same file (converting a directory in place).
+// nothing when both are the same file (a hard link).
 static int copy_file(const char *from, const char *to, char *err) {
     struct stat a, b;
     if (stat(from, &a) != 0 || !S_ISREG(a.st_mode)) return KG_OK; // not a file: not ours
@@ -127,6 +127,14 @@ static int open_source(Gpt2 *m, const char *src, KgBackend *be, int dtype, char 
 int gpt2_convert(const char *src, const char *out, int dtype, char *what, char *err) {
     if (dtype != GPT2_DTYPE_AUTO && (dtype < KG_F32 || dtype > KG_Q4_0))
         return kg_err(err, KG_EINVAL, "convert: unknown dtype %d", dtype);
+    // in place, the source's weights would be replaced (and blocks never convert back): any
+    // spelling of src (D/, ./D, a symlink to it) is the same directory
+    struct stat a, b;
+    if (stat(src, &a) == 0 && stat(out, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        return kg_err(err, KG_EINVAL,
+                      "convert: %s is the source directory %s: converting in place would replace "
+                      "its weights; write to another directory",
+                      out, src);
     KgBackend *be = kg_cpu_backend_new(1, err);
     if (!be) return KG_ENOMEM;
     Gpt2 m;

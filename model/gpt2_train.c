@@ -11,8 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/kg.h"
 #include "gpt2.h"
-#include "kg.h"
 
 // ---------------------------------------------------------------------------------------
 // A trainable model

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "kg.h"
+#include "base/kg.h"
 
 #define HF_MAX_PART 96 // huggingface_hub's limit on ORG and NAME
 #define HF_MAX_REV  255

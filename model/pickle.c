@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kg.h"
+#include "base/kg.h"
 
 #define PICKLE_MAX_ITEMS (1u << 22) // container slots in all
 #define NO_NODE          UINT32_MAX
@@ -137,11 +137,12 @@ static const char *show(const char *s, size_t n, char *out) { return kg_show(out
 // KG_OK, or KG_ENOMEM with the error written.
 static int grow(Pk *k, void *buf, size_t *cap, size_t need, size_t esize, size_t max) {
     if (need <= *cap) return KG_OK;
-    size_t c = *cap ? *cap : 16;
-    while (c < need)
+    size_t c = *cap ? *cap : 16, bytes;
+    while (c < need && c < max) // max is one of the limits above: c never overflows
         c *= 2;
     if (c > max) c = max;
-    void *p = need <= max ? realloc(*(void **)buf, c * esize) : NULL;
+    void *p =
+        need <= max && !kg_mul_overflow(c, esize, &bytes) ? realloc(*(void **)buf, bytes) : NULL;
     if (!p) return kg_err(k->err, KG_ENOMEM, "pickle: out of memory");
     *(void **)buf = p;
     *cap = c;
@@ -327,7 +328,8 @@ static int op_persid(Pk *k) {
                       show(key->s, key->len, s));
     }
     const size_t g = (size_t)cls->i;
-    if ((uint64_t)numel->i > SIZE_MAX / GLOBALS[g].elem_size)
+    size_t bytes;
+    if (kg_mul_overflow((size_t)numel->i, GLOBALS[g].elem_size, &bytes))
         return kg_err(k->err, KG_EFORMAT, "pickle: storage %.*s: %lld elements do not fit memory",
                       (int)key->len, key->s, (long long)numel->i);
     if ((rc = grow(k, &k->storages, &k->cap_storages, k->n_storages + 1, sizeof *k->storages,

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kg.h"
+#include "base/kg.h"
 #include "pickle.h"
 #include "zipfile.h"
 
@@ -45,20 +45,30 @@ static int check_byteorder(const ZipFile *z, const char *prefix, size_t plen, ch
     return KG_OK;
 }
 
-// Elements of a view and the last one it reaches; 0 when a product overflows.
-static int view_extent(const PickleTensor *t, size_t *n_elems, size_t *last) {
+// Elements of view t (elements of esize bytes), its bytes, and the last element it reaches
+// (offset + sum((shape[d] - 1) * stride[d])); 0 when any of them overflows size_t. Every
+// factor is the file's: a stride-0 view of 2^62 + 16 F32 elements is 2^64 + 64 bytes.
+static int view_extent(const PickleTensor *t, size_t esize, size_t *n_elems, size_t *nbytes,
+                       size_t *last) {
     size_t n = 1, end = t->offset;
-    for (int d = 0; d < t->ndim; d++) {
-        if (t->shape[d] && n > SIZE_MAX / t->shape[d]) return 0;
-        n *= t->shape[d];
-    }
+    for (int d = 0; d < t->ndim; d++)
+        if (kg_mul_overflow(n, t->shape[d], &n)) return 0;
     for (int d = 0; n && d < t->ndim; d++) {
-        size_t span = t->shape[d] - 1;
-        if (t->stride[d] && span > (SIZE_MAX - end) / t->stride[d]) return 0;
-        end += span * t->stride[d];
+        size_t step;
+        if (kg_mul_overflow(t->shape[d] - 1, t->stride[d], &step) ||
+            kg_add_overflow(end, step, &end))
+            return 0;
     }
     *n_elems = n;
     *last = end;
+    return !kg_mul_overflow(n, esize, nbytes);
+}
+
+// Bytes a copy of nbytes takes in st->owned: rounded up to 64, so that every copy is aligned.
+// 0 when that overflows size_t.
+static int copy_size(size_t nbytes, size_t *out) {
+    if (kg_add_overflow(nbytes, 63, out)) return 0;
+    *out = *out / 64 * 64;
     return 1;
 }
 
@@ -125,12 +135,18 @@ static int bind_tensor(StTensor *t, const PickleTensor *p, const PickleStorage *
     if (!e)
         return kg_err(err, KG_EFORMAT, "pytorch: tensor %s: its storage %s is not in the zip",
                       tname, sname);
-    if (e->size != s->numel * s->elem_size)
+    size_t storage_bytes, n, nbytes, last, at_bytes, copy;
+    if (kg_mul_overflow(s->numel, s->elem_size, &storage_bytes) || e->size != storage_bytes)
         return kg_err(err, KG_EFORMAT,
                       "pytorch: storage %s holds %zu bytes, the pickle says %zu %s elements", sname,
                       e->size, s->numel, s->dtype_name);
-    size_t n, last;
-    if (!view_extent(p, &n, &last) || (n && last >= s->numel))
+    if (!view_extent(p, s->elem_size, &n, &nbytes, &last) ||
+        kg_mul_overflow(p->offset, s->elem_size, &at_bytes))
+        return kg_err(err, KG_EFORMAT,
+                      "pytorch: tensor %s: its shape, strides or offset overflow 64 bits (a "
+                      "crafted file)",
+                      tname);
+    if (n && last >= s->numel)
         return kg_err(err, KG_EFORMAT,
                       "pytorch: tensor %s: its view runs past its storage %s of %zu elements",
                       tname, sname, s->numel);
@@ -141,17 +157,22 @@ static int bind_tensor(StTensor *t, const PickleTensor *p, const PickleStorage *
     _Static_assert(PICKLE_MAX_DIMS == ST_MAX_DIMS, "a pickle's shape is a table entry's");
     memcpy(t->shape, p->shape, sizeof p->shape);
     t->n_elems = n;
-    t->nbytes = n * s->elem_size;
+    t->nbytes = nbytes;
     if (n == 0) { // nothing to read: any aligned address will do
         static const uint64_t EMPTY[1];
         t->data = EMPTY;
         return KG_OK;
     }
-    const uint8_t *at = e->data + p->offset * s->elem_size;
-    if (view_contiguous(p) && (uintptr_t)at % s->elem_size == 0)
+    const uint8_t *at = e->data + at_bytes; // inside the entry: offset <= last < numel
+    if (view_contiguous(p) && (uintptr_t)at % s->elem_size == 0) {
         t->data = at; // in place: the mapping itself
-    else
-        *copy_bytes += (t->nbytes + 63) / 64 * 64;
+        return KG_OK;
+    }
+    if (!copy_size(nbytes, &copy) || kg_add_overflow(*copy_bytes, copy, copy_bytes))
+        return kg_err(err, KG_EFORMAT,
+                      "pytorch: tensor %s: copying its strided view (%zu bytes) overflows 64 bits "
+                      "with the views before it",
+                      tname, nbytes);
     return KG_OK;
 }
 
@@ -180,7 +201,9 @@ static int copy_views(SafeTensors *st, const PickleDict *d, const ZipFile *z, co
         char name[ZIPFILE_MAX_NAME + 96];
         gather(cursor, storage_entry(z, prefix, plen, s, name, sizeof name)->data, p, s->elem_size);
         t->data = cursor;
-        cursor += (t->nbytes + 63) / 64 * 64;
+        size_t copy;
+        copy_size(t->nbytes, &copy); // bind_tensor summed these without overflow
+        cursor += copy;
         st->n_copied++;
     }
     return KG_OK;

@@ -8,7 +8,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "kg.h"
+#include "base/kg.h"
+#include "base/kg_json.h"
 #include "kgmath.h"
 
 static const struct {
@@ -50,7 +51,8 @@ static int json_uint(const cJSON *j, size_t max, size_t *out) {
 // overlap by the caller once all are known.
 static int parse_entry(StTensor *t, const cJSON *j_t, const unsigned char *data, size_t data_size,
                        size_t *begin, char *err) {
-    const char *name = j_t->string;
+    char name[81]; // the tensor's name for a message: a newline in it stays out of the line
+    kg_show(name, sizeof name, j_t->string, strlen(j_t->string));
     if (!cJSON_IsObject(j_t)) return kg_err(err, KG_EFORMAT, "tensor %s: not an object", name);
     const char *dt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j_t, "dtype"));
     const cJSON *j_shape = cJSON_GetObjectItemCaseSensitive(j_t, "shape");
@@ -74,9 +76,8 @@ static int parse_entry(StTensor *t, const cJSON *j_t, const unsigned char *data,
         if (!json_uint(j_dim, data_size, &d))
             return kg_err(err, KG_EFORMAT, "tensor %s: bad dimension in shape", name);
         t->shape[t->ndim++] = d;
-        if (d && t->n_elems > data_size / d)
+        if (kg_mul_overflow(t->n_elems, d, &t->n_elems) || t->n_elems > data_size)
             return kg_err(err, KG_EFORMAT, "tensor %s: shape larger than the file", name);
-        t->n_elems *= d;
     }
     size_t b, e;
     if (!cJSON_IsArray(j_off) || cJSON_GetArraySize(j_off) != 2 ||
@@ -86,7 +87,8 @@ static int parse_entry(StTensor *t, const cJSON *j_t, const unsigned char *data,
                       "tensor %s: data_offsets must be [begin, end] inside the file (%zu bytes of "
                       "data)",
                       name, data_size);
-    if (t->n_elems > SIZE_MAX / t->elem_size || e - b != t->n_elems * t->elem_size)
+    size_t nbytes;
+    if (kg_mul_overflow(t->n_elems, t->elem_size, &nbytes) || e - b != nbytes)
         return kg_err(err, KG_EFORMAT, "tensor %s: %zu bytes of data for %zu %s elements", name,
                       e - b, t->n_elems, dt);
     t->nbytes = e - b;
@@ -128,9 +130,11 @@ static int check_overlap(SafeTensors *st, const size_t *begins, char *err) {
     for (size_t i = 0; i < n; i++)
         sorted[i] = st->tensors[keys[i].index];
     for (size_t i = 1; i < n; i++)
-        if (keys[i].begin < keys[i - 1].begin + sorted[i - 1].nbytes) {
-            rc = kg_err(err, KG_EFORMAT, "tensor %s: data overlaps tensor %s", sorted[i].name,
-                        sorted[i - 1].name);
+        if (keys[i].begin - keys[i - 1].begin < sorted[i - 1].nbytes) { // begins are sorted
+            char a[81], b[81];
+            rc = kg_err(err, KG_EFORMAT, "tensor %s: data overlaps tensor %s",
+                        kg_show(a, sizeof a, sorted[i].name, strlen(sorted[i].name)),
+                        kg_show(b, sizeof b, sorted[i - 1].name, strlen(sorted[i - 1].name)));
             goto end;
         }
     memcpy(st->tensors, sorted, n * sizeof *sorted);
@@ -160,9 +164,12 @@ int safetensors_dup_name(const SafeTensors *files, size_t n_files, const char **
 
 static int check_unique_names(const SafeTensors *st, char *err) {
     const char *dup;
+    char shown[81];
     if (safetensors_dup_name(st, 1, &dup))
         return kg_err(err, KG_ENOMEM, "safetensors: out of memory");
-    if (dup) return kg_err(err, KG_EFORMAT, "tensor %s: listed twice in the header", dup);
+    if (dup)
+        return kg_err(err, KG_EFORMAT, "tensor %s: listed twice in the header",
+                      kg_show(shown, sizeof shown, dup, strlen(dup)));
     return KG_OK;
 }
 
@@ -232,6 +239,9 @@ int safetensors_parse(SafeTensors *st, const void *buf, size_t size, char *err) 
                       "safetensors: header length %llu does not fit the file (%zu bytes): "
                       "truncated or not a safetensors file",
                       (unsigned long long)hlen, size);
+    // a name, dtype or __metadata__ value holding a NUL would compare as its prefix
+    int rc = kg_json_check_nul((const char *)p + 8, hlen, "safetensors", err);
+    if (rc) return rc;
     const char *end = NULL;
     cJSON *j_root = cJSON_ParseWithLengthOpts((const char *)p + 8, hlen, &end, 0);
     if (!j_root || !cJSON_IsObject(j_root)) {
@@ -241,7 +251,6 @@ int safetensors_parse(SafeTensors *st, const void *buf, size_t size, char *err) 
     // the header may be padded with spaces after the JSON to align the data
     while (end < (const char *)p + 8 + hlen && *end == ' ')
         end++;
-    int rc;
     if (end != (const char *)p + 8 + hlen)
         rc = kg_err(err, KG_EFORMAT, "safetensors: trailing bytes after the header JSON");
     else

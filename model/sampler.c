@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kg.h"
+#include "base/kg.h"
 #include "kgmath.h"
 
 float sampler_usable_temperature(float temperature) {

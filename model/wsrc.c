@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/kg_json.h"
 #include "pytorch.h"
 
 typedef enum { FMT_SAFETENSORS, FMT_PYTORCH } WsrcFormat;
@@ -77,9 +78,15 @@ static int check_weight_map(const WeightSrc *w, const cJSON *j_map, const char *
 // The shards of an index's weight_map: each mapped and read like a single file.
 static int open_index(WeightSrc *w, const char *dir, const char *path, WsrcFormat fmt, char *err) {
     char *text;
-    int rc = kg_read_file(path, WSRC_MAX_INDEX, &text, NULL, err);
+    size_t len;
+    int rc = kg_read_file(path, WSRC_MAX_INDEX, &text, &len, err);
     if (rc) return rc;
-    cJSON *j_root = cJSON_Parse(text);
+    // a tensor or shard name holding a NUL would be looked up as its prefix
+    if ((rc = kg_json_check_nul(text, len, path, err))) {
+        free(text);
+        return rc;
+    }
+    cJSON *j_root = cJSON_ParseWithLength(text, len);
     const cJSON *j_map = cJSON_GetObjectItemCaseSensitive(j_root, "weight_map");
     const char **names = calloc(WSRC_MAX_SHARDS, sizeof *names);
     size_t n_names = 0, n_entries = 0;

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "kg.h"
+#include "base/kg.h"
 #include "safetensors.h"
 
 #define WSRC_MAX_SHARDS  4096

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kg.h"
+#include "base/kg.h"
 
 #define SIG_LOCAL     0x04034b50u
 #define SIG_CENTRAL   0x02014b50u
@@ -82,7 +82,8 @@ static int read_dir(ZipDir *d, const uint8_t *p, size_t size, char *err) {
                       "zip: the central directory (%llu bytes at %llu) is outside the file: "
                       "truncated",
                       (unsigned long long)d->cd_size, (unsigned long long)d->cd_off);
-    if (d->n * CENTRAL_SIZE > d->cd_size)
+    size_t cd_least; // the records alone, before their names
+    if (kg_mul_overflow(d->n, CENTRAL_SIZE, &cd_least) || cd_least > d->cd_size)
         return kg_err(err, KG_EFORMAT,
                       "zip: %llu entries do not fit a central directory of %llu "
                       "bytes",

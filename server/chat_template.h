@@ -46,7 +46,7 @@
 
 #include <stddef.h>
 
-#include "model/kg.h"
+#include "base/kg.h"
 
 #define CHAT_TEMPLATE_MAX_SOURCE (1 << 20) // bytes of template source
 #define CHAT_TEMPLATE_MAX_OUTPUT (1 << 20) // bytes of rendered prompt

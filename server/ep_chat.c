@@ -294,6 +294,7 @@ enum MHD_Result ep_chat_completions(SrvReq *r, const cJSON *j_req) {
             rc = kg_err(err, KG_ENOMEM, "out of memory");
     if (!rc && !(job = job_new(app, &CHAT_HOOKS, ch, (size_t)n, "chatcmpl", s.stream)))
         rc = kg_err(err, KG_ENOMEM, "out of memory");
+    if (!rc) job->n_per_prompt = (size_t)n; // one prompt: usage counts it once
     if (rc) {
         chat_free(ch);
         api_sampling_free(&s);

@@ -301,6 +301,7 @@ enum MHD_Result ep_completions(SrvReq *r, const cJSON *j_req) {
     if (!rc) c->include_usage = s.include_usage;
     if (!rc && !(job = job_new(app, &COMPLETIONS_HOOKS, c, n_choices, "cmpl", s.stream)))
         rc = kg_err(err, KG_ENOMEM, "out of memory");
+    if (!rc) job->n_per_prompt = c->n; // usage counts each prompt once, not n times
     if (rc) {
         completions_free(c);
         api_sampling_free(&s);

@@ -73,7 +73,13 @@ enum MHD_Result ep_readyz(SrvReq *r, const cJSON *j_req) {
 enum MHD_Result ep_metrics(SrvReq *r, const cJSON *j_req) {
     (void)j_req;
     SrvApp *app = srv_app(r->srv);
+    SrvGauges sv;
+    srv_gauges(r->srv, &sv);
     MetricsGauges g = {.in_flight = srv_in_flight(r->srv),
+                       .conns_admitted = sv.admitted,
+                       .conns_refused = sv.refused,
+                       .work_queued = sv.work_queued,
+                       .work_running = sv.work_running,
                        .ready = atomic_load(&app->ready) && !srv_draining(r->srv)};
     if (atomic_load(&app->ready)) {
         SchedGauges sg;

@@ -3,6 +3,8 @@
 //   /v1/tokenize {"text"} -> {tokens, pieces}
 //   /v1/detokenize {"tokens"} -> {text}
 //   At most --max-tokenize tokens either way (422): the reply's tree is ~100 bytes a token.
+//   A text is encoded only up to that limit, and one longer than the limit's tokens can hold
+//   (tok_max_bytes_per_token) is refused unread.
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,10 +21,10 @@ enum MHD_Result ep_tokenize(SrvReq *r, const cJSON *j_req) {
     int *ids = NULL;
     int rc = json_str(j_req, "text", &text, &len, err);
     if (!rc && !text) rc = kg_err(err, KG_EINVAL, "text is required");
-    if (!rc) rc = tok_encode(app->tok, text, len, &ids, &n, err);
-    if (!rc && n > app->max_tokenize)
-        rc = kg_err(err, KG_ERANGE, "n_tokens (%zu) exceeds --max-tokenize (%zu)", n,
-                    app->max_tokenize);
+    if (!rc) rc = tok_encode_max(app->tok, text, len, app->max_tokenize, &ids, &n, err);
+    if (rc == KG_ERANGE) // stopped at the limit, or refused by length before encoding
+        kg_err(err, KG_ERANGE, "n_tokens (more than %zu) exceeds --max-tokenize (%zu)",
+               app->max_tokenize, app->max_tokenize);
     if (rc) {
         free(ids);
         return srv_reply_kg(r, rc, err, "text");

@@ -1,6 +1,7 @@
 // http.c — the MHD glue: the access handler's three calls, the body reader, one reply
-// helper, one error builder, SSE streaming with suspend/resume, the request log, and the
-// connection limits (count, request deadline watchdog).
+// helper, one error builder, SSE streaming with suspend/resume, handlers on the work pool,
+// the request log, and the connection limits (count, per address, shedding, request deadline
+// watchdog).
 #include "http.h"
 
 #include <arpa/inet.h>
@@ -17,15 +18,32 @@
 
 #include "json_in.h"
 #include "metrics.h"
+#include "workpool.h"
+
+#define SRV_IP_BUCKETS 256 // connections are also listed by a hash of their client address
+
+// A client address: the IPv4 or IPv6 bytes (zero-padded), so that equal means one client.
+typedef struct {
+    int family;
+    unsigned char bytes[16];
+} SrvAddr;
+
+// Why a connection is not admitted (SrvConn.refused).
+enum { SRV_ADMITTED, SRV_REFUSED_FULL, SRV_REFUSED_PER_IP };
 
 // One open connection (MHD's socket context), listed in the server while it is open.
 struct SrvConn {
-    SrvConn *prev, *next;
+    SrvConn *prev, *next;       // every open connection
+    SrvConn *ip_prev, *ip_next; // those in the same address bucket
     MHD_socket fd;
-    double deadline; // monotonic s by which the request must have arrived; 0: not waiting
-    int over_limit;  // opened beyond max_connections: its requests get 503
-    int cut;         // shut down by the watchdog
+    SrvAddr addr;
+    unsigned bucket;
+    double waiting_since; // monotonic s since it waits for a request; 0: one is being answered
+    int refused;          // SRV_REFUSED_*: its request gets 503, then it closes
+    int slot;             // what it counts in: SRV_SLOT_*; none once cut (shut down: closing)
 };
+
+enum { SRV_SLOT_NONE, SRV_SLOT_ADMITTED, SRV_SLOT_REFUSED };
 
 struct SrvServer {
     struct MHD_Daemon *d;
@@ -33,11 +51,14 @@ struct SrvServer {
     int port;
     atomic_int draining;
     atomic_size_t in_flight;
+    WorkPool *pool;         // SRV_ROUTE_WORK handlers (NULL: they run on MHD's threads)
+    MHD_socket quiesced_fd; // the listening socket once srv_drain took it from MHD
     // open connections and the request-deadline watchdog, under conns_mu
     pthread_mutex_t conns_mu;
     pthread_cond_t conns_cv; // wakes the watchdog to stop
     SrvConn *conns;
-    size_t n_conns;
+    SrvConn *by_ip[SRV_IP_BUCKETS];
+    size_t n_admitted, n_refused; // open connections counted against the limits
     int watchdog_on, watchdog_stop;
     pthread_t watchdog;
 };
@@ -83,23 +104,102 @@ static const char *srv_error_type(int status) {
     }
 }
 
-// --- connections: the count and the request deadline ---
-
-// The deadline for a request starting now; 0 when there is none.
-static double srv_conn_deadline(const SrvServer *s) {
-    return s->opt.request_timeout_s ? srv_now() + (double)s->opt.request_timeout_s : 0;
-}
+// --- connections: the limits and the request deadline ---
 
 // waiting = 1: a request is expected from now on (the deadline runs); 0: it has arrived.
 static void srv_conn_arm(SrvServer *s, SrvConn *c, int waiting) {
     if (!c) return;
     pthread_mutex_lock(&s->conns_mu);
-    c->deadline = waiting ? srv_conn_deadline(s) : 0;
+    c->waiting_since = waiting ? srv_now() : 0;
     pthread_mutex_unlock(&s->conns_mu);
 }
 
-// MHD's connection notifications: count and list on STARTED, unlist on CLOSED. MHD sends
-// CLOSED before it closes the socket, so the watchdog never touches a reused descriptor.
+// The client address of conn (family 0 when MHD has none).
+static SrvAddr srv_conn_addr(struct MHD_Connection *conn) {
+    SrvAddr a = {0};
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    if (sa && sa->sa_family == AF_INET)
+        memcpy(a.bytes, &((const struct sockaddr_in *)sa)->sin_addr, 4), a.family = AF_INET;
+    else if (sa && sa->sa_family == AF_INET6)
+        memcpy(a.bytes, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16), a.family = AF_INET6;
+    return a;
+}
+
+static unsigned srv_addr_bucket(const SrvAddr *a) {
+    uint32_t h = 2166136261u ^ (uint32_t)a->family; // FNV-1a
+    for (size_t i = 0; i < sizeof a->bytes; i++)
+        h = (h ^ a->bytes[i]) * 16777619u;
+    return h % SRV_IP_BUCKETS;
+}
+
+// Open connections from a's address, not cut: all of them, and those admitted. Caller holds
+// conns_mu.
+static void srv_addr_count(const SrvServer *s, const SrvAddr *a, unsigned bucket, size_t *all,
+                           size_t *admitted) {
+    *all = *admitted = 0;
+    for (const SrvConn *c = s->by_ip[bucket]; c; c = c->ip_next)
+        if (c->addr.family == a->family && !memcmp(c->addr.bytes, a->bytes, sizeof a->bytes)) {
+            *all += c->slot != SRV_SLOT_NONE;
+            *admitted += c->slot == SRV_SLOT_ADMITTED;
+        }
+}
+
+// c stops counting against the limits (it is closing, or never counted).
+static void srv_conn_unslot(SrvServer *s, SrvConn *c) {
+    if (c->slot == SRV_SLOT_ADMITTED) s->n_admitted--;
+    if (c->slot == SRV_SLOT_REFUSED) s->n_refused--;
+    c->slot = SRV_SLOT_NONE;
+}
+
+// Shuts c down: MHD then reads end-of-file and closes it as hung up (the descriptor stays
+// MHD's; MHD sends CLOSED before closing it, so this never touches a reused descriptor).
+// Its slot is free at once. Caller holds conns_mu.
+static void srv_conn_cut(SrvServer *s, SrvConn *c) {
+    shutdown(c->fd, SHUT_RDWR);
+    srv_conn_unslot(s, c);
+}
+
+// Sheds the admitted connection that has waited longest for its request, at least
+// SRV_SHED_AFTER_S (a dripping client, or an idle keep-alive one). 1 if one was shed.
+// Caller holds conns_mu.
+static int srv_shed(SrvServer *s, double now) {
+    SrvConn *oldest = NULL;
+    for (SrvConn *c = s->conns; c; c = c->next)
+        if (c->slot == SRV_SLOT_ADMITTED && c->waiting_since > 0 &&
+            now - c->waiting_since >= SRV_SHED_AFTER_S &&
+            (!oldest || c->waiting_since < oldest->waiting_since))
+            oldest = c;
+    if (!oldest) return 0;
+    srv_conn_cut(s, oldest);
+    metrics_reject(METRICS_REJ_SHED, 1);
+    return 1;
+}
+
+// Decides a new connection's fate (see http.h): admitted, refused (503 for its request), or
+// closed at once. Caller holds conns_mu; c is not listed yet.
+static void srv_conn_admit(SrvServer *s, SrvConn *c, double now) {
+    size_t from_ip, from_ip_admitted, per_ip = s->opt.max_connections_per_ip;
+    size_t max = s->opt.max_connections;
+    srv_addr_count(s, &c->addr, c->bucket, &from_ip, &from_ip_admitted);
+    if (per_ip && from_ip_admitted >= per_ip)
+        c->refused = SRV_REFUSED_PER_IP;
+    else if (s->n_admitted >= max && (s->n_refused < max || !srv_shed(s, now)))
+        c->refused = SRV_REFUSED_FULL; // 503 while refusals are few; past that, shed one
+    if (!c->refused) {
+        c->slot = SRV_SLOT_ADMITTED;
+        s->n_admitted++;
+    } else if ((per_ip && from_ip >= 2 * per_ip) || s->n_refused >= max) {
+        shutdown(c->fd, SHUT_RDWR); // closed at once: nothing is held for it
+        metrics_reject(METRICS_REJ_CLOSED, 1);
+    } else {
+        c->slot = SRV_SLOT_REFUSED;
+        s->n_refused++;
+    }
+}
+
+// MHD's connection notifications: decide and list on STARTED, unlist on CLOSED.
 static void srv_conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
                             enum MHD_ConnectionNotificationCode toe) {
     SrvServer *s = cls;
@@ -108,36 +208,45 @@ static void srv_conn_notify(void *cls, struct MHD_Connection *conn, void **socke
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         c = ci ? calloc(1, sizeof *c) : NULL; // NULL: neither limited nor watched
-        pthread_mutex_lock(&s->conns_mu);
-        s->n_conns++;
         if (c) {
             c->fd = ci->connect_fd;
-            c->over_limit = s->n_conns > s->opt.max_connections;
-            c->deadline = srv_conn_deadline(s);
+            c->addr = srv_conn_addr(conn);
+            c->bucket = srv_addr_bucket(&c->addr);
+            pthread_mutex_lock(&s->conns_mu);
+            c->waiting_since = srv_now();
+            srv_conn_admit(s, c, c->waiting_since);
             c->next = s->conns;
             if (s->conns) s->conns->prev = c;
             s->conns = c;
+            c->ip_next = s->by_ip[c->bucket];
+            if (c->ip_next) c->ip_next->ip_prev = c;
+            s->by_ip[c->bucket] = c;
+            pthread_mutex_unlock(&s->conns_mu);
         }
-        pthread_mutex_unlock(&s->conns_mu);
         *socket_context = c;
         return;
     }
-    pthread_mutex_lock(&s->conns_mu);
-    s->n_conns--;
     if (c) {
+        pthread_mutex_lock(&s->conns_mu);
+        srv_conn_unslot(s, c);
         if (c->prev)
             c->prev->next = c->next;
         else
             s->conns = c->next;
         if (c->next) c->next->prev = c->prev;
+        if (c->ip_prev)
+            c->ip_prev->ip_next = c->ip_next;
+        else
+            s->by_ip[c->bucket] = c->ip_next;
+        if (c->ip_next) c->ip_next->ip_prev = c->ip_prev;
+        pthread_mutex_unlock(&s->conns_mu);
     }
-    pthread_mutex_unlock(&s->conns_mu);
     free(c);
     *socket_context = NULL;
 }
 
-// The watchdog: every 250 ms, shuts down the connections whose request is overdue. MHD
-// then reads end-of-file and closes them as hung up (the descriptor stays MHD's).
+// The watchdog: every 250 ms, shuts down the connections whose request is overdue: past
+// request_timeout_s, or past SRV_REFUSED_GRACE_S for a refused one.
 static void *srv_watchdog(void *arg) {
     SrvServer *s = arg;
     pthread_mutex_lock(&s->conns_mu);
@@ -147,14 +256,18 @@ static void *srv_watchdog(void *arg) {
         ts.tv_nsec += 250 * 1000 * 1000;
         if (ts.tv_nsec >= 1000 * 1000 * 1000) ts.tv_sec++, ts.tv_nsec -= 1000 * 1000 * 1000;
         pthread_cond_timedwait(&s->conns_cv, &s->conns_mu, &ts);
-        double now = srv_now();
-        size_t n_cut = 0;
-        for (SrvConn *c = s->conns; c; c = c->next)
-            if (c->deadline > 0 && now > c->deadline && !c->cut) {
-                shutdown(c->fd, SHUT_RDWR);
-                c->cut = 1;
-                n_cut++;
+        double now = srv_now(), timeout = (double)s->opt.request_timeout_s;
+        size_t n_cut = 0, n_refused_cut = 0;
+        for (SrvConn *c = s->conns; c; c = c->next) {
+            double waited = c->waiting_since > 0 ? now - c->waiting_since : 0;
+            if (c->slot == SRV_SLOT_NONE || !waited) continue;
+            if (c->refused ? waited > SRV_REFUSED_GRACE_S : timeout > 0 && waited > timeout) {
+                srv_conn_cut(s, c);
+                c->refused ? n_refused_cut++ : n_cut++;
             }
+        }
+        if (n_cut + n_refused_cut)
+            metrics_reject(METRICS_REJ_REQUEST_TIMEOUT, n_cut + n_refused_cut);
         if (n_cut && s->opt.log) {
             char line[160];
             snprintf(line, sizeof line,
@@ -184,7 +297,7 @@ static int srv_add_common_headers(SrvReq *r, struct MHD_Response *resp) {
              MHD_add_response_header(resp, "Access-Control-Expose-Headers", "Retry-After") ==
                  MHD_YES &&
              MHD_add_response_header(resp, "Vary", "Origin") == MHD_YES;
-    if (ok && (atomic_load(&r->srv->draining) || (r->sc && r->sc->over_limit)))
+    if (ok && (atomic_load(&r->srv->draining) || (r->sc && r->sc->refused)))
         ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close") == MHD_YES;
     return ok;
 }
@@ -199,12 +312,19 @@ static int srv_add_headers_va(struct MHD_Response *resp, va_list ap) {
     return 1;
 }
 
-// Create, check, add headers, queue, destroy at once (MHD refcounts the response).
+// Create, check, add headers, queue, destroy at once (MHD refcounts the response). On a work
+// pool thread the response is held instead; MHD's thread queues it on resume (srv_work_end).
 static enum MHD_Result srv_queue(SrvReq *r, int status, struct MHD_Response *resp, size_t len) {
     if (!resp) return MHD_NO;
     enum MHD_Result ret = MHD_NO;
-    if (srv_add_common_headers(r, resp)) ret = MHD_queue_response(r->conn, status, resp);
-    MHD_destroy_response(resp);
+    int held = 0;
+    if (srv_add_common_headers(r, resp)) {
+        if (r->work.state != SRV_WORK_RUNNING)
+            ret = MHD_queue_response(r->conn, status, resp);
+        else if (!r->work.resp) // (a second reply is refused, as MHD refuses it)
+            r->work.resp = resp, r->work.status = status, ret = MHD_YES, held = 1;
+    }
+    if (!held) MHD_destroy_response(resp);
     if (ret == MHD_YES) {
         r->status = status;
         r->bytes_out = len;
@@ -285,14 +405,17 @@ enum MHD_Result srv_reply_kg(SrvReq *r, int kg_code, const char *message, const 
 // --- waiting on the engine ---
 
 int srv_wait(SrvReq *r) {
-    int suspended = 0;
+    int suspended = 1;
     pthread_mutex_lock(&r->mu);
-    if (!r->woken) {
-        r->suspended = 1;
-        MHD_suspend_connection(r->conn);
-        suspended = 1;
+    if (r->work.state != SRV_WORK_RUNNING) { // (on the work pool: suspended already)
+        if (!r->woken) {
+            r->suspended = 1;
+            MHD_suspend_connection(r->conn);
+        } else {
+            suspended = 0;
+        }
+        r->woken = 0;
     }
-    r->woken = 0;
     pthread_mutex_unlock(&r->mu);
     return suspended;
 }
@@ -300,7 +423,7 @@ int srv_wait(SrvReq *r) {
 void srv_wake(SrvReq *r) {
     pthread_mutex_lock(&r->mu);
     r->woken = 1;
-    if (r->suspended) {
+    if (r->suspended && r->work.state != SRV_WORK_RUNNING) { // the pool resumes it when done
         r->suspended = 0;
         MHD_resume_connection(r->conn);
     }
@@ -311,12 +434,78 @@ void srv_wake(SrvReq *r) {
 // (shutdown(SHUT_WR): nc -N, scripts, some proxies) still reads the answer. Only an error on
 // the socket (a reset: the peer closed and our last write was refused) means it is gone.
 int srv_client_gone(SrvReq *r) {
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (!ci) return 0;
+    MHD_socket fd = r->sc ? r->sc->fd : MHD_INVALID_SOCKET; // (no MHD call: any thread)
+    if (fd == MHD_INVALID_SOCKET) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!ci) return 0;
+        fd = ci->connect_fd;
+    }
     char c;
-    ssize_t n = recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
     return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
+// --- handlers on the work pool ---
+
+// Parses the body and runs the route's handler (a work thread, or MHD's without a pool).
+static enum MHD_Result srv_run_handler(SrvReq *r) {
+    char err[KG_ERRLEN];
+    cJSON *j_req;
+    int rc = json_parse_object(r->body ? r->body : "", r->len, &j_req, err);
+    if (rc) return srv_reply_kg(r, rc, err, NULL);
+    enum MHD_Result ret = r->route->handler(r, j_req);
+    cJSON_Delete(j_req);
+    return ret;
+}
+
+// A work thread: the handler (or, the pool stopping, a 503), then MHD may have it back.
+static void srv_work_run(void *arg, int cancelled) {
+    SrvReq *r = arg;
+    enum MHD_Result ret = cancelled ? srv_reply_error(r, 503, "the server is shutting down", NULL)
+                                    : srv_run_handler(r);
+    pthread_mutex_lock(&r->mu);
+    r->work.ret = ret;
+    r->work.state = SRV_WORK_DONE;
+    r->suspended = 0; // srv_work_start suspended it, and srv_wake left it so meanwhile
+    MHD_resume_connection(r->conn);
+    pthread_mutex_unlock(&r->mu);
+}
+
+// MHD's thread: queues the request's handler on the pool and suspends it until it has run;
+// a full pool is a 503 at once.
+static enum MHD_Result srv_work_start(SrvReq *r) {
+    pthread_mutex_lock(&r->mu); // srv_work_run takes it to resume: only once suspended here
+    r->work.state = SRV_WORK_RUNNING;
+    int rc = workpool_submit(r->srv->pool, srv_work_run, r);
+    if (rc == KG_OK) {
+        r->suspended = 1;
+        MHD_suspend_connection(r->conn);
+    } else {
+        r->work.state = SRV_WORK_NONE;
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (rc == KG_OK) return MHD_YES;
+    if (rc != KG_EBUSY) return srv_reply_error(r, 503, "the server is shutting down", NULL);
+    metrics_reject(METRICS_REJ_WORK_QUEUE, 1);
+    char msg[128];
+    snprintf(msg, sizeof msg, "busy: %u requests are waiting for a work thread; retry later",
+             r->srv->opt.max_work_queue);
+    return srv_reply_error_h(r, 503, msg, NULL, "Retry-After", "1");
+}
+
+// MHD's thread, once the handler has run: queues its reply, or goes on as it asked (waiting
+// on the engine: r->resume), or closes (it returned MHD_NO).
+static enum MHD_Result srv_work_end(SrvReq *r) {
+    if (r->work.resp) {
+        enum MHD_Result ret = MHD_queue_response(r->conn, r->work.status, r->work.resp);
+        MHD_destroy_response(r->work.resp);
+        r->work.resp = NULL;
+        if (ret != MHD_YES) return MHD_NO;
+    }
+    if (r->work.ret != MHD_YES) return MHD_NO;
+    if (r->status) return MHD_YES;
+    return r->resume ? r->resume(r) : MHD_YES;
 }
 
 // --- streaming ---
@@ -491,13 +680,8 @@ static enum MHD_Result srv_dispatch(SrvReq *r, const char *url) {
     if (!(route->flags & SRV_ROUTE_JSON)) return route->handler(r, NULL);
     if (!srv_json_type_ok(r))
         return srv_reply_error(r, 415, "Content-Type must be application/json", NULL);
-    char err[KG_ERRLEN];
-    cJSON *j_req;
-    int rc = json_parse_object(r->body ? r->body : "", r->len, &j_req, err);
-    if (rc) return srv_reply_kg(r, rc, err, NULL);
-    enum MHD_Result ret = route->handler(r, j_req);
-    cJSON_Delete(j_req);
-    return ret;
+    if ((route->flags & SRV_ROUTE_WORK) && r->srv->pool) return srv_work_start(r);
+    return srv_run_handler(r);
 }
 
 // MHD_get_connection_values' iterator: counts Content-Length headers into *cls, up to 2.
@@ -528,10 +712,17 @@ static enum MHD_Result srv_req_begin(SrvServer *s, struct MHD_Connection *conn, 
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     r->sc = ci ? ci->socket_context : NULL;
-    if (r->sc && r->sc->over_limit) { // Connection: close too (srv_add_common_headers)
-        char msg[96];
-        snprintf(msg, sizeof msg, "too many connections (limit %u); retry later",
-                 s->opt.max_connections);
+    if (r->sc && r->sc->refused) { // Connection: close too (srv_add_common_headers)
+        int per_ip = r->sc->refused == SRV_REFUSED_PER_IP;
+        char msg[128];
+        if (per_ip)
+            snprintf(msg, sizeof msg,
+                     "too many connections from your address (limit %u); retry later",
+                     s->opt.max_connections_per_ip);
+        else
+            snprintf(msg, sizeof msg, "too many connections (limit %u); retry later",
+                     s->opt.max_connections);
+        metrics_reject(per_ip ? METRICS_REJ_PER_IP : METRICS_REJ_MAX_CONNECTIONS, 1);
         return srv_reply_error_h(r, 503, msg, NULL, "Retry-After", "1");
     }
     // One Content-Length only: MHD reads the first, and a proxy in front may have framed the
@@ -567,6 +758,11 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0;
         return MHD_YES;
     }
+    pthread_mutex_lock(&r->mu);
+    int worked = r->work.state == SRV_WORK_DONE;
+    if (worked) r->work.state = SRV_WORK_NONE; // (srv_wake reads it on the engine's thread)
+    pthread_mutex_unlock(&r->mu);
+    if (worked) return srv_work_end(r); // resumed: its handler ran on the work pool
     if (r->status) return MHD_YES;      // answered already (early 413 or 503)
     if (r->resume) return r->resume(r); // woken up while waiting on the engine
     srv_conn_arm(r->srv, r->sc, 0);     // the whole request is here: no deadline now
@@ -629,6 +825,7 @@ static void srv_completed(void *cls, struct MHD_Connection *conn, void **req_cls
     metrics_request(r->endpoint, status, dt);
     srv_log_request(r, status, dt, aborted);
     srv_conn_arm(s, r->sc, 1); // the next request on this connection has its own deadline
+    if (r->work.resp) MHD_destroy_response(r->work.resp); // held when the daemon stopped
     pthread_mutex_destroy(&r->mu);
     free(r->body);
     free(r);
@@ -695,6 +892,7 @@ int srv_start(SrvServer **out, const SrvOptions *opt, char *err) {
     SrvServer *s = calloc(1, sizeof *s);
     if (!s) return kg_err(err, KG_ENOMEM, "server: out of memory");
     s->opt = *opt;
+    s->quiesced_fd = MHD_INVALID_SOCKET;
     if (!s->opt.max_body) s->opt.max_body = SRV_MAX_BODY;
     if (!s->opt.max_connections) s->opt.max_connections = SRV_MAX_CONNECTIONS;
     pthread_condattr_t ca;
@@ -721,30 +919,37 @@ int srv_start(SrvServer **out, const SrvOptions *opt, char *err) {
         srv_free(s);
         return KG_EIO;
     }
+    if (s->opt.work_threads &&
+        workpool_start(&s->pool, s->opt.work_threads, s->opt.max_work_queue, err)) {
+        close(fd);
+        srv_free(s);
+        return KG_ENOMEM;
+    }
     unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-    // MHD's limit is twice ours, so that the connections beyond ours get a 503 (from
-    // srv_req_begin) instead of a silent close; past MHD's they wait in the listen backlog.
+    // MHD's limit is above twice ours: admitted and refused connections (srv_conn_admit) fit,
+    // with room for those closed at once; past it, new ones wait in the listen backlog.
+    unsigned threads = opt->threads ? opt->threads : 4;
     s->d = MHD_start_daemon(
         flags, 0, NULL, NULL, srv_access, s, MHD_OPTION_EXTERNAL_LOGGER, srv_mhd_log, s,
-        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned)(opt->threads ? opt->threads : 4), MHD_OPTION_CONNECTION_LIMIT,
-        2 * s->opt.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)opt->timeout_s,
-        MHD_OPTION_NOTIFY_COMPLETED, srv_completed, s, MHD_OPTION_UNESCAPE_CALLBACK, srv_unescape,
-        NULL, MHD_OPTION_NOTIFY_CONNECTION, srv_conn_notify, s, MHD_OPTION_CLIENT_DISCIPLINE_LVL, 1,
+        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_THREAD_POOL_SIZE, threads,
+        MHD_OPTION_CONNECTION_LIMIT, 2 * s->opt.max_connections + 16 * threads,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)opt->timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
+        srv_completed, s, MHD_OPTION_UNESCAPE_CALLBACK, srv_unescape, NULL,
+        MHD_OPTION_NOTIFY_CONNECTION, srv_conn_notify, s, MHD_OPTION_CLIENT_DISCIPLINE_LVL, 1,
         MHD_OPTION_END); // level 1: "suitable for highly loaded public servers"
     if (!s->d) {
         close(fd);
+        workpool_stop(s->pool);
         srv_free(s);
         return kg_err(err, KG_EIO, "could not start the HTTP server");
     }
-    if (s->opt.request_timeout_s) {
-        if (pthread_create(&s->watchdog, NULL, srv_watchdog, s)) {
-            MHD_stop_daemon(s->d);
-            srv_free(s);
-            return kg_err(err, KG_ENOMEM, "server: could not start the watchdog thread");
-        }
-        s->watchdog_on = 1;
+    if (pthread_create(&s->watchdog, NULL, srv_watchdog, s)) { // (refused ones have a deadline)
+        MHD_stop_daemon(s->d);
+        workpool_stop(s->pool);
+        srv_free(s);
+        return kg_err(err, KG_ENOMEM, "server: could not start the watchdog thread");
     }
+    s->watchdog_on = 1;
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : opt->port;
     *out = s;
@@ -756,15 +961,31 @@ void *srv_app(const SrvServer *s) { return s->opt.app; }
 int srv_draining(const SrvServer *s) { return atomic_load(&s->draining); }
 size_t srv_in_flight(const SrvServer *s) { return atomic_load(&s->in_flight); }
 
+void srv_gauges(SrvServer *s, SrvGauges *g) {
+    *g = (SrvGauges){0};
+    pthread_mutex_lock(&s->conns_mu);
+    g->admitted = s->n_admitted;
+    g->refused = s->n_refused;
+    pthread_mutex_unlock(&s->conns_mu);
+    if (s->pool) workpool_gauges(s->pool, &g->work_queued, &g->work_running);
+}
+
 void srv_drain(SrvServer *s) {
     if (atomic_exchange(&s->draining, 1)) return;
-    MHD_socket fd = MHD_quiesce_daemon(s->d); // no new connections from here on
-    if (fd != MHD_INVALID_SOCKET) close(fd);
+    // No new connections from here on. MHD's threads may still touch the listening socket
+    // (one at its connection limit adds it back to its epoll set), so it is closed only after
+    // MHD_stop_daemon, as MHD says; shut down now, it refuses connections at once.
+    s->quiesced_fd = MHD_quiesce_daemon(s->d);
+    if (s->quiesced_fd != MHD_INVALID_SOCKET) shutdown(s->quiesced_fd, SHUT_RDWR);
 }
 
 void srv_stop(SrvServer *s) {
     if (!s) return;
+    // every request on the pool resumed first (MHD must not stop with one suspended); those
+    // still queued answer 503
+    workpool_stop(s->pool);
     MHD_stop_daemon(s->d); // CLOSED for every connection: the list is empty after this
+    if (s->quiesced_fd != MHD_INVALID_SOCKET) close(s->quiesced_fd);
     if (s->watchdog_on) {
         pthread_mutex_lock(&s->conns_mu);
         s->watchdog_stop = 1;

@@ -6,15 +6,28 @@
 // the last call checks method, auth, content type and JSON, then runs the route's handler.
 // Per-request state is freed only in the completion callback, which runs on every path.
 //
-// Threads: handlers run on MHD's worker threads. srv_wake() may be called from any thread
-// (the engine's notify callback) and resumes a suspended request.
+// Threads: handlers run on MHD's worker threads, except those of SRV_ROUTE_WORK routes: MHD's
+// thread suspends the request and a work pool thread (workpool.h) parses the body and runs
+// the handler, so that a megabyte to tokenize never holds up /healthz. A reply made there is
+// held and queued by MHD's thread once the request resumes; srv_wait() there returns 1
+// without suspending (the request is suspended already; MHD calls the route's resume once
+// the handler has returned). srv_wake() may be called from any thread (the engine's notify
+// callback) and resumes a suspended request.
 //
-// Limits per connection: at most max_connections open (MHD's own limit is set at twice that,
-// and a connection beyond ours gets 503 + Retry-After + Connection: close for its request);
-// timeout_s without any byte either way closes it (MHD); and request_timeout_s bounds the
-// time from the connection's opening, or the end of its previous reply, until the request
-// (line, headers, body) has fully arrived: a watchdog thread shuts a slower one down, so a
-// client dripping a byte a second cannot hold a connection for long.
+// Limits per connection (counted when MHD accepts it; nginx's limit_conn answers the same):
+//   - max_connections are admitted; beyond that a connection is refused: its request gets
+//     503 + Retry-After + Connection: close, and if the request has not arrived within
+//     SRV_REFUSED_GRACE_S the connection is closed (a refusal must not hold a slot);
+//   - max_connections_per_ip (0: none) are admitted from one client address; the next as
+//     many are refused as above, and more are closed at once (a flood from one address
+//     never queues up in front of other clients);
+//   - once max_connections are refused as well, a new connection sheds the admitted one that
+//     has waited longest (at least SRV_SHED_AFTER_S) for its request, idle keep-alive ones
+//     included, as nginx reuses idle connections; if none has, it is closed at once;
+//   - timeout_s without any byte either way closes a connection (MHD); and request_timeout_s
+//     bounds the time from the connection's opening, or the end of its previous reply, until
+//     the request (line, headers, body) has fully arrived: a watchdog thread shuts a slower
+//     one down, so a client dripping a byte a second cannot hold a connection for long.
 #ifndef HTTP_H
 #define HTTP_H
 
@@ -26,12 +39,16 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "model/kg.h"
+#include "base/kg.h"
 
 #define SRV_MAX_BODY        (1u << 20)  // default --max-body
 #define SRV_LINGER_BYTES    (64u << 20) // a body over --max-body: read and dropped up to this
 #define SRV_MAX_CONNECTIONS 256         // default --max-connections
 #define SRV_STREAM_BLOCK    4096        // bytes MHD asks a streaming reader for at most
+#define SRV_REFUSED_GRACE_S 2.0         // a refused connection's request must arrive by then
+#define SRV_SHED_AFTER_S    1.0         // an admitted connection waiting this long may be shed
+#define SRV_WORK_THREADS    2           // default --work-threads
+#define SRV_MAX_WORK_QUEUE  64          // default --max-work-queue
 
 typedef struct SrvReq SrvReq;
 typedef struct SrvServer SrvServer;
@@ -42,9 +59,10 @@ typedef struct SrvConn SrvConn; // one open connection (http.c)
 typedef enum MHD_Result (*SrvHandler)(SrvReq *r, const cJSON *j_req);
 
 enum {
-    SRV_ROUTE_JSON = 1,  // POST body must be a JSON object (415 / 400 otherwise)
-    SRV_ROUTE_OPEN = 2,  // no API key needed (health, readiness, metrics)
-    SRV_ROUTE_PREFIX = 4 // path is a prefix ("/v1/models/" matches "/v1/models/ID")
+    SRV_ROUTE_JSON = 1,   // POST body must be a JSON object (415 / 400 otherwise)
+    SRV_ROUTE_OPEN = 2,   // no API key needed (health, readiness, metrics)
+    SRV_ROUTE_PREFIX = 4, // path is a prefix ("/v1/models/" matches "/v1/models/ID")
+    SRV_ROUTE_WORK = 8    // JSON parsing and the handler run on the work pool (see above)
 };
 
 typedef struct {
@@ -60,6 +78,9 @@ typedef enum {
     SRV_BODY_TOO_LARGE, // 413: over max_body; the rest is drained and dropped
     SRV_BODY_NO_MEMORY  // 503: could not grow the buffer
 } SrvBodyState;
+
+// Where a SRV_ROUTE_WORK handler is (SrvReq.work.state).
+enum { SRV_WORK_NONE, SRV_WORK_RUNNING, SRV_WORK_DONE };
 
 // A streaming reply's source: writes up to max bytes of the next event(s) into buf and
 // returns the count, 0 when nothing is ready yet (the request is then suspended until
@@ -92,16 +113,26 @@ struct SrvReq {
     // set while the handler waits on the engine: MHD's next call (after srv_wake) runs it
     enum MHD_Result (*resume)(SrvReq *r);
     SrvPull pull; // a streaming reply's source
+    // a SRV_ROUTE_WORK handler's run on the work pool (state under mu)
+    struct {
+        int state;                 // SRV_WORK_NONE, _RUNNING (on the pool), _DONE (to finish)
+        enum MHD_Result ret;       // what the handler returned
+        struct MHD_Response *resp; // its reply, queued by MHD's thread on resume
+        int status;
+    } work;
 };
 
 // --- the server ---
 typedef struct {
-    const char *host;           // NULL or "0.0.0.0": any
-    int port;                   // 0: pick a free one (see srv_port)
-    unsigned threads;           // MHD worker threads
-    unsigned max_connections;   // open connections; one more gets 503 (0: 256)
-    unsigned timeout_s;         // idle connection timeout (slow clients)
-    unsigned request_timeout_s; // a whole request must arrive within this (0: no limit)
+    const char *host;                // NULL or "0.0.0.0": any
+    int port;                        // 0: pick a free one (see srv_port)
+    unsigned threads;                // MHD worker threads
+    unsigned max_connections;        // admitted connections; more are refused (0: 256)
+    unsigned max_connections_per_ip; // admitted from one address (0: no limit)
+    unsigned timeout_s;              // idle connection timeout (slow clients)
+    unsigned request_timeout_s;      // a whole request must arrive within this (0: no limit)
+    unsigned work_threads;           // the work pool's threads (0: SRV_ROUTE_WORK runs on MHD's)
+    unsigned max_work_queue;         // handlers waiting for a work thread; more get 503
     size_t max_body;
     const char *api_key;     // NULL: no auth
     const char *cors_origin; // NULL: no CORS headers
@@ -123,6 +154,13 @@ void srv_drain(SrvServer *s);
 int srv_draining(const SrvServer *s);
 // Requests begun and not yet completed.
 size_t srv_in_flight(const SrvServer *s);
+
+// Connections and work-pool figures for /metrics.
+typedef struct {
+    size_t admitted, refused; // open connections, admitted and refused (see the limits above)
+    size_t work_queued, work_running;
+} SrvGauges;
+void srv_gauges(SrvServer *s, SrvGauges *g);
 // Stops MHD (call after every request completed or the engine cancelled them) and frees s.
 void srv_stop(SrvServer *s);
 
@@ -148,7 +186,9 @@ int srv_status_from_err(int kg_code);
 // Starts a text/event-stream reply whose bytes come from pull.
 enum MHD_Result srv_stream_start(SrvReq *r, SrvPull pull);
 // Suspends the request unless srv_wake() came since the last call; returns 1 if it
-// suspended (the handler or reader then returns MHD_YES / 0).
+// suspended (the handler or reader then returns MHD_YES / 0). On a work pool thread it
+// returns 1 at once: the request is suspended already and is resumed, to call r->resume,
+// once the handler has returned.
 int srv_wait(SrvReq *r);
 // Resumes a request suspended by srv_wait (any thread; the engine's notify calls it).
 void srv_wake(SrvReq *r);

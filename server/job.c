@@ -83,7 +83,7 @@ void job_usage(const Job *job, size_t *prompt_tokens, size_t *generated_tokens) 
     for (size_t i = 0; i < job->n_choices; i++) {
         SchedStats st;
         sched_job_stats(job->choices[i].sched_job, &st);
-        *prompt_tokens += st.prompt_tokens;
+        if (i % job->n_per_prompt == 0) *prompt_tokens += st.prompt_tokens; // its first sample
         *generated_tokens += st.generated_tokens;
     }
 }
@@ -238,6 +238,7 @@ Job *job_new(SrvApp *app, const JobHooks *hooks, void *ctx, size_t n_choices, co
                  .stream = stream,
                  .n_choices = n_choices,
                  .choices = choices,
+                 .n_per_prompt = 1,
                  .created = time(NULL)};
     for (size_t i = 0; i < n_choices; i++)
         choices[i].state = SCHED_RUNNING;

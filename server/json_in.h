@@ -11,7 +11,7 @@
 #include <cjson/cJSON.h>
 #include <stddef.h>
 
-#include "model/kg.h"
+#include "base/kg.h"
 
 // Parses body[0..len) (body[len] must be '\0') into a JSON object. KG_EINVAL for malformed
 // or truncated JSON, trailing bytes or a top level that is not an object. Free with

@@ -52,8 +52,12 @@ static struct {
     size_t n_ep;
     MetricsHist first_token, per_output_token;
     double decode_seconds;
+    uint64_t rejected[METRICS_REJ_N];
     time_t start_time;
 } M = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static const char *const METRICS_REJ_NAMES[METRICS_REJ_N] = {
+    "max_connections", "per_ip", "closed", "shed", "request_timeout", "work_queue"};
 
 void metrics_init(const char *const *endpoints, size_t n) {
     pthread_mutex_lock(&M.mu);
@@ -66,6 +70,7 @@ void metrics_init(const char *const *endpoints, size_t n) {
     memset(&M.first_token, 0, sizeof M.first_token);
     memset(&M.per_output_token, 0, sizeof M.per_output_token);
     M.decode_seconds = 0;
+    memset(M.rejected, 0, sizeof M.rejected);
     M.start_time = time(NULL);
     pthread_mutex_unlock(&M.mu);
 }
@@ -108,6 +113,12 @@ void metrics_tokens(const char *endpoint, size_t prompt, size_t cached, size_t g
 void metrics_first_token(double seconds) {
     pthread_mutex_lock(&M.mu);
     hist_observe(&M.first_token, METRICS_BUCKETS, METRICS_N_BUCKETS, seconds);
+    pthread_mutex_unlock(&M.mu);
+}
+
+void metrics_reject(MetricsReject why, size_t n) {
+    pthread_mutex_lock(&M.mu);
+    M.rejected[why] += n;
     pthread_mutex_unlock(&M.mu);
 }
 
@@ -257,6 +268,11 @@ char *metrics_render(const MetricsGauges *g, size_t *len) {
               "second = rate(kogpt2_generated_tokens_total) / rate(this).\n"
               "# TYPE kogpt2_decode_seconds_total counter\nkogpt2_decode_seconds_total %.6f\n",
               M.decode_seconds);
+    mb_printf(&b, "# HELP kogpt2_rejected_total Requests and connections turned away by the "
+                  "server's limits, by reason.\n# TYPE kogpt2_rejected_total counter\n");
+    for (size_t i = 0; i < METRICS_REJ_N; i++)
+        mb_printf(&b, "kogpt2_rejected_total{reason=\"%s\"} %llu\n", METRICS_REJ_NAMES[i],
+                  (unsigned long long)M.rejected[i]);
     pthread_mutex_unlock(&M.mu);
     metrics_render_process(&b);
     mb_gauge(&b, "kogpt2_queue_depth", "Jobs waiting for a batch slot.", (double)g->queue_depth);
@@ -269,6 +285,16 @@ char *metrics_render(const MetricsGauges *g, size_t *len) {
     mb_gauge(&b, "kogpt2_cache_capacity_bytes", "Prefix cache memory limit.",
              (double)g->cache_capacity);
     mb_gauge(&b, "kogpt2_cache_entries", "Prefixes held by the cache.", (double)g->cache_entries);
+    mb_printf(&b,
+              "# HELP kogpt2_connections Open connections: admitted, or refused (answered "
+              "503 and closed).\n# TYPE kogpt2_connections gauge\n"
+              "kogpt2_connections{state=\"admitted\"} %zu\n"
+              "kogpt2_connections{state=\"refused\"} %zu\n",
+              g->conns_admitted, g->conns_refused);
+    mb_gauge(&b, "kogpt2_work_queue_depth",
+             "Requests waiting for a work thread (parsing, tokenizing, chat templates).",
+             (double)g->work_queued);
+    mb_gauge(&b, "kogpt2_work_running", "Requests on a work thread now.", (double)g->work_running);
     mb_gauge(&b, "kogpt2_ready", "1 when the model is loaded and the server not draining.",
              g->ready);
     if (b.oom) {

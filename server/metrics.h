@@ -16,8 +16,21 @@
 typedef struct {
     size_t queue_depth, running, batch_rows, in_flight;
     size_t cache_bytes, cache_capacity, cache_entries;
+    size_t conns_admitted, conns_refused; // open connections (http.h's limits)
+    size_t work_queued, work_running;     // the work pool (workpool.h)
     int ready;
 } MetricsGauges;
+
+// Why a request or connection was turned away (kogpt2_rejected_total{reason}).
+typedef enum {
+    METRICS_REJ_MAX_CONNECTIONS, // 503: a connection over --max-connections
+    METRICS_REJ_PER_IP,          // 503: over --max-connections-per-ip
+    METRICS_REJ_CLOSED,          // closed at once: twice a limit, nothing is held for it
+    METRICS_REJ_SHED,            // an idle or slow connection closed to admit a new one
+    METRICS_REJ_REQUEST_TIMEOUT, // the request did not arrive in time (or a refused one's)
+    METRICS_REJ_WORK_QUEUE,      // 503: every work thread busy and --max-work-queue waiting
+    METRICS_REJ_N
+} MetricsReject;
 
 // Resets the table and names the endpoints that get their own label ("other" and
 // "static" are always present). names must outlive the metrics (string literals).
@@ -30,6 +43,8 @@ void metrics_tokens(const char *endpoint, size_t prompt, size_t cached, size_t g
                     double decode_ms);
 // A generation's time to first token (from its submission).
 void metrics_first_token(double seconds);
+// n more turned away for reason why.
+void metrics_reject(MetricsReject why, size_t n);
 
 // Renders the text exposition format (version 0.0.4) into a malloc'd string (free());
 // NULL on OOM.

@@ -18,10 +18,13 @@ SrvApp *api_ready(SrvReq *r, enum MHD_Result *ret) {
 int api_prompt_from(const SrvApp *app, const char *text, size_t len, const cJSON *j_tokens,
                     const char *name, int **ids, size_t *n, char *err) {
     int rc;
-    if (text)
-        rc = tok_encode(app->tok, text, len, ids, n, err);
+    if (text) // stops at n_ctx: a megabyte of text costs no more than a prompt that fits
+        rc = tok_encode_max(app->tok, text, len, app->n_ctx, ids, n, err);
     else
         rc = json_ids(j_tokens, name, ids, n, 0, (long long)app->vocab_size - 1, err);
+    if (text && rc == KG_ERANGE)
+        return kg_err(err, KG_ERANGE, "n_prompt_tokens (more than %zu) exceeds n_ctx (%zu)",
+                      app->n_ctx, app->n_ctx);
     if (rc) return rc;
     if (*n == 0) return kg_err(err, KG_ERANGE, "the prompt is empty");
     if (*n > app->n_ctx)

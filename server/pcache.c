@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/kg.h"
+#include "base/kg.h"
 
 struct PCache {
     const Gpt2 *m;

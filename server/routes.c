@@ -8,18 +8,22 @@
 // --max-body; 415 not application/json; 422 a value out of range (param names it), empty or
 // over-long prompt (the message says n_prompt_tokens and n_ctx), a token id outside the
 // vocabulary, something unsupported; 429 queue full (+Retry-After); 503 loading, out of
-// memory, cancelled by shutdown, or a connection over --max-connections (+Retry-After).
+// memory, cancelled by shutdown, a connection over --max-connections or
+// --max-connections-per-ip, or every work thread busy with --max-work-queue waiting
+// (+Retry-After).
 // Unknown keys are ignored; null means "not given".
 #include "api.h"
 
+// The POST routes' bodies (up to --max-body) are parsed, tokenized and templated on the work
+// pool (SRV_ROUTE_WORK): the GETs, /healthz first, are answered by MHD's threads meanwhile.
 static const SrvRoute ROUTES[] = {
-    {"POST", "/v1/next-token", ep_next_token, SRV_ROUTE_JSON},
-    {"POST", "/v1/score", ep_score, SRV_ROUTE_JSON},
-    {"POST", "/v1/generate", ep_generate, SRV_ROUTE_JSON},
-    {"POST", "/v1/completions", ep_completions, SRV_ROUTE_JSON},
-    {"POST", "/v1/chat/completions", ep_chat_completions, SRV_ROUTE_JSON},
-    {"POST", "/v1/tokenize", ep_tokenize, SRV_ROUTE_JSON},
-    {"POST", "/v1/detokenize", ep_detokenize, SRV_ROUTE_JSON},
+    {"POST", "/v1/next-token", ep_next_token, SRV_ROUTE_JSON | SRV_ROUTE_WORK},
+    {"POST", "/v1/score", ep_score, SRV_ROUTE_JSON | SRV_ROUTE_WORK},
+    {"POST", "/v1/generate", ep_generate, SRV_ROUTE_JSON | SRV_ROUTE_WORK},
+    {"POST", "/v1/completions", ep_completions, SRV_ROUTE_JSON | SRV_ROUTE_WORK},
+    {"POST", "/v1/chat/completions", ep_chat_completions, SRV_ROUTE_JSON | SRV_ROUTE_WORK},
+    {"POST", "/v1/tokenize", ep_tokenize, SRV_ROUTE_JSON | SRV_ROUTE_WORK},
+    {"POST", "/v1/detokenize", ep_detokenize, SRV_ROUTE_JSON | SRV_ROUTE_WORK},
     {"GET", "/v1/models", ep_models, 0},
     {"GET", "/v1/models/", ep_model, SRV_ROUTE_PREFIX},
     {"GET", "/healthz", ep_healthz, SRV_ROUTE_OPEN},

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "model/kg.h"
+#include "base/kg.h"
 #include "pcache.h"
 
 #define SCHED_SPEC_K 10 // candidates precomputed after a next-token answer (the Explorer's 10)

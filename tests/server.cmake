@@ -1,18 +1,27 @@
 # kogpt2d tests (issue 4). Included by tests/CMakeLists.txt, which defines kg_test().
 #
 # test_server_http: the HTTP layer alone (its own route table, no model): JSON getters,
-#   static-file paths, metrics text, replies, body limits, suspend/resume, SSE.
+#   static-file paths, metrics text, replies, body limits, suspend/resume, SSE, handlers on
+#   the work pool (a full queue is a 503, a GET is answered meanwhile).
+# test_server_encode: tok_encode_max and its byte bound on the three tokenizers.
 # test_server_e2e: build/kogpt2d on 127.0.0.1 with a small random model and the shared v2
 #   tokenizer: every endpoint and every bad-input class; skips (77) without ../shared.
-# test_server_abuse: the limits under abuse (issue 7): a 64-client soak with 10 % bad requests
-#   (KG_SERVER_SOAK_S, default 5 s), 200 slow-drip connections beside 8 normal clients,
-#   --max-connections overflow (503), memory per request; about 40 s.
+# test_server_abuse: the limits under abuse (issues 7, 24): a 64-client soak with 10 % bad
+#   requests (KG_SERVER_SOAK_S, default 5 s), 200 slow-drip connections beside 8 normal clients,
+#   --max-connections overflow (503), memory per request; megabyte bodies to every endpoint that
+#   tokenizes (422 naming the limit, /healthz answered meanwhile, RSS given back), usage counts,
+#   a chat template's work budget, 600 dripping connections beside a client from 127.0.0.2;
+#   about 70 s.
 if(NOT TARGET kghttp)
   return()
 endif()
 
 kg_test(test_server_http SOURCES test_server_http.c LIBS kghttp LABELS server)
 set_tests_properties(test_server_http PROPERTIES TIMEOUT 60)
+# the encode limit every prompt goes through (issue 24): tok_encode_max = encode + count,
+# its byte bound never refuses a text that fits, and it stops early
+kg_test(test_server_encode SOURCES test_server_encode.c LIBS kgtok LABELS server)
+set_tests_properties(test_server_encode PROPERTIES TIMEOUT 120)
 kg_test(test_chat_template SOURCES test_chat_template.c LIBS kghttp LABELS server) # vs jinja2
 
 if(TARGET kogpt2d AND PYTHON3)

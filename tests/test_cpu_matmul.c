@@ -22,9 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/kg.h"
 #include "check.h"
 #include "model/backend.h"
-#include "model/kg.h"
 #include "model/kgmath.h"
 #include "testmodel.h"
 

@@ -20,9 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/kg.h"
 #include "check.h"
 #include "model/backend.h"
-#include "model/kg.h"
 #include "model/kgmath.h"
 
 static uint64_t rng = 88172645463325252ull;

@@ -12,9 +12,11 @@
 //   - any other dtype is refused: at load and by convert (KG_EUNSUP).
 // Then broken quantized files, each refused with one line naming the cause: wrong U8 shapes,
 // a NaN or infinite block scale, __metadata__ disagreeing with the shapes or missing or
-// unknown, a missing LM head, a float matrix among the blocks, blocks where an embedding
-// belongs, blocks for a matrix of 48 inputs, shards of two schemes, and a backend without
-// quantized kernels (a stand-in for CUDA; the real one too when a GPU is present).
+// unknown or holding a NUL, a missing LM head, a float matrix among the blocks, blocks where
+// an embedding belongs, blocks for a matrix of 48 inputs, shards of two schemes, and a
+// backend without quantized kernels (a stand-in for CUDA; the real one too when a GPU is
+// present).
+// Last, nothing converts over its source (any spelling) or another model without --force.
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,9 +26,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/kg.h"
 #include "check.h"
 #include "model/gpt2.h"
-#include "model/kg.h"
 #include "testmodel.h"
 
 static char g_tmp[512];
@@ -340,6 +342,31 @@ static void test_broken(const char *qdir) {
     expect_bad("metadata q4_0, blocks q8_0", &e, q4, bad, g_be, GPT2_DTYPE_AUTO, KG_EFORMAT,
                "U8 (192, 68), but kogpt2.quant says Q4_0: expected U8 (192, 36)");
     expect_bad("metadata q5_k", &e, q5, bad, g_be, GPT2_DTYPE_AUTO, KG_EUNSUP, "'q5_k'");
+    // "q8_0\u0000x", which cJSON reads as q8_0 (issue 24): written as q8_0_u0000x, then the
+    // '_' made a backslash in the file (the same length, so the header length still holds)
+    const char *q8_nul[] = {"format", "pt", GPT2_META_QUANT, "q8_0_u0000x", NULL};
+    expect_bad("metadata q8_0_u0000x", &e, q8_nul, bad, g_be, GPT2_DTYPE_AUTO, KG_EUNSUP,
+               "'q8_0_u0000x'");
+    {
+        char path[1200], *text;
+        size_t len;
+        snprintf(path, sizeof path, "%s/model.safetensors", bad);
+        REQUIRE(!kg_read_file(path, 1 << 28, &text, &len, err), "%s", err);
+        char *at = strstr(text + 8, "q8_0_u0000x");
+        REQUIRE(at, "%s: no scheme in the header", path);
+        at[4] = '\\';
+        FILE *f = fopen(path, "wb");
+        REQUIRE(f && fwrite(text, 1, len, f) == len && fclose(f) == 0, "write %s", path);
+        free(text);
+        Gpt2 m;
+        int rc = gpt2_open(&m, bad, g_be, GPT2_DTYPE_AUTO, err);
+        if (rc == KG_OK) gpt2_close(&m);
+        CHECK_MSG(rc == KG_EFORMAT &&
+                      strstr(err, "\"__metadata__\": \"kogpt2.quant\" holds a NUL (\\u0000)") &&
+                      !strchr(err, '\n'),
+                  "metadata q8_0\\u0000x: rc %d (%s)", rc, err);
+        printf("%-34s -> %s\n", "metadata q8_0\\u0000x", after(err, "model.safetensors: "));
+    }
     expect_bad("blocks, no kogpt2.quant", &e, none, bad, g_be, GPT2_DTYPE_AUTO, KG_EFORMAT,
                "has no kogpt2.quant");
     expect_bad("no metadata at all", &e, NULL, bad, g_be, GPT2_DTYPE_AUTO, KG_EFORMAT,
@@ -517,6 +544,88 @@ static void test_cli(const char *src) {
     CHECK_MSG(WEXITSTATUS(system(cmd)) == 2, "%s: not a usage error", cmd);
 }
 
+// Runs cmd with its output into out (KG_ERRLEN bytes, one line expected); its exit status.
+static int run_cmd(const char *cmd, char *out) {
+    char full[4200], file[1100];
+    tmp_path(file, sizeof file, "cmd.out");
+    snprintf(full, sizeof full, "%s >%s 2>&1", cmd, file);
+    int rc = system(full);
+    char *text = NULL;
+    out[0] = '\0';
+    if (!kg_read_file(file, 1 << 20, &text, NULL, NULL)) snprintf(out, KG_ERRLEN, "%s", text);
+    free(text);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+// Nothing converts over its source or over another model by accident (issue 24): --out that
+// is the source (D, D/, ./D, a symlink) is refused by gpt2_convert, --force or not; an --out
+// that holds a model needs --force; either refusal leaves the bytes as they were. An unknown
+// --dtype is named.
+static void test_overwrite(const char *src) {
+    char dir[1100], link[1100], spelled[1200], err[KG_ERRLEN], path[1200], msg[KG_ERRLEN];
+    char *before, *after_bytes;
+    size_t n_before, n_after;
+    tmp_path(dir, sizeof dir, "own");
+    REQUIRE(!gpt2_convert(src, dir, KG_F32, NULL, err), "%s", err);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    REQUIRE(!kg_read_file(path, 1 << 26, &before, &n_before, err), "%s", err);
+    tmp_path(link, sizeof link, "own_link");
+    REQUIRE(!symlink(dir, link), "symlink %s: %s", link, strerror(errno));
+    const char *spellings[] = {"%s", "%s/", "%s/./", "LINK"};
+    for (int i = 0; i < 4; i++) {
+        if (i == 3)
+            snprintf(spelled, sizeof spelled, "%s", link);
+        else
+            snprintf(spelled, sizeof spelled, spellings[i], dir);
+        err[0] = '\0';
+        int rc = gpt2_convert(dir, spelled, KG_Q8_0, NULL, err);
+        CHECK_MSG(rc == KG_EINVAL && strstr(err, "is the source directory"), "%s: rc %d, %s",
+                  spelled, rc, err);
+        rc = gpt2_convert(link, spelled, KG_F16, NULL, err);
+        CHECK_MSG(rc == KG_EINVAL && strstr(err, "is the source directory"), "%s: rc %d, %s",
+                  spelled, rc, err);
+    }
+    printf("in place: %s\n", err);
+
+    const char *build = getenv("KG_BUILD_DIR");
+    char bin[1100], cmd[4096];
+    snprintf(bin, sizeof bin, "%s/kogpt2", build ? build : ".");
+    if (access(bin, X_OK)) {
+        printf("kogpt2 CLI: %s is not built: skipped\n", bin);
+    } else {
+        snprintf(cmd, sizeof cmd, "%s convert --model %s --out %s/ --dtype q8_0", bin, dir, dir);
+        CHECK_MSG(run_cmd(cmd, msg) == 1 && strstr(msg, "is the source directory"), "%s: %s", cmd,
+                  msg);
+        snprintf(cmd, sizeof cmd, "%s convert --model %s --out %s --dtype q8_0 --force", bin, link,
+                 dir);
+        CHECK_MSG(run_cmd(cmd, msg) == 1 && strstr(msg, "is the source directory"), "%s: %s", cmd,
+                  msg);
+        snprintf(cmd, sizeof cmd, "%s convert --model %s --out %s --dtype q8_0", bin, src, dir);
+        CHECK_MSG(run_cmd(cmd, msg) == 1 && strstr(msg, "holds a model already (config.json): "
+                                                        "--force replaces it"),
+                  "%s: %s", cmd, msg);
+        printf("over a model: %s", msg);
+        snprintf(cmd, sizeof cmd, "%s convert --model %s --out %s_x --dtype q9", bin, src, dir);
+        CHECK_MSG(run_cmd(cmd, msg) == 2 &&
+                      !strcmp(msg, "kogpt2 convert: unknown --dtype 'q9': f32, f16, bf16, q8_0 "
+                                   "or q4_0\n"),
+                  "%s: %s", cmd, msg);
+    }
+    REQUIRE(!kg_read_file(path, 1 << 26, &after_bytes, &n_after, err), "%s", err);
+    CHECK_MSG(n_after == n_before && !memcmp(before, after_bytes, n_before),
+              "a refused convert changed %s", path);
+    free(after_bytes);
+    if (!access(bin, X_OK)) { // on purpose: --force replaces it
+        snprintf(cmd, sizeof cmd, "%s convert --model %s --out %s --dtype q8_0 --force", bin, src,
+                 dir);
+        CHECK_MSG(run_cmd(cmd, msg) == 0, "%s: %s", cmd, msg);
+        REQUIRE(!kg_read_file(path, 1 << 26, &after_bytes, &n_after, err), "%s", err);
+        CHECK_MSG(n_after < n_before, "--force did not replace %s", path);
+        free(after_bytes);
+    }
+    free(before);
+}
+
 int main(void) {
     const char *build = getenv("KG_BUILD_DIR"), *source = getenv("KG_SOURCE_DIR");
     char parent[400], err[KG_ERRLEN], dir[1100], untied[1100];
@@ -556,6 +665,7 @@ int main(void) {
     test_broken(dir);
     tmp_path(dir, sizeof dir, "f32_tied");
     test_cli(dir);
+    test_overwrite(dir);
 
     kg_backend_free(g_be);
     char cmd[1200];

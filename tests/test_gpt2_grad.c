@@ -19,9 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/kg.h"
 #include "check.h"
 #include "model/gpt2.h"
-#include "model/kg.h"
 
 #define REF_MAGIC   0x5247474Bu // "KGGR"
 #define REF_VERSION 1u

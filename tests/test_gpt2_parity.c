@@ -22,9 +22,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/kg.h"
 #include "check.h"
 #include "model/gpt2.h"
-#include "model/kg.h"
 #include "model/kgmath.h"
 #include "model/sampler.h"
 

@@ -15,9 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/kg.h"
 #include "check.h"
 #include "model/gpt2.h"
-#include "model/kg.h"
 
 typedef struct {
     float *logits; // (n, V)

@@ -8,11 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/kg.h"
 #include "check.h"
 #include "model/backend.h"
 #include "model/config.h"
 #include "model/gpt2.h"
-#include "model/kg.h"
 #include "model/safetensors.h"
 #include "testmodel.h"
 
@@ -157,6 +157,27 @@ static void test_bad(void) {
     expect_bad("tie_word_embeddings a string", "{\"tie_word_embeddings\": \"yes\"}",
                "tie_word_embeddings");
     expect_bad("eos_token_id negative", "{\"eos_token_id\": -5}", "eos_token_id");
+}
+
+// A name holding a NUL (issue 24): cJSON reads "gpt_neo\u0000" as gpt_neo and "relu\u0000x"
+// as relu, so each would pass as its prefix; refused, naming the field. A value shown in a
+// message stays on one line.
+static void test_nul(void) {
+    expect_bad("model_type gpt2 + NUL", "{\"model_type\": \"gpt2\\u0000neo\"}",
+               "\"model_type\" holds a NUL");
+    expect_bad("activation relu + NUL", "{\"activation_function\": \"relu\\u0000x\"}",
+               "\"activation_function\" holds a NUL");
+    expect_bad("a key with a NUL", "{\"n_layer\\u0000\": 2}", "the key \"n_layer...\"");
+    static const char raw[] = "{\"n_layer\": 2}\0{\"n_layer\": 3}";
+    char err[KG_ERRLEN] = "";
+    Gpt2Config c;
+    int rc = gpt2_config_parse(&c, raw, sizeof raw - 1, err);
+    CHECK_MSG(rc == KG_EFORMAT && strstr(err, "NUL"), "raw NUL: rc %d (%s)", rc, err);
+    printf("%-36s -> %s\n", "a raw NUL between two objects", err);
+    rc = gpt2_config_parse(&c, "{\"model_type\": \"x\\ny\"}", 22, err);
+    CHECK_MSG(rc == KG_EUNSUP && strstr(err, "model_type x?y") && !strchr(err, '\n'),
+              "model_type with a newline: rc %d (%s)", rc, err);
+    printf("%-36s -> %s\n", "model_type with a newline", err);
 }
 
 static void write_file(const char *path, const char *text) {
@@ -316,6 +337,7 @@ int main(void) {
     test_valid();
     test_bad();
     test_options();
+    test_nul();
     test_files();
     test_not_regular();
     test_nonfinite();

@@ -10,10 +10,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/kg.h"
 #include "check.h"
 #include "model/backend.h"
 #include "model/gpt2.h"
-#include "model/kg.h"
 #include "model/safetensors.h"
 
 static char g_tmp[1024]; // this run's scratch directory
@@ -163,6 +163,85 @@ static void test_parse_errors(void) {
                         "\"e\":{\"dtype\":\"F32\",\"shape\":[0,5],\"data_offsets\":[8,8]},"
                         "\"i\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[8,24]}}"),
                  24, KG_OK, NULL);
+}
+
+// Issue 24: sizes and offsets near 2^64 (a product or a sum that would wrap to a small
+// number), and names, dtypes and __metadata__ values holding a NUL, which cJSON would cut
+// short ("F32\u0000x" read as F32). Each is refused naming its tensor or key.
+static void test_parse_overflow_nul(void) {
+    expect_parse("shape (2^62 + 16) F32 in 64 bytes",
+                 padded("{\"w10\":{\"dtype\":\"F32\",\"shape\":[4611686018427387920],"
+                        "\"data_offsets\":[0,64]}}"),
+                 64, KG_EFORMAT, "w10");
+    // each dimension fits the data; the product is 2^64, which would wrap to an empty tensor
+    expect_parse("shape product wraps to 0",
+                 padded("{\"w10\":{\"dtype\":\"U8\",\"shape\":[65536,65536,65536,65536],"
+                        "\"data_offsets\":[0,0]}}"),
+                 65536, KG_EFORMAT, "w10");
+    expect_parse("shape product wraps to the data size",
+                 padded("{\"w10\":{\"dtype\":\"F32\",\"shape\":[65536,65536,65536,65536,1],"
+                        "\"data_offsets\":[0,0]},"
+                        "\"w11\":{\"dtype\":\"F32\",\"shape\":[16],\"data_offsets\":[0,64]}}"),
+                 65536, KG_EFORMAT, "w10");
+    expect_parse("data_offsets at 2^64 - 1",
+                 padded("{\"w11\":{\"dtype\":\"U8\",\"shape\":[0],"
+                        "\"data_offsets\":[18446744073709551615,18446744073709551615]}}"),
+                 16, KG_EFORMAT, "w11");
+    expect_parse("data_offsets [2^64 - 64, 2^64]",
+                 padded("{\"w11\":{\"dtype\":\"U8\",\"shape\":[64],"
+                        "\"data_offsets\":[18446744073709551552,18446744073709551616]}}"),
+                 64, KG_EFORMAT, "w11");
+    expect_parse("q8_0 rows: 2^62 of 34 bytes",
+                 padded("{\"__metadata__\":{\"kogpt2.quant\":\"q8_0\"},"
+                        "\"h.0.attn.c_attn.weight\":{\"dtype\":\"U8\",\"shape\":"
+                        "[4611686018427387904,34],\"data_offsets\":[0,68]}}"),
+                 68, KG_EFORMAT, "h.0.attn.c_attn.weight");
+
+    expect_parse("NUL in a tensor name",
+                 padded("{\"w12\\u0000junk\":{\"dtype\":\"F32\",\"shape\":[1],"
+                        "\"data_offsets\":[0,4]}}"),
+                 4, KG_EFORMAT, "the key \"w12...\" holds a NUL");
+    expect_parse("NUL in a dtype",
+                 padded("{\"w12\":{\"dtype\":\"F32\\u0000x\",\"shape\":[1],"
+                        "\"data_offsets\":[0,4]}}"),
+                 4, KG_EFORMAT, "\"w12\": \"dtype\" holds a NUL");
+    expect_parse("NUL in the quantization scheme",
+                 padded("{\"__metadata__\":{\"kogpt2.quant\":\"q8_0\\u0000x\"},"
+                        "\"w12\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}"),
+                 4, KG_EFORMAT, "\"kogpt2.quant\" holds a NUL");
+    expect_parse("NUL in a __metadata__ key",
+                 padded("{\"__metadata__\":{\"kogpt2.quant\\u0000\":\"q8_0\"},"
+                        "\"w12\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}"),
+                 4, KG_EFORMAT, "the key \"kogpt2.quant...\" holds a NUL");
+    {
+        static const char raw[] =
+            "{\"w12\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}\0      ";
+        size_t size;
+        unsigned char *b = image("", 4, &size); // 8 bytes of length, then 4 of data
+        unsigned char *f = malloc(8 + sizeof raw - 1 + 4);
+        REQUIRE(f, "oom");
+        for (int i = 0; i < 8; i++)
+            f[i] = (unsigned char)((uint64_t)(sizeof raw - 1) >> (8 * i));
+        memcpy(f + 8, raw, sizeof raw - 1);
+        memcpy(f + 8 + sizeof raw - 1, b + 8, 4);
+        SafeTensors st;
+        char err[KG_ERRLEN] = "";
+        int rc = safetensors_parse(&st, f, 8 + sizeof raw - 1 + 4, err);
+        CHECK_MSG(rc == KG_EFORMAT && strstr(err, "a NUL byte"), "raw NUL: rc %d (%s)", rc, err);
+        if (rc == KG_OK) safetensors_close(&st);
+        printf("%-34s -> %s\n", "a raw NUL byte in the header", err);
+        free(b);
+        free(f);
+    }
+    // a name with a newline (a JSON escape): the message stays on one line
+    expect_parse("newline in a tensor name",
+                 padded("{\"w13\\nx\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}"),
+                 4, KG_EFORMAT, "w13?x");
+    // a backslash and the text u0000 in a name is a name like any other
+    expect_parse("escaped backslash, then u0000",
+                 padded("{\"w14\\\\u0000\":{\"dtype\":\"F32\",\"shape\":[1],"
+                        "\"data_offsets\":[0,4]}}"),
+                 4, KG_OK, NULL);
 }
 
 static void test_open_errors(void) {
@@ -536,6 +615,49 @@ static void test_gpt2_open_dtypes(void) {
     kg_backend_free(be);
 }
 
+// A shard index (model.safetensors.index.json) whose weight_map names hold a NUL: the tensor
+// "x\u0000y" would be looked up as x, the shard "a.safetensors\u0000/../b" opened as
+// a.safetensors. Refused at the index, naming the entry (issue 24).
+static void test_index_nul(void) {
+    char dir[1100], path[1200], cfg[512], err[KG_ERRLEN];
+    snprintf(dir, sizeof dir, "%s/index", g_tmp);
+    REQUIRE(mkdir(dir, 0755) == 0 || errno == EEXIST, "mkdir %s", dir);
+    snprintf(cfg, sizeof cfg, CONFIG_FMT, 1, 1, 4, 2, 3, "true");
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    write_text(path, cfg);
+    size_t size;
+    unsigned char *b =
+        image(padded("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}"), 4, &size);
+    snprintf(path, sizeof path, "%s/a.safetensors", dir);
+    FILE *f = fopen(path, "wb");
+    REQUIRE(f && fwrite(b, 1, size, f) == size && fclose(f) == 0, "write %s", path);
+    free(b);
+    static const struct {
+        const char *what, *index, *want;
+    } CASES[] = {
+        {"index: NUL in a tensor name", "{\"weight_map\": {\"x\\u0000y\": \"a.safetensors\"}}",
+         "the key \"x...\" holds a NUL"},
+        {"index: NUL in a shard name",
+         "{\"weight_map\": {\"x\": \"a.safetensors\\u0000/../../b\"}}",
+         "\"weight_map\": \"x\" holds a NUL"},
+    };
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    KgBackend *be = kg_cpu_backend_new(1, err);
+    REQUIRE(be, "backend: %s", err);
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        write_text(path, CASES[i].index);
+        Gpt2 g;
+        err[0] = '\0';
+        int rc = gpt2_open(&g, dir, be, GPT2_DTYPE_AUTO, err);
+        if (rc == KG_OK) gpt2_close(&g);
+        CHECK_MSG(rc == KG_EFORMAT && strstr(err, CASES[i].want) && strstr(err, "index.json"),
+                  "%s: rc %d (%s), want '%s'", CASES[i].what, rc, err, CASES[i].want);
+        printf("%-34s -> %s\n", CASES[i].what,
+               strstr(err, "index.json") ? strstr(err, "index.json") : err);
+    }
+    kg_backend_free(be);
+}
+
 int main(void) {
     const char *build = getenv("KG_BUILD_DIR");
     snprintf(g_tmp, sizeof g_tmp, "%s/testdata/st-XXXXXX", build ? build : "/tmp");
@@ -545,19 +667,25 @@ int main(void) {
     REQUIRE(mkdtemp(g_tmp), "mkdtemp %s: %s", g_tmp, strerror(errno));
 
     test_parse_errors();
+    test_parse_overflow_nul();
     test_open_errors();
     test_round_trip();
     test_round_trip_blocks();
     test_gpt2_open_errors();
     test_gpt2_open_dtypes();
+    test_index_nul();
 
     char path[1200];
     const char *left[] = {"model/config.json",
                           "model/model.safetensors",
                           "raw/config.json",
                           "raw/model.safetensors",
+                          "index/config.json",
+                          "index/a.safetensors",
+                          "index/model.safetensors.index.json",
                           "model",
-                          "raw"};
+                          "raw",
+                          "index"};
     for (size_t i = 0; i < sizeof left / sizeof left[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", g_tmp, left[i]);
         if (unlink(path) != 0) rmdir(path);

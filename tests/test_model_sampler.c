@@ -15,8 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/kg.h"
 #include "check.h"
-#include "model/kg.h"
 #include "model/sampler.h"
 
 static int cmp_desc(const void *a, const void *b, void *ctx) {

@@ -24,10 +24,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/kg.h"
 #include "check.h"
 #include "model/gpt2.h"
 #include "model/hfcache.h"
-#include "model/kg.h"
 #include "model/sampler.h"
 
 #define REF_MAGIC   0x5250474Bu // gpt2_ref.py's ref.bin: "KGPR"

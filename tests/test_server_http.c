@@ -1,7 +1,8 @@
 // test_server_http.c — kogpt2d's HTTP layer without the engine: JSON getters and UTF-8
 // checks, static-file path resolution, metrics text, and a live MHD server on 127.0.0.1
 // with this file's own route table (JSON echo, a suspended reply woken from another
-// thread, an SSE stream fed by a timer thread, body limits, 404/405/415/401).
+// thread, an SSE stream fed by a timer thread, body limits, 404/405/415/401), and the same
+// kinds of handler run on the work pool (SRV_ROUTE_WORK).
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -362,6 +363,155 @@ static void test_live(const char *web) {
     srv_stop(srv);
 }
 
+// --- handlers on the work pool ---
+
+// A gate the /slow handler waits at (on a work thread), as a megabyte to tokenize would.
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int open, entered;
+} gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+
+static void gate_set(int open) {
+    pthread_mutex_lock(&gate.mu);
+    gate.open = open;
+    pthread_cond_broadcast(&gate.cv);
+    pthread_mutex_unlock(&gate.mu);
+}
+
+static enum MHD_Result h_slow(SrvReq *r, const cJSON *j_req) {
+    pthread_mutex_lock(&gate.mu);
+    gate.entered++;
+    pthread_cond_broadcast(&gate.cv);
+    while (!gate.open)
+        pthread_cond_wait(&gate.cv, &gate.mu);
+    pthread_mutex_unlock(&gate.mu);
+    return h_echo(r, j_req);
+}
+
+// Waits on the "engine" from a work thread: srv_wait returns 1 without suspending there, and
+// the resume hook answers on MHD's thread once woken.
+static enum MHD_Result h_work_wait(SrvReq *r, const cJSON *j_req) {
+    (void)j_req;
+    r->resume = h_wait_resume;
+    pthread_create(&wake_tid, NULL, wake_later, r);
+    if (srv_wait(r)) return MHD_YES;
+    return h_wait_resume(r);
+}
+
+static const SrvRoute WORK_ROUTES[] = {
+    {"POST", "/slow", h_slow, SRV_ROUTE_JSON | SRV_ROUTE_WORK},
+    {"POST", "/echo", h_echo, SRV_ROUTE_JSON | SRV_ROUTE_WORK},
+    {"POST", "/wait", h_work_wait, SRV_ROUTE_JSON | SRV_ROUTE_WORK},
+    {"POST", "/stream", h_stream, SRV_ROUTE_JSON | SRV_ROUTE_WORK},
+    {"GET", "/open", h_ok, SRV_ROUTE_OPEN},
+};
+
+typedef struct {
+    int port;
+    char *reply;
+} SlowCall;
+
+static void *slow_call(void *arg) {
+    SlowCall *c = arg;
+    c->reply =
+        http_req(c->port, "POST", "/slow", "Content-Type: application/json\r\n", "{\"v\": 3}");
+    return NULL;
+}
+
+static void *open_gate_later(void *arg) {
+    (void)arg;
+    usleep(100000);
+    gate_set(1);
+    return NULL;
+}
+
+// One MHD thread, one work thread, one request waiting: a third /slow gets 503 at once, and a
+// GET is answered by the MHD thread while the work thread is stuck.
+static void test_work_pool(void) {
+    SrvServer *srv;
+    char err[KG_ERRLEN];
+    SrvOptions o = {.host = "127.0.0.1",
+                    .threads = 1,
+                    .timeout_s = 5,
+                    .max_body = 256,
+                    .work_threads = 1,
+                    .max_work_queue = 1,
+                    .routes = WORK_ROUTES,
+                    .n_routes = sizeof WORK_ROUTES / sizeof WORK_ROUTES[0]};
+    REQUIRE(srv_start(&srv, &o, err) == KG_OK, "%s", err);
+    int port = srv_port(srv);
+    const char *json = "Content-Type: application/json\r\n";
+    SlowCall calls[2] = {{port, NULL}, {port, NULL}};
+    pthread_t tids[2];
+    gate_set(0);
+    pthread_create(&tids[0], NULL, slow_call, &calls[0]);
+    pthread_mutex_lock(&gate.mu);
+    while (gate.entered < 1)
+        pthread_cond_wait(&gate.cv, &gate.mu);
+    pthread_mutex_unlock(&gate.mu);
+    pthread_create(&tids[1], NULL, slow_call, &calls[1]);
+    SrvGauges g = {0};
+    for (int i = 0; i < 500 && g.work_queued < 1; i++, usleep(2000))
+        srv_gauges(srv, &g);
+    CHECK_MSG(g.work_queued == 1 && g.work_running == 1, "queued %zu, running %zu", g.work_queued,
+              g.work_running);
+    char *r = http_req(port, "POST", "/slow", json, "{\"v\": 3}");
+    CHECK_MSG(status_of(r) == 503 && strstr(r, "Retry-After: 1") && strstr(r, "work thread"), "%s",
+              r);
+    free(r);
+    r = http_req(port, "GET", "/open", "", NULL); // the work thread is stuck in /slow
+    CHECK_MSG(status_of(r) == 200, "%s", r);
+    free(r);
+    gate_set(1);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(tids[i], NULL);
+        CHECK_MSG(status_of(calls[i].reply) == 200 && strstr(calls[i].reply, "{\"v\":3}"), "%s",
+                  calls[i].reply);
+        free(calls[i].reply);
+    }
+    r = http_req(port, "POST", "/echo", json, "{\"v\": ");
+    CHECK_MSG(status_of(r) == 400 && strstr(r, "malformed"), "parsed on the pool: %s", r);
+    free(r);
+    r = http_req(port, "POST", "/echo", json, "{\"v\": 700}");
+    CHECK_MSG(status_of(r) == 422 && strstr(r, "\"param\":\"v\""), "%s", r);
+    free(r);
+    r = http_req(port, "POST", "/wait", json, "{}");
+    CHECK_MSG(status_of(r) == 429 && strstr(r, "woken"), "waited from the pool: %s", r);
+    free(r);
+    r = http_req(port, "POST", "/stream", json, "{}");
+    CHECK_MSG(status_of(r) == 200 && strstr(r, "data: 0\n\n") && strstr(r, "data: 4\n\n"),
+              "streamed from the pool: %s", r);
+    free(r);
+    size_t len; // (test_metrics reset the counters)
+    char *m = metrics_render(&(MetricsGauges){0}, &len);
+    CHECK(m && strstr(m, "kogpt2_rejected_total{reason=\"work_queue\"} 1\n"));
+    free(m);
+    // stopping with a request on the work thread and one queued: the queued one is answered
+    // 503 (cancelled), the running one finishes, and MHD stops with nothing suspended
+    pthread_mutex_lock(&gate.mu);
+    gate.open = gate.entered = 0;
+    pthread_mutex_unlock(&gate.mu);
+    pthread_create(&tids[0], NULL, slow_call, &calls[0]);
+    pthread_mutex_lock(&gate.mu);
+    while (gate.entered < 1)
+        pthread_cond_wait(&gate.cv, &gate.mu);
+    pthread_mutex_unlock(&gate.mu);
+    pthread_create(&tids[1], NULL, slow_call, &calls[1]);
+    g.work_queued = 0;
+    for (int i = 0; i < 500 && g.work_queued < 1; i++, usleep(2000))
+        srv_gauges(srv, &g);
+    pthread_t opener;
+    pthread_create(&opener, NULL, open_gate_later, NULL);
+    srv_drain(srv);
+    srv_stop(srv);
+    pthread_join(opener, NULL);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(tids[i], NULL);
+        free(calls[i].reply); // answered or closed: what matters is no hang and no leak
+    }
+}
+
 int main(void) {
     char root[] = "/tmp/kg_http_XXXXXX";
     REQUIRE(mkdtemp(root), "mkdtemp");
@@ -386,5 +536,6 @@ int main(void) {
     test_static_resolve(path);
     test_metrics();
     test_live(path);
+    test_work_pool();
     return check_report();
 }

@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/kg.h"
 #include "check.h"
-#include "model/kg.h"
 #include "tokenizer/tokenizer.h"
 
 static const char *const CASES[] = {

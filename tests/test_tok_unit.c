@@ -400,6 +400,10 @@ static void test_small_json(void) {
         {"{\"normalizer\":{\"type\":\"Lowercase\"},\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},"
          "\"merges\":[]}}",
          KG_EUNSUP},
+        // a NUL in a piece or a type: cJSON would read "a\u0000x" as a (issue 24)
+        {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\\u0000x\":0,\"b\":1},\"merges\":[]}}",
+         KG_EFORMAT},
+        {"{\"model\":{\"type\":\"BPE\\u0000x\",\"vocab\":{\"a\":0},\"merges\":[]}}", KG_EFORMAT},
     };
     for (size_t i = 0; i < sizeof(BAD) / sizeof(BAD[0]); i++) {
         write_file(path, BAD[i].json, strlen(BAD[i].json));
@@ -407,6 +411,8 @@ static void test_small_json(void) {
         int rc = tok_open(&b, path, err);
         CHECK_MSG(rc == BAD[i].rc && b == NULL, "bad json %zu: rc %d: %s", i, rc, err);
     }
+    CHECK_MSG(strstr(err, "\"model\": \"type\" holds a NUL") && !strchr(err, '\n'),
+              "a NUL in model.type: %s", err);
     unlink(path);
 }
 

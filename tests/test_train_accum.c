@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/kg.h"
 #include "check.h"
 #include "model/backend.h"
 #include "model/gpt2.h"
-#include "model/kg.h"
 
 // max |a - b| and max |b| over n floats
 static void diff(const float *a, const float *b, size_t n, double *maxd, double *maxb) {

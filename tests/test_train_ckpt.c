@@ -1,7 +1,11 @@
 // test_train_ckpt.c — checkpoint directories: save -> gpt2_open serves it with the same
 // weights (f32 exactly; f16 to half precision), the sidecar round-trips, a failed save
 // leaves the previous checkpoint, ckpt_recover repairs what a kill mid-swap leaves, and
-// ckpt_dir_kind tells a checkpoint from a model, an empty --out and one that is no directory.
+// ckpt_dir_kind tells a checkpoint from a model, an empty --out and one that is no directory;
+// a crafted sidecar is refused field by field, and the directory's lock holds off a second
+// writer.
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +21,119 @@
 static int is_dir(const char *p) {
     struct stat sb;
     return !stat(p, &sb) && S_ISDIR(sb.st_mode);
+}
+
+// train_state.bin's layout (ckpt.h): 16 bytes, then u64 fields; the names at 120, then m, v.
+enum { OFF_B = 48, OFF_T = 56, OFF_RANKS = 64, OFF_ACCUM = 72, OFF_NPARAMS = 80, OFF_SHARD = 96 };
+enum { OFF_NNAMES = 112, OFF_NAMES = 120 };
+
+// Copies the sidecar of good into bad with len bytes at off replaced by bytes (and the file
+// cut to `cut` bytes when cut is not 0), reads it back with o (may be NULL), and checks that
+// it is refused as KG_EFORMAT with a message holding want.
+static void refused_state(const char *good, const char *bad, long off, const void *bytes,
+                          size_t len, long cut, AdamW *o, const char *want) {
+    char from[512], to[512], err[KG_ERRLEN] = "";
+    snprintf(from, sizeof from, "%s/" CKPT_STATE_FILE, good);
+    snprintf(to, sizeof to, "%s/" CKPT_STATE_FILE, bad);
+    mkdir(bad, 0755);
+    REQUIRE(!kg_copy_file(from, to, err), "%s", err);
+    FILE *f = fopen(to, "r+b");
+    REQUIRE(f, "open %s", to);
+    if (len) {
+        fseek(f, off, SEEK_SET);
+        fwrite(bytes, 1, len, f);
+    }
+    fclose(f);
+    if (cut) REQUIRE(!truncate(to, cut), "truncate %s", to);
+    CkptState rd;
+    int rc = ckpt_state_read(bad, &rd, o, err);
+    CHECK_MSG(rc == KG_EFORMAT && strstr(err, want), "want '%s': rc %d, %s", want, rc, err);
+    if (!rc)
+        ckpt_state_free(&rd);
+    else
+        printf("refused: %s\n", strstr(err, CKPT_STATE_FILE));
+}
+
+static void put_u64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+// Every field of a crafted train_state.bin is checked before use, the message naming it
+// (issue 24): shard names that would leave --data, counts of 0, sizes that do not match the
+// file, moments that are not finite.
+static void test_state_checks(const char *ck, const char *bad, AdamW *o, size_t n) {
+    static const struct {
+        const char *name, *want;
+    } names[] = {{"../other/train_000000.bin", "shard name 1 '../other/train_000000.bin' is not"},
+                 {"/tmp/train_000000.bin", "shard name 1 '/tmp/train_000000.bin' is not"},
+                 {"train_/../../x.bin", "is not a train shard's file name"},
+                 {"..", "shard name 1 '..' is not"},
+                 {"", "shard name 1 '' is not"},
+                 {"val_000000.bin", "shard name 1 'val_000000.bin' is not"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char slot[SHARD_NAME_MAX] = {0};
+        memcpy(slot, names[i].name, strlen(names[i].name));
+        refused_state(ck, bad, OFF_NAMES + SHARD_NAME_MAX, slot, sizeof slot, 0, NULL,
+                      names[i].want);
+    }
+    char unterminated[SHARD_NAME_MAX];
+    memset(unterminated, 'a', sizeof unterminated);
+    refused_state(ck, bad, OFF_NAMES, unterminated, sizeof unterminated, 0, NULL,
+                  "shard name 0 'aaaa");
+    unsigned char zero[8] = {0}, big[8];
+    refused_state(ck, bad, OFF_B, zero, 8, 0, NULL, ": B (--batch) is 0");
+    refused_state(ck, bad, OFF_T, zero, 8, 0, NULL, ": T (--seq) is 0");
+    refused_state(ck, bad, OFF_RANKS, zero, 8, 0, NULL, ": ranks is 0");
+    refused_state(ck, bad, OFF_ACCUM, zero, 8, 0, NULL, ": grad_accum (--grad-accum) is 0");
+    // sizes from the file: checked against its size before anything is allocated
+    put_u64(big, (uint64_t)1 << 62);
+    refused_state(ck, bad, OFF_NNAMES, big, 8, 0, NULL, "does not match its 4611686018427387904");
+    refused_state(ck, bad, OFF_NPARAMS, big, 8, 0, NULL, "4611686018427387904 parameters");
+    put_u64(big, UINT64_MAX);
+    refused_state(ck, bad, OFF_NPARAMS, big, 8, 0, NULL, "does not match");
+    refused_state(ck, bad, 0, NULL, 0, OFF_NAMES + 2 * SHARD_NAME_MAX + 8 * (long)n - 1, NULL,
+                  "does not match"); // truncated
+    put_u64(big, 3);
+    refused_state(ck, bad, OFF_SHARD, big, 8, 0, NULL, "data position shard 3 is past its 2");
+    // the moments: m after the names, then v
+    const long m_at = OFF_NAMES + 2 * SHARD_NAME_MAX, v_at = m_at + 4 * (long)n;
+    const float nan = NAN, inf = -INFINITY, neg = -1e-3f;
+    refused_state(ck, bad, m_at + 4 * 123, &nan, 4, 0, o, ": adam m[123] is not finite");
+    refused_state(ck, bad, v_at + 4 * (long)(n - 1), &inf, 4, 0, o, "adam v[");
+    refused_state(ck, bad, v_at + 4 * 5, &neg, 4, 0, o, ": adam v[5] is negative");
+
+    // the loader takes no name from a file that would leave its directory either
+    char names2[2][SHARD_NAME_MAX] = {"train_000000.bin", "../other/train_000000.bin"};
+    ShardLoader l;
+    char err[KG_ERRLEN];
+    CHECK(shard_loader_open(&l, bad, 4, 1, 50, NULL, names2, 2, err) == KG_EFORMAT &&
+          strstr(err, "'../other/train_000000.bin' is not a file name in"));
+    CHECK(shard_name_ok("train_000123.bin") && !shard_name_ok("train_0/../x.bin") &&
+          !shard_name_ok("x/train_0.bin") && !shard_name_ok("train_0.bin.tmp"));
+}
+
+// The output directory's lock (issue 24): a second holder is refused naming the first one's
+// pid, the lock is close-on-exec, and released (and its file removed) by ckpt_unlock.
+static void test_lock(const char *ck) {
+    char err[KG_ERRLEN], path[512], want[128];
+    int fd, fd2;
+    REQUIRE(!ckpt_lock(ck, "kogpt2-train", &fd, err), "%s", err);
+    CHECK(fd >= 0 && (fcntl(fd, F_GETFD) & FD_CLOEXEC));
+    snprintf(want, sizeof want, "is in use by kogpt2-train pid %ld", (long)getpid());
+    CHECK_MSG(ckpt_lock(ck, "kogpt2-train export", &fd2, err) == KG_EBUSY && strstr(err, want) &&
+                  fd2 == -1,
+              "%s", err);
+    printf("second lock: %s\n", err);
+    snprintf(path, sizeof path, "%s.lock", ck);
+    CHECK(!access(path, F_OK));
+    ckpt_unlock(ck, fd);
+    CHECK(access(path, F_OK)); // removed
+    REQUIRE(!ckpt_lock(ck, "kogpt2-train", &fd2, err), "%s", err);
+    ckpt_unlock(ck, fd2);
+    snprintf(path, sizeof path, "%s/no/such/dir", ck);
+    CHECK(ckpt_lock(path, "kogpt2-train", &fd, err) == KG_EIO &&
+          strstr(err, "cannot write checkpoints to"));
 }
 
 int main(void) {
@@ -110,6 +227,11 @@ int main(void) {
     mkdir(old, 0755);
     REQUIRE(!ckpt_recover(ck, err), "%s", err);
     CHECK(is_dir(ck) && !is_dir(old));
+
+    char bad[300];
+    snprintf(bad, sizeof bad, "%s/bad", dir);
+    test_state_checks(ck, bad, &o2, n);
+    test_lock(ck);
 
     // export-style save in f16: no sidecar, weights to half precision
     char ex[300];

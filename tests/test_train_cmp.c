@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/kg.h"
+#include "base/kg.h"
 #include "model/kgmath.h"
 #include "model/safetensors.h"
 

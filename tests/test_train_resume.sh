@@ -5,7 +5,7 @@
 # window stream crosses epoch boundaries. A checkpoint is never overwritten by accident:
 # without --resume, with --resume where there is none, with a shape that disagrees, every run
 # is refused before its first step and the checkpoint's bytes stay; --force overwrites on
-# purpose. Also gradient accumulation through the CLI: --batch 2 --grad-accum 2 against
+# purpose; a crafted train_state.bin is refused naming the field. Also gradient accumulation through the CLI: --batch 2 --grad-accum 2 against
 # --batch 4 (3 steps; weights within 1e-5).
 set -eu
 B=${KG_BUILD_DIR:?}
@@ -72,6 +72,15 @@ if [ -f "$v2" ]; then
   refused "$w/b" "--tokenizer's vocabulary 51200 disagrees" run --steps 30 --out "$w/b" \
     --resume --tokenizer "$v2"
 fi
+# a crafted train_state.bin (issue 24): a shard name outside --data (the old behaviour
+# trained on ../other/train_000000.bin and exited 0) or a count of 0 is refused, naming it
+mkdir "$w/other" "$w/c" && cp "$w/data/train_000000.bin" "$w/other/" && cp "$w/b/"* "$w/c/"
+printf '../other/train_000000.bin\0' | dd of="$w/c/train_state.bin" bs=1 seek=120 conv=notrunc 2>/dev/null
+refused "$w/c" "train_state.bin: shard name 0 '../other/train_000000.bin' is not a train shard" \
+  run --steps 30 --out "$w/c" --resume
+cp "$w/b/train_state.bin" "$w/c/"
+printf '\0\0\0\0\0\0\0\0' | dd of="$w/c/train_state.bin" bs=1 seek=48 conv=notrunc 2>/dev/null
+refused "$w/c" 'train_state.bin: B (--batch) is 0' run --steps 30 --out "$w/c" --resume
 # --force starts over on purpose; with --resume it resumes when it can, else starts over
 run --steps 2 --out "$w/b" --force > "$w/f.log"
 grep -q '^step 1/2' "$w/f.log" && [ "$(state_step "$w/b")" = 2 ] ||

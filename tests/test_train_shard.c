@@ -6,7 +6,8 @@
 // for each document in order (every 3rd document held out), header counts and text bytes;
 // the loader visits every window once per epoch, is deterministic in its seed, resumes from
 // a saved position exactly, and picks up a shard dropped into the directory at the next
-// epoch boundary; uint32 shards read back; a corrupt shard is rejected.
+// epoch boundary; uint32 shards read back; a corrupt shard is rejected; lines that are not
+// UTF-8, hold a NUL or pass max_line_bytes are dropped and counted.
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,6 +153,49 @@ static void test_dropped(const Tokenizer *tok, int eos) {
     CHECK_MSG(train_ids_are(tok, eos, data, gz_docs, 2), "the replaced shards differ");
 }
 
+// Lines over max_line_bytes are dropped and counted, read past without being held: the
+// limit is exact (a '\r' before the newline does not count), a line past the 64 KiB read
+// buffer is skipped whole, and a CSV record is measured whole, its quotes followed past the
+// limit (else the record after it would be swallowed as part of it).
+static void test_long_lines(const Tokenizer *tok, int eos) {
+    char err[KG_ERRLEN], data[512], txt[600], csv[600];
+    snprintf(data, sizeof data, "%s/long", dir);
+    size_t big = 100000;
+    char *text = malloc(big + 256);
+    REQUIRE(text, "oom");
+    strcpy(text, "abcdefghijklmnop\n"    // 16 bytes: kept
+                 "abcdefghijklmnopq\n"   // 17: dropped (line 2)
+                 "abcdefghijklmnop\r\n"  // 16 and CR: kept
+                 "abcdefghijklmnopq\r\n" // 17 and CR: dropped
+                 "\xEB\x82\x98\xEB\x8A\x94 \xED\x95\x99\xEA\xB5\x90\xEC\x97\x90\n"); // 16: kept
+    size_t n = strlen(text);
+    memset(text + n, 'x', big); // one line over the read buffer: dropped
+    n += big;
+    n += (size_t)sprintf(text + n, "\n마지막 줄\n");
+    write_bytes(txt, sizeof txt, "long.txt", text, n);
+    free(text);
+    // the first record is over 16 bytes, its closing quote and a "" past the limit
+    const char rec[] = "id,text\n"
+                       "1,\"가나다라마바사아 \"\"자\"\"\n차카\",0\n"
+                       "2,\"짧은 줄\",1\n";
+    write_bytes(csv, sizeof csv, "long.csv", rec, sizeof rec - 1);
+    const char *in[] = {txt, csv};
+    ShardPrepareArgs pa = {.inputs = in, .n_inputs = 2, .out_dir = data, .max_line_bytes = 16};
+    ShardPrepareStats st;
+    REQUIRE(!shard_prepare(tok, &pa, &st, err), "%s", err);
+    CHECK_MSG(st.docs == 5 && st.dropped_long == 4 && !st.dropped_utf8 && !st.dropped_nul,
+              "%llu documents, %llu dropped as over-long", (unsigned long long)st.docs,
+              (unsigned long long)st.dropped_long);
+    char summary[512];
+    shard_prepare_dropped(&st, summary, sizeof summary);
+    CHECK_MSG(strstr(summary, "4 lines dropped (0 not UTF-8, 0 with NUL bytes, 4 over 16 bytes)") &&
+                  strstr(summary, "long.txt:2"),
+              "%s", summary);
+    const char *kept[] = {"abcdefghijklmnop", "abcdefghijklmnop", "나는 학교에", "마지막 줄",
+                          "짧은 줄"};
+    CHECK_MSG(train_ids_are(tok, eos, data, kept, 5), "the documents around over-long lines");
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) SKIP("usage: test_train_shard TOKENIZER");
     char err[KG_ERRLEN];
@@ -252,6 +296,9 @@ int main(int argc, char **argv) {
     char(*names)[SHARD_NAME_MAX];
     size_t n_names;
     REQUIRE(!shard_list(data, "train_", &names, &n_names, err), "%s", err);
+    for (size_t i = 0; i < n_names; i++) // checkpoints write whole slots: no stray heap bytes
+        for (size_t k = strlen(names[i]); k < SHARD_NAME_MAX; k++)
+            CHECK(names[i][k] == 0);
     uint8_t seen[64][64] = {{0}};
     for (size_t i = 0; i < n_names; i++) {
         Shard s;
@@ -373,6 +420,7 @@ int main(int argc, char **argv) {
     CHECK(shard_open(&s32, data, "u32.bin", err) == KG_EFORMAT);
 
     test_dropped(tok, eos);
+    test_long_lines(tok, eos);
 
     free(want_tr);
     free(want_va);

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "base/kg.h"
 #include "model/config.h"
-#include "model/kg.h"
 #include "model/kgmath.h"
 #include "model/safetensors.h"
 

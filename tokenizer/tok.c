@@ -17,8 +17,10 @@
 
 struct Tokenizer {
     TokKind kind;
-    TokSpm *spm; // kind TOK_SPM
-    TokBpe *bpe; // kind TOK_BPE
+    TokSpm *spm;            // kind TOK_SPM
+    TokBpe *bpe;            // kind TOK_BPE
+    size_t piece_bytes;     // BPE: bytes of normalized text a token covers at most (0: no bound)
+    size_t bytes_per_token; // tok_max_bytes_per_token (0: no bound)
 };
 
 struct TokStream {
@@ -92,9 +94,11 @@ int tok_open(Tokenizer **out, const char *path, char *err) {
     if (has_suffix(file, ".json") || looks_like_json(file)) {
         t->kind = TOK_BPE;
         rc = tok_bpe_open(&t->bpe, file, err);
+        if (!rc) tok_bpe_bounds(t->bpe, &t->piece_bytes, &t->bytes_per_token);
     } else {
         t->kind = TOK_SPM;
         rc = tok_spm_open(&t->spm, file, err);
+        if (!rc) t->bytes_per_token = tok_spm_max_bytes(t->spm);
     }
     if (rc) {
         free(t);
@@ -197,6 +201,13 @@ static size_t utf8_invalid_at(const uint8_t *s, size_t len) {
 }
 
 int tok_encode(const Tokenizer *t, const char *text, size_t len, int **ids, size_t *n, char *err) {
+    return tok_encode_max(t, text, len, SIZE_MAX, ids, n, err);
+}
+
+size_t tok_max_bytes_per_token(const Tokenizer *t) { return t->bytes_per_token; }
+
+int tok_encode_max(const Tokenizer *t, const char *text, size_t len, size_t max, int **ids,
+                   size_t *n, char *err) {
     *ids = NULL;
     *n = 0;
     size_t bad = utf8_invalid_at((const uint8_t *)text, len);
@@ -204,8 +215,19 @@ int tok_encode(const Tokenizer *t, const char *text, size_t len, int **ids, size
         return kg_err(err, KG_EINVAL, "encode: invalid UTF-8 at byte %zu (0x%02X)", bad,
                       (uint8_t)text[bad]);
     if (!len) return KG_OK;
-    return t->kind == TOK_SPM ? tok_spm_encode(t->spm, text, len, ids, n, err)
-                              : tok_bpe_encode(t->bpe, text, len, ids, n, err);
+    size_t bpt = t->bytes_per_token; // more bytes than max tokens can hold: refused unread
+    if (bpt && max < SIZE_MAX / bpt && len > max * bpt)
+        return kg_err(err, KG_ERANGE, "encode: more than %zu tokens", max);
+    if (t->kind == TOK_BPE)
+        return tok_bpe_encode(t->bpe, text, len, max, t->piece_bytes, ids, n, err);
+    int rc = tok_spm_encode(t->spm, text, len, ids, n, err);
+    if (!rc && *n > max) {
+        free(*ids);
+        *ids = NULL;
+        *n = 0;
+        rc = kg_err(err, KG_ERANGE, "encode: more than %zu tokens", max);
+    }
+    return rc;
 }
 
 static int check_id(const Tokenizer *t, int id, char *err) {

@@ -47,22 +47,28 @@ typedef struct {
     int32_t rank, pos, new_id; // merge sym[pos] with its right neighbour into new_id
 } Cand;
 
+// bpe_word's and push_id's results: 0, or why the encode stops.
+enum { BPE_OOM = -1, BPE_OVER = -2 };
+
 // Scratch for one tok_bpe_encode call (the TokBpe itself stays read-only).
 typedef struct {
     int *ids; // (cap) output
     size_t n, cap;
-    TokBuf word; // a section after Metaspace
-    Sym *sym;    // (sym_cap) symbols of the current word
+    size_t max;         // more ids than this: stop (BPE_OVER)
+    size_t piece_bytes; // word bytes one token covers at most (0: no bound)
+    TokBuf word;        // a section after Metaspace
+    Sym *sym;           // (sym_cap) symbols of the current word
     size_t sym_cap;
     Cand *heap; // (heap_cap) binary min-heap on (rank, pos)
     size_t heap_n, heap_cap;
 } BpeRun;
 
 static int push_id(BpeRun *r, int id) {
+    if (r->n == r->max) return BPE_OVER; // the caller's limit: the array never grows past it
     if (r->n == r->cap) {
         size_t cap = r->cap ? r->cap * 2 : 256;
         int *p = realloc(r->ids, cap * sizeof(int));
-        if (!p) return -1;
+        if (!p) return BPE_OOM;
         r->ids = p;
         r->cap = cap;
     }
@@ -157,14 +163,17 @@ static size_t word_symbols(const TokBpe *b, Sym *sym, const uint8_t *w, size_t n
 }
 
 // BPE on one pre-token: lowest-rank merge first, leftmost on ties, until none applies.
+// 0, BPE_OOM, or BPE_OVER when the ids would pass r->max (a word of n bytes becomes at least
+// n / piece_bytes tokens: one too long for what is left is refused before its merges run).
 static int bpe_word(const TokBpe *b, BpeRun *r, const uint8_t *w, size_t n) {
+    if (r->piece_bytes && n && (n - 1) / r->piece_bytes + 1 > r->max - r->n) return BPE_OVER;
     if (b->ignore_merges) {
         int id = vmap_find(b, (const char *)w, n);
         if (id >= 0) return push_id(r, id);
     }
     if (n > r->sym_cap) { // at most one symbol per byte
         Sym *p = realloc(r->sym, n * sizeof(Sym));
-        if (!p) return -1;
+        if (!p) return BPE_OOM;
         r->sym = p;
         r->sym_cap = n;
     }
@@ -176,7 +185,7 @@ static int bpe_word(const TokBpe *b, BpeRun *r, const uint8_t *w, size_t n) {
     }
     r->heap_n = 0;
     for (int32_t i = 0; i + 1 < k; i++)
-        if (queue_pair(b, r, i)) return -1;
+        if (queue_pair(b, r, i)) return BPE_OOM;
     while (r->heap_n) {
         Cand c = heap_pop(r);
         Sym *s = &sym[c.pos];
@@ -188,19 +197,21 @@ static int bpe_word(const TokBpe *b, BpeRun *r, const uint8_t *w, size_t n) {
         s->next = t->next;
         if (t->next >= 0) sym[t->next].prev = c.pos;
         t->id = -1;
-        if (queue_pair(b, r, s->prev) || queue_pair(b, r, c.pos)) return -1;
+        if (queue_pair(b, r, s->prev) || queue_pair(b, r, c.pos)) return BPE_OOM;
     }
-    for (int32_t i = k ? 0 : -1; i >= 0; i = sym[i].next)
-        if (push_id(r, sym[i].id)) return -1;
-    return 0;
+    int rc = 0;
+    for (int32_t i = k ? 0 : -1; !rc && i >= 0; i = sym[i].next)
+        rc = push_id(r, sym[i].id);
+    return rc;
 }
 
 // Metaspace, then BPE per word. first: the section starts at offset 0 of the input.
+// 0, BPE_OOM or BPE_OVER.
 static int encode_words(const TokBpe *b, BpeRun *r, const uint8_t *s, size_t n, int first) {
     if (!b->pre_metaspace) return bpe_word(b, r, s, n);
     TokBuf *w = &r->word;
     w->n = 0;
-    if (tok_buf_reserve(w, n * b->rep_len + b->rep_len)) return -1;
+    if (tok_buf_reserve(w, n * b->rep_len + b->rep_len)) return BPE_OOM;
     int has_rep = s[0] == ' ' || (n >= b->rep_len && !memcmp(s, b->rep, b->rep_len));
     if (!has_rep &&
         (b->pre_prepend == PREPEND_ALWAYS || (b->pre_prepend == PREPEND_FIRST && first)))
@@ -220,7 +231,8 @@ static int encode_words(const TokBpe *b, BpeRun *r, const uint8_t *s, size_t n, 
         i = (size_t)(hit - p);
         if (i + b->rep_len > w->n) break;
         if (memcmp(hit, b->rep, b->rep_len)) continue;
-        if (bpe_word(b, r, p + start, i - start)) return -1;
+        int rc = bpe_word(b, r, p + start, i - start);
+        if (rc) return rc;
         start = i;
     }
     return bpe_word(b, r, p + start, w->n - start);
@@ -234,6 +246,12 @@ static int nfc_fast_path(const TokBpe *b, const uint8_t *s, size_t n) {
         if (cp >= BPE_BMP || !(b->nf_stable[cp >> 3] & (1u << (cp & 7)))) return 0;
     }
     return 1;
+}
+
+// The error of a BPE_* code.
+static int bpe_error(int rc, const BpeRun *r, char *err) {
+    if (rc == BPE_OVER) return kg_err(err, KG_ERANGE, "encode: more than %zu tokens", r->max);
+    return kg_err(err, KG_ENOMEM, "encode: out of memory");
 }
 
 // Normalizes a section between raw added tokens, splits out normalized added tokens, encodes.
@@ -254,7 +272,12 @@ static int encode_section(const TokBpe *b, BpeRun *r, const uint8_t *s, size_t n
             owned = out, t = out, tn = (size_t)m;
         }
     }
-    int rc = 0;
+    // the normalized text has no more bytes than its tokens' pieces: one that the tokens left
+    // to the limit cannot cover is refused before Metaspace and BPE run over it
+    size_t left = r->max - r->n;
+    int rc = r->piece_bytes && left < SIZE_MAX / r->piece_bytes && tn > left * r->piece_bytes
+                 ? BPE_OVER
+                 : 0;
     size_t pos = 0, at, mlen;
     int32_t id;
     while (!rc && pos < tn) {
@@ -266,13 +289,14 @@ static int encode_section(const TokBpe *b, BpeRun *r, const uint8_t *s, size_t n
         pos += at + mlen;
     }
     free(owned);
-    return rc ? kg_err(err, KG_ENOMEM, "encode: out of memory") : KG_OK;
+    return rc ? bpe_error(rc, r, err) : KG_OK;
 }
 
-int tok_bpe_encode(const TokBpe *b, const char *text, size_t len, int **ids, size_t *n, char *err) {
+int tok_bpe_encode(const TokBpe *b, const char *text, size_t len, size_t max, size_t piece_bytes,
+                   int **ids, size_t *n, char *err) {
     *ids = NULL;
     *n = 0;
-    BpeRun r = {0};
+    BpeRun r = {.max = max, .piece_bytes = piece_bytes};
     const uint8_t *s = (const uint8_t *)text;
     int rc = KG_OK;
     size_t pos = 0, at, mlen;
@@ -282,8 +306,9 @@ int tok_bpe_encode(const TokBpe *b, const char *text, size_t len, int **ids, siz
         size_t seg = found ? at : len - pos;
         if (seg && (rc = encode_section(b, &r, s + pos, seg, pos == 0, err))) break;
         if (!found) break;
-        if (push_id(&r, id)) {
-            rc = kg_err(err, KG_ENOMEM, "encode: out of memory");
+        int pushed = push_id(&r, id);
+        if (pushed) {
+            rc = bpe_error(pushed, &r, err);
             break;
         }
         pos += at + mlen;
@@ -298,6 +323,21 @@ int tok_bpe_encode(const TokBpe *b, const char *text, size_t len, int **ids, siz
     *ids = r.ids;
     *n = r.n;
     return KG_OK;
+}
+
+void tok_bpe_bounds(const TokBpe *b, size_t *piece_bytes, size_t *text_bytes) {
+    *piece_bytes = *text_bytes = 0;
+    int all_bytes = b->byte_fallback; // every byte of valid UTF-8 has its <0xAB> piece
+    for (int c = 0; all_bytes && c < 0xF5; c++)
+        all_bytes = (c >= 0xC0 && c < 0xC2) || b->byte_id[c] >= 0;
+    if (!all_bytes && (b->unk_id < 0 || b->fuse_unk)) return; // 0 tokens, or 1, for any run
+    size_t longest = 4; // an <unk> (or its bytes) covers one character of at most 4 bytes
+    for (size_t id = 0; id < b->V; id++) {
+        size_t k = b->piece[id] ? strlen(b->piece[id]) : 0;
+        if (k > longest) longest = k;
+    }
+    *piece_bytes = longest;
+    *text_bytes = b->n_norms ? 4 * longest : longest;
 }
 
 // ---- decoding and lookups ----

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <utf8proc.h>
 
+#include "base/kg_json.h"
 #include "tok_bpe_impl.h"
 
 static size_t pow2_at_least(size_t n) {
@@ -480,11 +481,13 @@ int tok_bpe_open(TokBpe **out, const char *path, char *err) {
     trie_init(&b->norm_trie);
     b->norm_composes = 1;
     const char *end = NULL;
-    cJSON *j_root = cJSON_ParseWithLengthOpts(data, len, &end, 0);
-    if (!j_root) {
+    cJSON *j_root = NULL;
+    // a piece or a type holding a NUL would be read as its prefix
+    rc = kg_json_check_nul(data, len, path, err);
+    if (!rc && !(j_root = cJSON_ParseWithLengthOpts(data, len, &end, 0))) {
         rc = kg_err(err, KG_EFORMAT, "%s: invalid JSON near byte %zu", path,
                     end ? (size_t)(end - data) : len);
-    } else if ((rc = load_json(b, j_root, msg))) {
+    } else if (!rc && (rc = load_json(b, j_root, msg))) {
         kg_err(err, rc, "%s: %s", path, msg);
     }
     cJSON_Delete(j_root);

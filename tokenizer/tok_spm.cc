@@ -4,6 +4,8 @@
 
 #include <sentencepiece_processor.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -12,12 +14,81 @@
 #include <vector>
 
 extern "C" {
-#include "model/kg.h"
+#include "base/kg.h"
 }
 
 struct TokSpm {
     sentencepiece::SentencePieceProcessor sp;
+    size_t max_bytes; // tok_spm_max_bytes
 };
+
+// One protobuf field of a message (wire format): its number, wire type, and its varint value
+// or its bytes. Returns the position after it, or 0 on malformed input.
+static size_t spm_pb_field(const std::string &m, size_t i, int *field, int *type, uint64_t *v,
+                           size_t *at, size_t *len) {
+    auto varint = [&m](size_t &j, uint64_t &x) {
+        x = 0;
+        for (int shift = 0; j < m.size() && shift < 64; shift += 7) {
+            uint8_t c = static_cast<uint8_t>(m[j++]);
+            x |= static_cast<uint64_t>(c & 0x7f) << shift;
+            if (c < 0x80) return true;
+        }
+        return false;
+    };
+    uint64_t key;
+    if (!varint(i, key)) return 0;
+    *field = static_cast<int>(key >> 3), *type = static_cast<int>(key & 7);
+    *v = 0, *at = i, *len = 0;
+    switch (*type) {
+    case 0:
+        return varint(i, *v) ? i : 0;
+    case 1:
+        *len = 8;
+        break;
+    case 2:
+        if (!varint(i, *v) || *v > m.size() - i) return 0;
+        *at = i, *len = static_cast<size_t>(*v);
+        break;
+    case 5:
+        *len = 4;
+        break;
+    default:
+        return 0;
+    }
+    return *len <= m.size() - *at ? *at + *len : 0;
+}
+
+// The bound of tok_max_bytes_per_token for a loaded model: the longest piece when text is never
+// mapped nor dropped (an empty precompiled_charsmap, remove_extra_whitespaces off) and unknown
+// characters fall back to bytes (byte_fallback); else 0. Fields of sentencepiece_model.proto:
+// ModelProto.trainer_spec 2 (byte_fallback 35, default false), .normalizer_spec 3
+// (precompiled_charsmap 2, remove_extra_whitespaces 4, default true).
+static size_t spm_max_bytes(const sentencepiece::SentencePieceProcessor &sp) {
+    std::string m = sp.serialized_model_proto();
+    bool charsmap = false, remove_ws = true, byte_fallback = false;
+    int field, type;
+    uint64_t v;
+    size_t at, len;
+    for (size_t i = 0; i < m.size();) {
+        if (!(i = spm_pb_field(m, i, &field, &type, &v, &at, &len))) return 0;
+        if ((field != 2 && field != 3) || type != 2) continue;
+        std::string sub = m.substr(at, len);
+        for (size_t k = 0; k < sub.size();) {
+            int f2, t2;
+            uint64_t v2;
+            size_t at2, len2;
+            if (!(k = spm_pb_field(sub, k, &f2, &t2, &v2, &at2, &len2))) return 0;
+            if (field == 2 && f2 == 35 && t2 == 0) byte_fallback = v2 != 0;
+            if (field == 3 && f2 == 2 && t2 == 2) charsmap = len2 > 0;
+            if (field == 3 && f2 == 4 && t2 == 0) remove_ws = v2 != 0;
+        }
+    }
+    if (charsmap || remove_ws || !byte_fallback) return 0;
+    size_t longest = 1;
+    for (int id = 0; id < sp.GetPieceSize(); id++)
+        longest = std::max(longest, sp.IdToPiece(id).size());
+    return longest;
+}
 
 extern "C" int tok_spm_open(TokSpm **out, const char *path, char *err) {
     *out = nullptr;
@@ -38,6 +109,7 @@ extern "C" int tok_spm_open(TokSpm **out, const char *path, char *err) {
             delete s;
             return kg_err(err, KG_EFORMAT, "sentencepiece load %s: empty vocabulary", path);
         }
+        s->max_bytes = spm_max_bytes(s->sp);
     } catch (const std::bad_alloc &) {
         delete s;
         return kg_err(err, KG_ENOMEM, "sentencepiece load %s: out of memory", path);
@@ -108,6 +180,8 @@ extern "C" int tok_spm_decode(const TokSpm *s, const int *ids, size_t n, char **
 extern "C" size_t tok_spm_size(const TokSpm *s) {
     return static_cast<size_t>(s->sp.GetPieceSize());
 }
+
+extern "C" size_t tok_spm_max_bytes(const TokSpm *s) { return s->max_bytes; }
 
 extern "C" const char *tok_spm_piece(const TokSpm *s, int id) {
     if (id < 0 || id >= s->sp.GetPieceSize()) return nullptr;

@@ -35,6 +35,9 @@ int tok_spm_encode(const TokSpm *s, const char *text, size_t len, int **ids, siz
 int tok_spm_decode(const TokSpm *s, const int *ids, size_t n, char **text, size_t *len, char *err);
 
 size_t tok_spm_size(const TokSpm *s);
+// The most bytes of text one token stands for (tokenizer.h, tok_max_bytes_per_token), 0 for
+// none; read from the model at load.
+size_t tok_spm_max_bytes(const TokSpm *s);
 // The piece of id (owned by s), NULL if out of range.
 const char *tok_spm_piece(const TokSpm *s, int id);
 // The id of piece, -1 if none (SentencePiece itself answers unk for unknown pieces).

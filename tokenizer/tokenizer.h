@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "../model/kg.h"
+#include "base/kg.h"
 
 typedef struct Tokenizer Tokenizer;
 
@@ -44,6 +44,25 @@ const char *tok_notes(const Tokenizer *t);
 // *n ids (free()); empty text gives *n = 0 and *ids may be NULL.
 // Invalid UTF-8 gives KG_EINVAL with the byte offset in err; nothing is allocated then.
 int tok_encode(const Tokenizer *t, const char *text, size_t len, int **ids, size_t *n, char *err);
+
+// tok_encode for a caller with a limit of max tokens: KG_ERANGE ("encode: more than MAX
+// tokens" in err, nothing allocated) as soon as the text certainly needs more. That is at once
+// when len > max * tok_max_bytes_per_token(t); tokenizer.json BPE also stops within a word of
+// passing max; libsentencepiece cannot stop inside an encode, so a SentencePiece text within
+// the byte bound (or with none) is encoded whole, then counted. Otherwise as tok_encode.
+int tok_encode_max(const Tokenizer *t, const char *text, size_t len, size_t max, int **ids,
+                   size_t *n, char *err);
+
+// The most bytes of text (as given to tok_encode) one token can stand for, so that a text of
+// len bytes needs at least len / this tokens; 0 when there is no such bound. Fixed at load:
+//   tokenizer.json: the longest piece (byte-fallback pieces and added tokens included; at
+//     least 4, an <unk>'s one character), times 4 when a normalizer runs (NFKC maps one 4-byte
+//     character to 1 byte, and composes 8 bytes into 2); none when unknown characters are
+//     dropped (no unk_token) or fused (fuse_unk). KoGPT2 v2: 30 x 4 = 120.
+//   SentencePiece: the longest piece when the model maps no characters, keeps whitespace runs
+//     and falls back to bytes (the project's own models: 48); none otherwise (KoGPT2 v1's
+//     nmt_nfkc folds a run of spaces into one and drops control characters).
+size_t tok_max_bytes_per_token(const Tokenizer *t);
 
 // Decodes ids to UTF-8 text as the reference implementation does (v2: Metaspace decoder,
 // v1: SentencePiece DecodeIds). On KG_OK *text is malloc'd and NUL-terminated (free()),

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "model/kg.h"
+#include "base/kg.h"
 
 int adamw_init(AdamW *o, KgBackend *be, size_t n, char *err) {
     memset(o, 0, sizeof *o);

@@ -4,13 +4,16 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "model/kg.h"
+#include "base/kg.h"
 
 #define CKPT_MAGIC "KGTRAIN"
 
@@ -91,13 +94,21 @@ static int write_moments(FILE *fp, KgBackend *be, const float *src, size_t n, fl
     return 0;
 }
 
-static int read_moments(FILE *fp, KgBackend *be, float *dst, size_t n, float *host) {
+// Reads n moments of the named kind ("m" or "v") into dst, each checked on the host: finite,
+// and not negative where nonneg (a second moment is a mean of squares).
+static int read_moments(FILE *fp, const char *path, const char *name, int nonneg, KgBackend *be,
+                        float *dst, size_t n, float *host, char *err) {
     for (size_t i = 0; i < n; i += CKPT_CHUNK) {
         size_t k = n - i < CKPT_CHUNK ? n - i : CKPT_CHUNK;
-        if (fread(host, sizeof *host, k, fp) != k) return -1;
+        if (fread(host, sizeof *host, k, fp) != k)
+            return kg_err(err, KG_EFORMAT, "%s: truncated", path);
+        for (size_t j = 0; j < k; j++)
+            if (!isfinite(host[j]) || (nonneg && host[j] < 0))
+                return kg_err(err, KG_EFORMAT, "%s: adam %s[%zu] is %s", path, name, i + j,
+                              isfinite(host[j]) ? "negative" : "not finite");
         be->ops->to_device(be, dst + i, host, k * sizeof *host);
     }
-    return 0;
+    return KG_OK;
 }
 
 static int state_write(const char *path, const CkptState *st, const AdamW *o, char *err) {
@@ -126,14 +137,69 @@ static int state_write(const char *path, const CkptState *st, const AdamW *o, ch
     return KG_OK;
 }
 
+// The header's counts of at least 1 (a run never saves 0) and the file's size against its
+// names and moments; KG_EFORMAT naming the field.
+static int state_check_header(const char *path, const CkptState *st, uint64_t n_names,
+                              size_t file_size, char *err) {
+    const struct {
+        const char *name;
+        uint64_t value;
+    } ones[] = {{"B (--batch)", st->B},
+                {"T (--seq)", st->T},
+                {"ranks", st->ranks},
+                {"grad_accum (--grad-accum)", st->grad_accum}};
+    for (size_t i = 0; i < sizeof ones / sizeof ones[0]; i++)
+        if (!ones[i].value) return kg_err(err, KG_EFORMAT, "%s: %s is 0", path, ones[i].name);
+    size_t names_bytes, moments_bytes, want;
+    if (n_names > SIZE_MAX || st->n_params > SIZE_MAX ||
+        kg_mul_overflow((size_t)n_names, SHARD_NAME_MAX, &names_bytes) ||
+        kg_mul_overflow((size_t)st->n_params, 2 * sizeof(float), &moments_bytes) ||
+        kg_add_overflow(CKPT_HDR_SIZE, names_bytes, &want) ||
+        kg_add_overflow(want, moments_bytes, &want) || want != file_size)
+        return kg_err(err, KG_EFORMAT,
+                      "%s: %zu bytes, which does not match its %llu shard names and %llu "
+                      "parameters",
+                      path, file_size, (unsigned long long)n_names,
+                      (unsigned long long)st->n_params);
+    if (n_names && st->pos.shard > n_names)
+        return kg_err(err, KG_EFORMAT, "%s: data position shard %llu is past its %llu shard names",
+                      path, (unsigned long long)st->pos.shard, (unsigned long long)n_names);
+    return KG_OK;
+}
+
+// Each name NUL-terminated inside its slot and a train shard's plain file name.
+static int state_check_names(const char *path, const CkptState *st, char *err) {
+    for (size_t i = 0; i < st->n_names; i++) {
+        const char *name = st->names[i];
+        size_t len = strnlen(name, SHARD_NAME_MAX);
+        char show[SHARD_NAME_MAX + 1];
+        kg_show(show, sizeof show, name, len);
+        if (len == SHARD_NAME_MAX)
+            return kg_err(err, KG_EFORMAT, "%s: shard name %zu '%s...' is not terminated", path, i,
+                          show);
+        if (!shard_name_ok(name))
+            return kg_err(err, KG_EFORMAT,
+                          "%s: shard name %zu '%s' is not a train shard's file name "
+                          "(train_*.bin, inside --data)",
+                          path, i, show);
+    }
+    return KG_OK;
+}
+
 int ckpt_state_read(const char *dir, CkptState *st, AdamW *o, char *err) {
     memset(st, 0, sizeof *st);
     char path[4096];
     kg_path_join(path, sizeof path, dir, CKPT_STATE_FILE);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
+    int fd;
+    size_t file_size;
+    int rc = kg_open_regular(path, &fd, &file_size, err);
+    if (rc) return rc;
+    FILE *fp = fdopen(fd, "rb");
+    if (!fp) {
+        close(fd);
+        return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
+    }
     unsigned char hdr[CKPT_HDR_SIZE];
-    int rc = KG_OK;
     if (fread(hdr, 1, sizeof hdr, fp) != sizeof hdr || memcmp(hdr, CKPT_MAGIC, 8)) {
         rc = kg_err(err, KG_EFORMAT, "%s: not a training state file", path);
         goto end;
@@ -156,12 +222,9 @@ int ckpt_state_read(const char *dir, CkptState *st, AdamW *o, char *err) {
                       .n_params = f[8],
                       .pos = {f[9], f[10], f[11]}};
     uint64_t n_names = f[12];
-    if (n_names > (1u << 24)) {
-        rc = kg_err(err, KG_EFORMAT, "%s: %llu shard names", path, (unsigned long long)n_names);
-        goto end;
-    }
-    if (n_names) {
-        st->names = malloc(n_names * SHARD_NAME_MAX);
+    if ((rc = state_check_header(path, st, n_names, file_size, err))) goto end;
+    if (n_names) { // within the file's size: checked
+        st->names = malloc((size_t)n_names * SHARD_NAME_MAX);
         if (!st->names) {
             rc = kg_err(err, KG_ENOMEM, "%s: out of memory", path);
             goto end;
@@ -170,9 +233,8 @@ int ckpt_state_read(const char *dir, CkptState *st, AdamW *o, char *err) {
             rc = kg_err(err, KG_EFORMAT, "%s: truncated", path);
             goto end;
         }
-        for (uint64_t i = 0; i < n_names; i++)
-            st->names[i][SHARD_NAME_MAX - 1] = 0;
         st->n_names = n_names;
+        if ((rc = state_check_names(path, st, err))) goto end;
     }
     if (o) {
         if (o->n != st->n_params) {
@@ -185,13 +247,10 @@ int ckpt_state_read(const char *dir, CkptState *st, AdamW *o, char *err) {
             rc = kg_err(err, KG_ENOMEM, "%s: out of memory", path);
             goto end;
         }
-        int bad =
-            read_moments(fp, o->be, o->m, o->n, host) || read_moments(fp, o->be, o->v, o->n, host);
+        rc = read_moments(fp, path, "m", 0, o->be, o->m, o->n, host, err);
+        if (!rc) rc = read_moments(fp, path, "v", 1, o->be, o->v, o->n, host, err);
         free(host);
-        if (bad) {
-            rc = kg_err(err, KG_EFORMAT, "%s: truncated", path);
-            goto end;
-        }
+        if (rc) goto end;
         o->t = st->adam_t;
     }
 end:
@@ -285,6 +344,66 @@ int ckpt_probe(const char *dir, char *err) {
                       strerror(errno));
     rmdir(tmp);
     return KG_OK;
+}
+
+// "DIR is in use by WHO pid N", from the holder's DIR.lock (it may not have written it yet).
+static int lock_busy(const char *dir, const char *path, int fd, char *err) {
+    char line[128] = "";
+    ssize_t n = pread(fd, line, sizeof line - 1, 0);
+    line[n > 0 ? n : 0] = '\0';
+    long pid = 0;
+    char who[64] = "";
+    if (sscanf(line, "%ld %63[^\n]", &pid, who) == 2 && pid > 0)
+        return kg_err(err, KG_EBUSY,
+                      "%s is in use by %s pid %ld (it holds %s); wait for it to end or choose "
+                      "another --out",
+                      dir, who, pid, path);
+    return kg_err(err, KG_EBUSY, "%s is in use by another process (it holds %s)", dir, path);
+}
+
+int ckpt_lock(const char *dir, const char *who, int *fd, char *err) {
+    char path[4096];
+    *fd = -1;
+    if ((size_t)snprintf(path, sizeof path, "%s.lock", dir) >= sizeof path)
+        return kg_err(err, KG_EINVAL, "%s: path too long", dir);
+    // a holder removes DIR.lock as it ends (ckpt_unlock): a lock taken on the file it removed
+    // is no lock, so check that the locked file is still DIR.lock, and else take the new one
+    for (int tries = 0; tries < 100; tries++) {
+        int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (f < 0)
+            return kg_err(err, KG_EIO, "cannot write checkpoints to %s: open %s: %s", dir, path,
+                          strerror(errno));
+        if (flock(f, LOCK_EX | LOCK_NB)) {
+            int rc = errno == EWOULDBLOCK
+                         ? lock_busy(dir, path, f, err)
+                         : kg_err(err, KG_EIO, "flock %s: %s", path, strerror(errno));
+            close(f);
+            return rc;
+        }
+        struct stat held, named;
+        if (!fstat(f, &held) && !stat(path, &named) && held.st_dev == named.st_dev &&
+            held.st_ino == named.st_ino) {
+            char line[128];
+            int n = snprintf(line, sizeof line, "%ld %.64s\n", (long)getpid(), who);
+            if (ftruncate(f, 0) || pwrite(f, line, (size_t)n, 0) != n) {
+                int rc = kg_err(err, KG_EIO, "write %s: %s", path, strerror(errno));
+                close(f);
+                return rc;
+            }
+            *fd = f;
+            return KG_OK;
+        }
+        close(f);
+    }
+    return kg_err(err, KG_EBUSY, "%s is in use: its lock %s keeps changing", dir, path);
+}
+
+void ckpt_unlock(const char *dir, int fd) {
+    if (fd < 0) return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s.lock", dir);
+    unlink(path); // still held: whoever opened it meanwhile finds it gone and retries
+    close(fd);
 }
 
 int ckpt_recover(const char *dir, char *err) {

@@ -11,7 +11,8 @@
 //
 // Writing is crash-safe: everything goes to DIR.tmp, then DIR is renamed to DIR.old, DIR.tmp
 // to DIR, and DIR.old is removed. A kill at any point leaves either DIR or DIR.old complete;
-// ckpt_recover() puts DIR.old back when DIR is missing.
+// ckpt_recover() puts DIR.old back when DIR is missing. One process at a time: the writer
+// holds DIR.lock (ckpt_lock), or a second one would take the first one's DIR.tmp and DIR.old.
 #ifndef TRAIN_CKPT_H
 #define TRAIN_CKPT_H
 
@@ -46,6 +47,16 @@ int ckpt_save(const char *dir, const Gpt2 *m, KgDtype dtype, const char *tok_fil
 // KG_OK or KG_EIO naming the path.
 int ckpt_probe(const char *dir, char *err);
 
+// Locks the checkpoint directory dir for this process, so that two runs never race on its
+// DIR.tmp / DIR.old swap: an exclusive flock on the sibling file DIR.lock (beside DIR, as the
+// swap replaces DIR itself), holding "PID WHO\n". Take it before ckpt_recover. KG_OK with *fd
+// (close-on-exec; the kernel drops the lock when the process ends, kill -9 included);
+// KG_EBUSY "DIR is in use by WHO pid N" when another process holds it; KG_EIO when DIR.lock
+// cannot be created ("cannot write checkpoints to DIR: ...").
+int ckpt_lock(const char *dir, const char *who, int *fd, char *err);
+// Removes DIR.lock and releases it (fd < 0: nothing).
+void ckpt_unlock(const char *dir, int fd);
+
 // Repairs what a kill during ckpt_save can leave: DIR missing but DIR.old there -> rename
 // back; a stale DIR.tmp -> removed. KG_OK when there is nothing to do.
 int ckpt_recover(const char *dir, char *err);
@@ -67,7 +78,11 @@ int ckpt_dir_kind(const char *dir, CkptDirKind *kind, char *first, size_t cap, c
 
 // Reads dir/train_state.bin into st (names malloc'd: ckpt_state_free) and, when o is not
 // NULL, the moments into o (which must hold st->n_params floats: adamw_init first; o->t is
-// set). KG_EIO / KG_EFORMAT (bad magic, version, sizes) with err filled.
+// set). Everything is checked before it is used, the message naming the field: the file's
+// size against n_names and n_params (no allocation before), B, T, ranks and grad_accum of at
+// least 1, every shard name a train shard's file name (shard_name_ok: nothing outside the
+// data directory), and the moments finite (v not negative). KG_EIO / KG_EFORMAT with err
+// filled.
 int ckpt_state_read(const char *dir, CkptState *st, AdamW *o, char *err);
 void ckpt_state_free(CkptState *st);
 

@@ -28,8 +28,6 @@ int dist_launched_size(void);
 // Joins the world (see above). KG_EUNSUP when launched as several ranks without MPI support.
 int dist_init(Dist *d, int *argc, char ***argv, char *err);
 void dist_finalize(Dist *d);
-static inline int dist_rank(const Dist *d) { return d->rank; }
-static inline int dist_size(const Dist *d) { return d->size; }
 
 // buf (n floats) on every rank = rank 0's buf.
 int dist_broadcast(Dist *d, float *buf, size_t n, char *err);

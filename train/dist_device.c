@@ -3,8 +3,8 @@
 // else it is staged through host memory a bucket at a time.
 #include <stdlib.h>
 
+#include "base/kg.h"
 #include "dist.h"
-#include "model/kg.h"
 
 #ifdef KG_HAVE_NCCL
 int dist_nccl_broadcast(Dist *d, KgBackend *be, float *buf, size_t n, char *err);

@@ -1,8 +1,8 @@
 // dist_local.c — dist.h in a build without MPI: a world of one process, where every
 // collective is the identity. Started as several ranks by a launcher, it refuses to run
 // rather than train N copies that overwrite each other's checkpoints.
+#include "base/kg.h"
 #include "dist.h"
-#include "model/kg.h"
 
 int dist_init(Dist *d, int *argc, char ***argv, char *err) {
     (void)argc;

@@ -1,8 +1,8 @@
 // dist_mpi.c — dist.h over MPI: ranks are MPI processes, buffers move with MPI collectives.
 #include <mpi.h>
 
+#include "base/kg.h"
 #include "dist.h"
-#include "model/kg.h"
 
 int dist_init(Dist *d, int *argc, char ***argv, char *err) {
     *d = (Dist){.rank = 0, .size = 1};

@@ -7,8 +7,8 @@
 #include <nccl.h>
 #include <stdlib.h>
 
+#include "base/kg.h"
 #include "dist.h"
-#include "model/kg.h"
 
 typedef struct {
     ncclComm_t comm;

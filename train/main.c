@@ -1,7 +1,7 @@
 // kogpt2-train — prepare token shards, train or fine-tune a GPT-2, export a model.
 //
 //   kogpt2-train prepare --tokenizer PATH --input PATH [--input PATH ...] --out DATA_DIR
-//       [--append | --force]
+//       [--append | --force] [--max-line-bytes N]
 //   kogpt2-train train --data DATA_DIR --out CKPT_DIR (--init MODEL_DIR | --n-layer L
 //       --n-embd C --n-head H --n-ctx T --tokenizer PATH) --steps N --batch B --seq T
 //       [--lr X] [--grad-accum K] [--seed S] [--resume] [--force] ...
@@ -10,14 +10,15 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/kg.h"
 #include "dist.h"
 #include "model/backend.h"
 #include "model/hfcache.h"
-#include "model/kg.h"
 #include "model/safetensors.h"
 #include "shard.h"
 #include "tokenizer/tokenizer.h"
@@ -28,6 +29,7 @@ static void usage(FILE *f) {
         f,
         "usage: kogpt2-train prepare --tokenizer PATH --input PATH [--input PATH ...] --out DIR\n"
         "                            [--val-every-doc N] [--shard-tokens N] [--append | --force]\n"
+        "                            [--max-line-bytes N]\n"
         "       kogpt2-train train --data DIR --out CKPT_DIR\n"
         "                          (--init MODEL_DIR | --n-layer L --n-embd C --n-head H\n"
         "                           --n-ctx T --tokenizer PATH)\n"
@@ -55,7 +57,10 @@ static void usage(FILE *f) {
         "exits 0; a second one exits at once (the last complete checkpoint stays). Under\n"
         "mpirun send SIGUSR1 to mpirun (it forwards it) or any signal to one rank.\n"
         "prepare: --append adds to the shards already in DIR, --force replaces them (without\n"
-        "either, a DIR that holds shards is refused).\n"
+        "either, a DIR that holds shards is refused). A line (CSV/TSV: a record) longer than\n"
+        "--max-line-bytes (1048576) is dropped and counted, as one that is not UTF-8 is.\n"
+        "Inputs are files, directories or pipes (--input /dev/stdin), not devices.\n"
+        "A second run on a CKPT_DIR (or an export to it) that another holds is refused.\n"
         "Under mpirun --batch is per rank; only rank 0 prints and writes checkpoints.\n");
 }
 
@@ -75,12 +80,17 @@ static long long parse_count(const char *s) {
     return (end == s || *end || v < 0 || errno == ERANGE) ? -1 : v;
 }
 
+// --max-line-bytes at most: SentencePiece holds ~70 bytes per byte of a line (shard.h), and
+// a line of 1.3 GB failed in it with "out of memory" (issue 24)
+#define PREPARE_MAX_LINE_LIMIT (1ll << 30)
+
 static int cmd_prepare(int argc, char **argv) {
     static const struct option opts[] = {{"tokenizer", required_argument, 0, 't'},
                                          {"input", required_argument, 0, 'i'},
                                          {"out", required_argument, 0, 'o'},
                                          {"val-every-doc", required_argument, 0, 'v'},
                                          {"shard-tokens", required_argument, 0, 's'},
+                                         {"max-line-bytes", required_argument, 0, 'm'},
                                          {"append", no_argument, 0, 'a'},
                                          {"force", no_argument, 0, 'f'},
                                          {"help", no_argument, 0, 'h'},
@@ -112,15 +122,24 @@ static int cmd_prepare(int argc, char **argv) {
             break;
         case 'v':
         case 's':
+        case 'm':
             if ((v = parse_count(optarg)) < 0) {
                 fprintf(stderr, "kogpt2-train prepare: not a count: %s\n", optarg);
                 free(inputs);
                 return 2;
             }
+            if (c == 'm' && (v < 1 || v > PREPARE_MAX_LINE_LIMIT)) {
+                fprintf(stderr, "kogpt2-train prepare: --max-line-bytes must be 1 to %lld\n",
+                        PREPARE_MAX_LINE_LIMIT);
+                free(inputs);
+                return 2;
+            }
             if (c == 'v')
                 pa.val_every = (uint64_t)v;
-            else
+            else if (c == 's')
                 pa.shard_tokens = (uint64_t)v;
+            else
+                pa.max_line_bytes = (size_t)v;
             break;
         case 'h':
             usage(stdout);
@@ -392,15 +411,17 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
 // atomic (ckpt.h), so the last complete checkpoint stays. SIGUSR1 is for mpirun, which
 // forwards it to every rank, while it answers SIGINT/SIGTERM by killing the ranks a second
 // later (Open MPI's odls_base_sigkill_timeout) and may stop draining their output first.
-static volatile sig_atomic_t stop_signal;
+// The flag is a lock-free atomic, not a volatile sig_atomic_t: the handler may run on any
+// thread (an OpenBLAS worker), and the main thread reads it.
+static atomic_int stop_signal;
 
 static void on_stop_signal(int sig) {
-    if (stop_signal) {
+    int saved = errno; // the code it interrupted may be about to read errno
+    if (atomic_exchange(&stop_signal, sig)) {
         signal(sig, SIG_DFL); // signal() and raise() are async-signal-safe
         raise(sig);           // delivered as the handler returns: the process ends
-        return;
     }
-    stop_signal = sig;
+    errno = saved;
 }
 
 static void catch_stop_signals(void) {

@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "model/kg.h"
+#include "base/kg.h"
 
 // ---------------------------------------------------------------------------------------
 // Small helpers
@@ -194,11 +194,23 @@ typedef struct {
     gzFile gz;
     char *buf; // the current line or record, NUL-terminated (and may hold NULs of its own)
     size_t len, cap;
+    size_t max;                // longest record kept; buf holds at most max + 1 bytes and a NUL
+    int too_long;              // the record passed max: buf holds only its start
+    uint64_t skipped;          // bytes of the record read past, not held
+    int quote_odd;             // CSV: an odd number of '"' so far in the record (held or not)
     unsigned char in[1 << 16]; // read ahead from gz: in[pos..end) not yet consumed
     size_t pos, end;
     int first;     // no line read yet (a UTF-8 BOM is dropped)
     uint64_t line; // physical lines read so far
 } LineReader;
+
+// Starts a new record (read_line_append appends its lines).
+static void line_reset(LineReader *r) {
+    r->len = 0;
+    r->too_long = 0;
+    r->skipped = 0;
+    r->quote_odd = 0;
+}
 
 // Room for extra more bytes and a NUL in r->buf. -1 on OOM.
 static int line_reserve(LineReader *r, size_t extra) {
@@ -213,12 +225,21 @@ static int line_reserve(LineReader *r, size_t extra) {
     return 0;
 }
 
+static int count_quotes(const unsigned char *p, size_t n) {
+    int odd = 0;
+    for (const unsigned char *q = p; (q = memchr(q, '"', n - (size_t)(q - p))); q++)
+        odd ^= 1;
+    return odd;
+}
+
 // Appends the next physical line (without its newline) to r->buf. 0 at end of file, -1 on
 // OOM; a read error ends the file (the caller asks gzerror). gzread and memchr rather than
-// gzgets: a NUL byte must not end a line early (binary input is detected, not cut).
+// gzgets: a NUL byte must not end a line early (binary input is detected, not cut). Past
+// r->max bytes the record is only scanned to its newline (r->too_long): memory stays bounded
+// by the limit, not by the input (/dev/zero through a pipe is one endless line).
 static int read_line_append(LineReader *r) {
-    size_t start = r->len;
-    int got = 0, nl = 0;
+    size_t start = r->len, keep_max = r->max + 1; // + 1: a '\r' to strip may follow max bytes
+    int got = 0, nl = 0, past = 0;
     while (!nl) {
         if (r->pos == r->end) {
             int n = gzread(r->gz, r->in, sizeof r->in);
@@ -228,9 +249,13 @@ static int read_line_append(LineReader *r) {
         }
         const unsigned char *p = r->in + r->pos, *q = memchr(p, '\n', r->end - r->pos);
         size_t take = q ? (size_t)(q - p) : r->end - r->pos;
-        if (line_reserve(r, take)) return -1;
-        memcpy(r->buf + r->len, p, take);
-        r->len += take;
+        size_t keep = r->len >= keep_max ? 0 : take < keep_max - r->len ? take : keep_max - r->len;
+        r->quote_odd ^= count_quotes(p, take);
+        if (line_reserve(r, keep)) return -1;
+        memcpy(r->buf + r->len, p, keep);
+        r->len += keep;
+        r->skipped += take - keep;
+        past |= keep < take;
         r->pos += take + (q != NULL);
         got = 1;
         nl = q != NULL;
@@ -239,21 +264,14 @@ static int read_line_append(LineReader *r) {
     r->buf[r->len] = 0;
     if (!got) return 0;
     r->line++;
-    if (r->len > start && r->buf[r->len - 1] == '\r') r->buf[--r->len] = 0;
+    if (!past && r->len > start && r->buf[r->len - 1] == '\r') r->buf[--r->len] = 0;
     if (r->first && r->len - start >= 3 && !memcmp(r->buf + start, "\xEF\xBB\xBF", 3)) {
         memmove(r->buf + start, r->buf + start + 3, r->len - start - 3 + 1);
         r->len -= 3;
     }
     r->first = 0;
+    r->too_long |= past || r->len > r->max;
     return 1;
-}
-
-// Whether the CSV text buf[0..len) ends inside a quoted field.
-static int csv_open_quote(const char *buf, size_t len) {
-    int in = 0;
-    for (size_t i = 0; i < len; i++)
-        if (buf[i] == '"') in = !in; // "" inside a field toggles twice
-    return in;
 }
 
 static int has_non_ascii(const char *s, size_t n) {
@@ -347,22 +365,26 @@ static int prep_file(Prep *p, const char *path, char *err) {
     snprintf(base, sizeof base, "%s", path);
     if (ends_with(base, ".gz")) base[strlen(base) - 3] = 0;
     int csv = ends_with(base, ".csv"), tsv = ends_with(base, ".tsv");
-    LineReader r = {.gz = gzopen(path, "rb"), .first = 1};
+    LineReader r = {.gz = gzopen(path, "rb"), .max = p->st.max_line_bytes, .first = 1};
     if (!r.gz) return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
     gzbuffer(r.gz, 1 << 17);
     int rc = KG_OK, got, bad_utf8;
     p->st.files++;
     for (;;) {
-        r.len = 0;
+        line_reset(&r);
         got = read_line_append(&r);
         if (got <= 0) break;
-        uint64_t line = r.line;                       // where the record starts
-        while (csv && csv_open_quote(r.buf, r.len)) { // a quoted field spans lines
-            r.buf[r.len++] = '\n';
+        uint64_t line = r.line;                        // where the record starts
+        while (csv && r.quote_odd) {                   // a quoted field spans lines
+            if (r.len <= r.max) r.buf[r.len++] = '\n'; // line_reserve left room
             if ((got = read_line_append(&r)) <= 0) break;
         }
         if (got < 0) break;
-        p->st.bytes_in += r.len + 1;
+        p->st.bytes_in += r.len + r.skipped + 1;
+        if (r.too_long) { // read past, not held: a limit on memory, not on the corpus
+            prep_drop(p, &p->st.dropped_long, path, line);
+            continue;
+        }
         if (memchr(r.buf, 0, r.len)) { // binary, not text (a NUL is no character of a corpus)
             prep_drop(p, &p->st.dropped_nul, path, line);
             continue;
@@ -402,7 +424,15 @@ static int prep_path(Prep *p, const char *path, int named, char *err) {
     }
     struct stat sb;
     if (stat(path, &sb)) return kg_err(err, KG_EIO, "stat %s: %s", path, strerror(errno));
-    if (!S_ISDIR(sb.st_mode)) return (named || text_ext(path)) ? prep_file(p, path, err) : KG_OK;
+    // a named pipe is read (--input /dev/stdin, <(xzcat ...)); a device is no corpus
+    // (/dev/zero never ends), and in a directory only regular files are (opening a FIFO there
+    // would wait for a writer)
+    if (named && !S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode) && !S_ISFIFO(sb.st_mode))
+        return kg_err(err, KG_EINVAL,
+                      "%s: not a file, a directory or a pipe (a device is no corpus)", path);
+    if (S_ISREG(sb.st_mode) || S_ISFIFO(sb.st_mode))
+        return (named || (S_ISREG(sb.st_mode) && text_ext(path))) ? prep_file(p, path, err) : KG_OK;
+    if (!S_ISDIR(sb.st_mode)) return KG_OK;
     DIR *d = opendir(path);
     if (!d) return kg_err(err, KG_EIO, "opendir %s: %s", path, strerror(errno));
     char **names = NULL;
@@ -437,14 +467,17 @@ static int prep_path(Prep *p, const char *path, int named, char *err) {
 }
 
 void shard_prepare_dropped(const ShardPrepareStats *st, char *out, size_t cap) {
-    uint64_t n = st->dropped_utf8 + st->dropped_nul;
+    uint64_t n = st->dropped_utf8 + st->dropped_nul + st->dropped_long;
     if (!n) {
         snprintf(out, cap, "%s", "");
         return;
     }
-    snprintf(out, cap, "%llu line%s dropped (%llu not UTF-8, %llu with NUL bytes), the first at %s",
+    snprintf(out, cap,
+             "%llu line%s dropped (%llu not UTF-8, %llu with NUL bytes, %llu over %zu bytes), "
+             "the first at %s",
              (unsigned long long)n, n == 1 ? "" : "s", (unsigned long long)st->dropped_utf8,
-             (unsigned long long)st->dropped_nul, st->first_dropped);
+             (unsigned long long)st->dropped_nul, (unsigned long long)st->dropped_long,
+             st->max_line_bytes, st->first_dropped);
 }
 
 // Removes the shards w wrote, numbers first..w->next_index-1 (their text, and the temporary
@@ -521,7 +554,9 @@ int shard_prepare(const Tokenizer *tok, const ShardPrepareArgs *args, ShardPrepa
     Prep p = {.tok = tok,
               .eos = eos,
               .val_every = args->val_every,
-              .shard_tokens = args->shard_tokens ? args->shard_tokens : (1ull << 26)};
+              .shard_tokens = args->shard_tokens ? args->shard_tokens : (1ull << 26),
+              .st.max_line_bytes =
+                  args->max_line_bytes ? args->max_line_bytes : SHARD_MAX_LINE_DEFAULT};
     ShardWriter w = {.dir = args->out_dir, .dtype_size = V <= 65536 ? 2 : 4, .vocab_size = V};
     p.train = p.val = w;
     p.train.prefix = "train_";
@@ -621,6 +656,12 @@ void shard_close(Shard *s) {
 
 static int shard_name_cmp(const void *a, const void *b) { return strcmp(a, b); }
 
+int shard_name_ok(const char *name) {
+    size_t n = strnlen(name, SHARD_NAME_MAX);
+    return n < SHARD_NAME_MAX && !strncmp(name, "train_", 6) && ends_with(name, ".bin") &&
+           !strchr(name, '/');
+}
+
 int shard_list(const char *dir, const char *prefix, char (**names)[SHARD_NAME_MAX], size_t *n,
                char *err) {
     *names = NULL;
@@ -643,7 +684,9 @@ int shard_list(const char *dir, const char *prefix, char (**names)[SHARD_NAME_MA
             }
             *names = q;
         }
-        memcpy((*names)[(*n)++], e->d_name, strlen(e->d_name) + 1); // < SHARD_NAME_MAX: checked
+        // zero-padded: checkpoints write the whole slot (train_state.bin)
+        memset((*names)[*n], 0, SHARD_NAME_MAX);
+        memcpy((*names)[(*n)++], e->d_name, strlen(e->d_name)); // < SHARD_NAME_MAX: checked
     }
     closedir(d);
     if (*n) qsort(*names, *n, SHARD_NAME_MAX, shard_name_cmp);
@@ -735,6 +778,14 @@ int shard_loader_open(ShardLoader *l, const char *dir, size_t T, uint64_t seed, 
     if (pos) l->pos = *pos;
     int rc;
     if (names && n_names) {
+        for (size_t i = 0; i < n_names; i++)
+            if (!shard_name_ok(names[i])) {
+                char show[SHARD_NAME_MAX];
+                kg_show(show, sizeof show, names[i], strnlen(names[i], SHARD_NAME_MAX));
+                shard_loader_close(l);
+                return kg_err(err, KG_EFORMAT, "shard name '%s' is not a file name in %s", show,
+                              dir);
+            }
         l->names = malloc(n_names * SHARD_NAME_MAX);
         if (!l->names) return kg_err(err, KG_ENOMEM, "loader: out of memory");
         memcpy(l->names, names, n_names * SHARD_NAME_MAX);

@@ -41,6 +41,13 @@ typedef struct {
 
 // --- prepare ---
 
+// The longest line (a CSV/TSV record: the whole record) prepare keeps, in bytes without its
+// line ending; a longer one is dropped and counted, read past without being held. 1 MiB is
+// some 350,000 Hangul syllables, a whole long document (a training window of 1024 tokens is
+// a few KB), and bounds memory: SentencePiece's encode peaks near 70 bytes per input byte
+// (a 1 MiB line: 73 MB resident; 16 MiB: 1 GB), and a line is held whole before it.
+#define SHARD_MAX_LINE_DEFAULT ((size_t)1 << 20)
+
 // What prepare does with shards already in out_dir.
 typedef enum {
     SHARD_NEW,    // refuse (KG_EINVAL): a second prepare would silently duplicate data
@@ -54,6 +61,7 @@ typedef struct {
     const char *out_dir;       // created if missing
     uint64_t shard_tokens;     // ids per train shard before a new one starts (0: 1 << 26)
     uint64_t val_every;        // every val_every-th document goes to validation (0: none)
+    size_t max_line_bytes;     // longest line kept (0: SHARD_MAX_LINE_DEFAULT)
     ShardPrepareMode mode;
 } ShardPrepareArgs;
 
@@ -62,6 +70,8 @@ typedef struct {
     int train_shards, val_shards;
     uint64_t dropped_utf8;   // lines (CSV/TSV: records) dropped: not valid UTF-8
     uint64_t dropped_nul;    // dropped: a NUL byte inside (binary, not text)
+    uint64_t dropped_long;   // dropped: longer than max_line_bytes
+    size_t max_line_bytes;   // the limit applied
     char first_dropped[256]; // "PATH:LINE" of the first dropped line, "" when none
 } ShardPrepareStats;
 
@@ -70,22 +80,25 @@ typedef struct {
 #define SHARD_NEVER_TRAIN "korean_hate_speech"
 
 // Streams every input line by line (zlib reads .gz and plain files alike; memory stays
-// O(longest line + one shard buffer)) through tok, writing shards into args->out_dir
-// (SHARD_NEW refuses a directory that holds shards already: ShardPrepareMode).
+// O(max_line_bytes + one shard buffer), whatever the input) through tok, writing shards into
+// args->out_dir (SHARD_NEW refuses a directory that holds shards already: ShardPrepareMode).
+// An input is a file, a directory or a pipe (--input /dev/stdin, <(xzcat ...)); a device
+// (/dev/zero) is KG_EINVAL, and a directory walk reads only its regular files.
 // A document is one non-empty line of a .txt file, or one record of a .tsv/.csv file
 // reduced to its non-ASCII fields (text, not ids or labels) joined by '\n'; a CSV record
 // may span lines inside quotes. Document k (0-based, over all inputs in order) goes to the
 // validation shard when val_every > 0 and k % val_every == val_every - 1. Files with other
 // extensions inside a directory are skipped; a named file is always read.
-// A line that is not valid UTF-8 or holds a NUL byte is dropped and counted (stats), not an
-// error; but when no document at all is left, that is KG_EINVAL with the counts in err.
+// A line that is not valid UTF-8, holds a NUL byte or is longer than max_line_bytes is
+// dropped and counted (stats), not an error; but when no document at all is left, that is
+// KG_EINVAL with the counts in err.
 // KG_EIO / KG_EINVAL (tokenizer without EOS, shards already there) with err filled; stats
 // (may be NULL) filled on KG_OK. On error out_dir holds the shards it held before.
 int shard_prepare(const Tokenizer *tok, const ShardPrepareArgs *args, ShardPrepareStats *stats,
                   char *err);
 
-// What prepare dropped, for its summary: "3 lines dropped (2 not UTF-8, 1 with NUL bytes),
-// the first at PATH:LINE", or "" when nothing was. out has cap bytes.
+// What prepare dropped, for its summary: "3 lines dropped (2 not UTF-8, 1 with NUL bytes,
+// 0 over 1048576 bytes), the first at PATH:LINE", or "" when nothing was. out has cap bytes.
 void shard_prepare_dropped(const ShardPrepareStats *st, char *out, size_t cap);
 
 // --- reading ---
@@ -107,6 +120,11 @@ static inline int shard_id(const Shard *s, uint64_t i) {
     return s->h.dtype_size == 2 ? (int)((const uint16_t *)s->ids)[i]
                                 : (int)((const uint32_t *)s->ids)[i];
 }
+
+// Whether name is a train shard's plain file name, as shard_list gives them: "train_", then
+// no '/', then ".bin", shorter than SHARD_NAME_MAX. A name from a file (a checkpoint's list)
+// must pass before it is joined to the data directory: "../x/train_0.bin" would leave it.
+int shard_name_ok(const char *name);
 
 // Names of dir's shards whose name starts with prefix ("train_" or "val_") and ends in
 // ".bin", sorted. *names is malloc'd (free with free()); *n may be 0.
@@ -141,8 +159,8 @@ typedef struct {
 
 // Opens the loader at pos (zeroed: the start). The epoch's shard list is rebuilt from the
 // directory; names (may be NULL) overrides it, for a resumed run that saved its list.
-// KG_EINVAL when there is no train shard with a full window, KG_EFORMAT for a bad shard
-// or one whose vocab exceeds vocab_size.
+// KG_EINVAL when there is no train shard with a full window, KG_EFORMAT for a bad shard,
+// one whose vocab exceeds vocab_size, or a name in names that fails shard_name_ok.
 int shard_loader_open(ShardLoader *l, const char *dir, size_t T, uint64_t seed, uint32_t vocab_size,
                       const ShardPos *pos, char (*names)[SHARD_NAME_MAX], size_t n_names,
                       char *err);

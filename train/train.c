@@ -5,15 +5,16 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "adamw.h"
+#include "base/kg.h"
 #include "ckpt.h"
 #include "lossscale.h"
 #include "model/backend.h"
 #include "model/gpt2.h"
-#include "model/kg.h"
 #include "shard.h"
 #include "tokenizer/tokenizer.h"
 
@@ -161,7 +162,9 @@ typedef struct {
     ValSet val;
     int *inputs, *targets; // (B, T) host
     char tok_file[4096];
-    CkptState st; // resumed state (names owned)
+    CkptState st;         // resumed state (names owned)
+    const char *lock_dir; // the output directory this process holds locked (ckpt_lock)
+    int lock_fd;          // -1: none
 } Run;
 
 static void run_free(Run *r) {
@@ -175,6 +178,7 @@ static void run_free(Run *r) {
     if (r->have_model) gpt2_close(&r->m);
     if (r->be) kg_backend_free(r->be);
     ckpt_state_free(&r->st);
+    ckpt_unlock(r->lock_dir, r->lock_fd); // last: after the final save
 }
 
 // Builds or loads the model: from the checkpoint when resuming, else from --init, else new.
@@ -304,13 +308,21 @@ static int run_check_shape(const TrainArgs *a, char *err) {
 }
 
 static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) {
-    // before the first step, rank 0 alone (it writes the checkpoints): repair a torn save,
-    // refuse what would lose work, and check that a checkpoint can be written at all
+    // before the first step, rank 0 alone (it writes the checkpoints): lock out_dir against
+    // a second run (whose recovery and saves would take this one's DIR.tmp and DIR.old),
+    // repair a torn save, refuse what would lose work, check that a checkpoint can be written
     int rc = KG_OK, resuming = 0;
     if (d->rank == 0) {
-        rc = ckpt_recover(a->out_dir, err);
+        rc = ckpt_lock(a->out_dir, "kogpt2-train", &r->lock_fd, err);
+        r->lock_dir = a->out_dir;
+        if (!rc) rc = ckpt_recover(a->out_dir, err);
         if (!rc) rc = run_check_out(a, &resuming, err);
         if (!rc && resuming) rc = run_check_shape(a, err);
+        if (!rc && resuming) { // the sidecar's fields and shard names, before any work
+            CkptState st;
+            rc = ckpt_state_read(a->out_dir, &st, NULL, err);
+            ckpt_state_free(&st);
+        }
         if (!rc) rc = ckpt_probe(a->out_dir, err);
     }
     // every rank learns rank 0's verdict, so a refusal there ends them all before any step
@@ -336,10 +348,8 @@ static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) 
         threads = cores > local ? (int)(cores / local) : 1;
     }
     if (!(r->be = kg_backend_new(device, threads, d->rank == 0 ? log : NULL, err))) return KG_EIO;
-    // The CPU rounds to bf16 only in forward prompt matmuls; its backward stays f32, and a
-    // bf16 forward under an f32 backward gives gradients of another function: it trains in f32.
-    int on_cpu = !strncmp(r->be->ops->name, "cpu", 3);
-    if (!on_cpu) r->be->mixed = (KgDtype)a->precision;
+    // a backend whose backward stays f32 trains in f32 (backend.h, mixed_backward)
+    if (r->be->ops->mixed_backward) r->be->mixed = (KgDtype)a->precision;
     // f16's range needs the loss scaled; bf16 has f32's exponent range and f32 needs nothing
     r->scaler =
         a->precision == KG_F16 ? loss_scaler_new(a->loss_scale, 2000) : loss_scaler_new(1.0f, 0);
@@ -363,7 +373,7 @@ static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) 
     if ((rc = val_open(&r->val, a->data_dir, r->m.config.vocab_size, err))) return rc;
     r->t = gpt2_train_new(&r->m, a->B, a->T, a->recompute, err);
     if (!r->t) return KG_ENOMEM;
-    if (a->precision != KG_F32 && on_cpu && log && d->rank == 0)
+    if (a->precision != KG_F32 && !r->be->ops->mixed_backward && log && d->rank == 0)
         fprintf(log, "note: the CPU computes matmuls in f32; --precision %s applies on a GPU\n",
                 a->precision == KG_BF16 ? "bf16" : "fp16");
     r->inputs = malloc(a->B * a->T * sizeof *r->inputs);
@@ -462,7 +472,7 @@ static int run_step(Run *r, const TrainArgs *a, Dist *d, uint64_t step, double *
     // the stop flag rides with the loss: every rank stops after the same step even when only
     // one got the signal (a rank that stopped alone would leave the others waiting in the
     // next all-reduce), at no all-reduce of its own
-    double sums[2] = {loss_sum / (double)a->grad_accum, a->stop && *a->stop};
+    double sums[2] = {loss_sum / (double)a->grad_accum, a->stop && atomic_load(a->stop)};
     if ((rc = dist_allreduce_sum_f64(d, sums, 2, err))) return rc;
     *loss = sums[0] / d->size;
     *stop = sums[1] > 0;
@@ -483,7 +493,7 @@ static int run_step(Run *r, const TrainArgs *a, Dist *d, uint64_t step, double *
 }
 
 int train_run(const TrainArgs *a, Dist *d, FILE *log, char *err) {
-    Run r = {0};
+    Run r = {.lock_fd = -1};
     int rc = run_setup(&r, a, d, log, err);
     uint64_t step = r.st.step;
     double t_start = now_s(), t_last = t_start;
@@ -542,9 +552,28 @@ int train_run(const TrainArgs *a, Dist *d, FILE *log, char *err) {
     return rc;
 }
 
+// What export must not write over: its source (the checkpoint would go, train_state.bin
+// with it) and another run's checkpoint. KG_EINVAL naming the directory.
+static int export_check_out(const char *from, const char *out, char *err) {
+    struct stat a, b;
+    if (!stat(from, &a) && !stat(out, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        return kg_err(err, KG_EINVAL,
+                      "--out %s is --from %s itself: the export would replace its source; "
+                      "choose another --out",
+                      out, from);
+    if (ckpt_exists(out))
+        return kg_err(err, KG_EINVAL,
+                      "--out %s holds a checkpoint (" CKPT_STATE_FILE
+                      "): the export would replace it; choose another --out",
+                      out);
+    return KG_OK;
+}
+
 int train_export(const char *from, const char *out, int dtype, char *err) {
-    Run r = {0};
-    int rc = ckpt_tokenizer_file(from, r.tok_file, sizeof r.tok_file, err);
+    Run r = {.lock_fd = -1, .lock_dir = out};
+    int rc = ckpt_lock(out, "kogpt2-train export", &r.lock_fd, err);
+    if (!rc) rc = export_check_out(from, out, err);
+    if (!rc) rc = ckpt_tokenizer_file(from, r.tok_file, sizeof r.tok_file, err);
     if (!rc && !(r.be = kg_cpu_backend_new(1, err))) rc = KG_ENOMEM;
     Gpt2Config unused = {0}; // the config comes from `from`
     if (!rc && !(rc = gpt2_train_model_new(&r.m, &unused, from, r.be, 0, err))) {

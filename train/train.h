@@ -3,7 +3,7 @@
 #ifndef TRAIN_TRAIN_H
 #define TRAIN_TRAIN_H
 
-#include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,7 +40,7 @@ typedef struct {
     // Non-zero asks the run to stop: it saves a checkpoint at the end of the step under way
     // and returns KG_OK. main's signal handler sets it; NULL: never. Under MPI one rank's
     // flag stops every rank after the same step (it is all-reduced with each step's loss).
-    volatile sig_atomic_t *stop;
+    atomic_int *stop;
 } TrainArgs;
 
 // The defaults every flag starts from (main.c overrides them).
@@ -48,6 +48,8 @@ TrainArgs train_defaults(void);
 
 // Trains as args say; progress lines go to log (NULL: silent; ranks other than 0 pass NULL).
 // Returns KG_OK or an error with err filled; the last good checkpoint stays on error.
+// Rank 0 holds out_dir locked for the run (ckpt_lock): a second run on it is refused
+// (KG_EBUSY, naming the holder's pid) before it touches anything.
 // Before any step it refuses (KG_EINVAL) what would lose work: --resume without a checkpoint
 // in out_dir, a new run into an out_dir that holds files (unless force), and, resuming, a
 // shape flag, --tokenizer vocabulary or --init shape that disagrees with the checkpoint.
@@ -55,6 +57,8 @@ int train_run(const TrainArgs *args, Dist *d, FILE *log, char *err);
 
 // Writes the checkpoint (or any model dir) `from` as a servable model dir `out` with
 // model.safetensors in dtype and the tokenizer file copied, without the training state.
+// out is locked as train_run locks its out_dir (KG_EBUSY while a run holds it); out that is
+// from itself or holds a checkpoint (train_state.bin) is refused (KG_EINVAL).
 int train_export(const char *from, const char *out, int dtype, char *err);
 
 #endif

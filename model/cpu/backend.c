@@ -9,7 +9,7 @@
 #include <cblas.h>
 #endif
 
-#include "../kg.h"
+#include "base/kg.h"
 #include "cpu.h"
 
 void *cpu_alloc(KgBackend *be, size_t bytes) {
@@ -93,7 +93,7 @@ KgBackend *kg_cpu_backend_new_isa(int threads, const char *isa, char *err) {
     }
     be->ops = ops;
     be->threads = threads;
-    be->mixed = KG_F32; // KG_BF16 is honoured by prompt matmuls only (matmul.c)
+    be->mixed = KG_F32; // KG_BF16: every forward matmul over f32/f16/bf16 weights (matmul.c)
     be->impl = cb;
     pthread_mutex_init(&cb->partial_mutex, NULL);
     for (int i = 0; i < threads; i++)
@@ -110,8 +110,4 @@ KgBackend *kg_cpu_backend_new(int threads, char *err) {
     for (size_t i = 0; i < sizeof order / sizeof *order; i++)
         if (ops_for_isa(order[i])) return kg_cpu_backend_new_isa(threads, order[i], err);
     return kg_cpu_backend_new_isa(threads, "generic", err);
-}
-
-void kg_backend_free(KgBackend *be) {
-    if (be) be->ops->destroy(be);
 }

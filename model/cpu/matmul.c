@@ -565,7 +565,14 @@ static void matmul_sgemm_task(void *ctx, size_t t, int thread) {
 static void cpu_matmul_forward(KgBackend *be, float *out, const float *inp, KgMat w,
                                const float *bias, size_t N, size_t C, size_t OC) {
     CpuBackend *cb = cpu_of(be);
-    MatmulJob j = {out, inp, w, bias, N, C, OC, 0, cb->scratch, NULL, 0, 0, 0};
+    MatmulJob j = {.out = out,
+                   .inp = inp,
+                   .w = w,
+                   .bias = bias,
+                   .N = N,
+                   .C = C,
+                   .OC = OC,
+                   .scratch = cb->scratch};
     if (N == 0 || OC == 0) return; // an empty batch (config.c rejects zero sizes)
     size_t threads = (size_t)cpu_pool_threads(cb->pool);
     size_t tile_min = w.dtype == KG_F32 ? MATMUL_TILE_MIN_ROWS_F32 : MATMUL_TILE_MIN_ROWS_HALF;
@@ -713,17 +720,17 @@ static void matmul_backward_task(void *ctx, size_t t, int thread) {
 static void cpu_matmul_backward(KgBackend *be, float *dinp, float *dw, float *dbias,
                                 const float *dout, const float *inp, KgMat w, size_t N, size_t C,
                                 size_t OC) {
-    MatmulBackJob j = {dinp,
-                       dw,
-                       dbias,
-                       dout,
-                       inp,
-                       w.data,
-                       w.transposed,
-                       N,
-                       C,
-                       OC,
-                       (C + MATMUL_SGEMM_COLS - 1) / MATMUL_SGEMM_COLS};
+    MatmulBackJob j = {.dinp = dinp,
+                       .dw = dw,
+                       .dbias = dbias,
+                       .dout = dout,
+                       .inp = inp,
+                       .w = w.data,
+                       .transposed = w.transposed,
+                       .N = N,
+                       .C = C,
+                       .OC = OC,
+                       .c_tasks = (C + MATMUL_SGEMM_COLS - 1) / MATMUL_SGEMM_COLS};
     size_t o_tasks = (OC + MATMUL_SGEMM_COLS - 1) / MATMUL_SGEMM_COLS;
     cpu_pool_run(cpu_of(be)->pool, matmul_backward_task, &j, j.c_tasks + o_tasks);
 }

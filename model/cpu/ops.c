@@ -1,10 +1,9 @@
 // ops.c — the CPU backend's op table for one instruction set.
 //
 // CMake compiles this file once per ISA (-DCPU_ISA=generic|avx2|avx512|avx512vnni|avx512bf16
-// with the matching
-// -m flags), so every kernel below is written once, in simd.h's native-width vectors, and
-// backend.c picks the table this processor can run. The kernel files are included rather
-// than linked so that each compilation gets its own copy at its own width.
+// with the matching -m flags), so every kernel below is written once, in simd.h's native-width
+// vectors, and backend.c picks the table this processor can run. The kernel files are included
+// rather than linked so that each compilation gets its own copy at its own width.
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,8 +13,8 @@
 #include <cblas.h>
 #endif
 
-#include "../kg.h"
 #include "../kgmath.h"
+#include "base/kg.h"
 #include "cpu.h"
 #include "simd.h"
 
@@ -73,6 +72,12 @@ static int cpu_status(KgBackend *be, char *err) {
 const KgBackendOps CPU_OPS_NAME(CPU_ISA_UPPER) = {
     .name = "cpu-" STR(CPU_ISA),
     .host_memory = 1,
+    .mixed_backward = 0,
+#if defined(__AVX512BF16__)
+    .bf16_native = 1, // vdpbf16ps
+#else
+    .bf16_native = 0, // simd.h emulates the rounding
+#endif
     .alloc = cpu_alloc,
     .free = cpu_free,
     .weights_map = cpu_weights_map,

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../kg.h"
+#include "base/kg.h"
 
 // An idle worker polls for the next loop this long before it sleeps: a decode step runs
 // ~100 loops a few microseconds apart, and a futex wake-up costs more than that.

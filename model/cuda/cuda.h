@@ -14,7 +14,7 @@
 #include "../kgmath.h"
 extern "C" {
 #include "../backend.h"
-#include "../kg.h"
+#include "base/kg.h"
 }
 
 #define CUDA_STAGE_BYTES   (4u << 20) // first size of the pinned staging ring

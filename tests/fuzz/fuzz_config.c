@@ -4,9 +4,9 @@
 // divisible by n_head, eps in (0, 1)), since the loader sizes buffers from it unchecked.
 #include <math.h>
 
+#include "base/kg.h"
 #include "fuzz.h"
 #include "model/config.h"
-#include "model/kg.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;

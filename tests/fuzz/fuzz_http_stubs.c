@@ -31,6 +31,10 @@ size_t srv_in_flight(const SrvServer *s) {
     (void)s;
     return 1;
 }
+void srv_gauges(SrvServer *s, SrvGauges *g) {
+    (void)s;
+    memset(g, 0, sizeof *g);
+}
 
 // One reply per request, and its body is valid UTF-8 (it goes out as JSON or text).
 static enum MHD_Result fuzz_reply(SrvReq *r, int status, const char *body, size_t len) {

@@ -4,8 +4,8 @@
 // lie inside the data section with the size its dtype and shape say.
 #include <string.h>
 
+#include "base/kg.h"
 #include "fuzz.h"
-#include "model/kg.h"
 #include "model/safetensors.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {

@@ -101,6 +101,12 @@ def st_seeds():
     dup += b" " * (-len(dup) % 8)
     write(t, "bad_dup_names", struct.pack("<Q", len(dup)) + dup + b"xy")
     write(t, "bad_short", b"\x10\x00\x00")
+    # a NUL in a name, a dtype or the scheme: cJSON would read each as its prefix (issue 24)
+    write(t, "bad_nul_scheme", st_file({
+        "__metadata__": {"format": "pt", "kogpt2.quant": "q8_0\u0000x"},
+        "lm_head.weight": {"dtype": "U8", "shape": [1, 34], "data_offsets": [0, 34]}}, blocks))
+    write(t, "bad_nul_name_dtype", st_file({
+        "a\u0000b": {"dtype": "F32\u0000", "shape": [1], "data_offsets": [0, 4]}}, bytes(4)))
 
 
 # --- config.json ---
@@ -129,6 +135,7 @@ def config_seeds():
     write(t, "bad_activation", '{"activation_function": "relu"}')
     write(t, "bad_not_object", '[12, 768]')
     write(t, "bad_truncated", '{"n_layer": 2, "n_he')
+    write(t, "bad_nul_model_type", '{"model_type": "gpt2\\u0000neo", "n_layer": 2}')
 
 
 # --- tokenizers: byte 0 even = encode the rest, odd = decode 2-byte ids ---
@@ -257,6 +264,57 @@ def pytorch_seeds():
                    ("archive/byteorder", b"little"), ("archive/data/0", f32x4),
                    ("archive/data/1", f32x4)])
     write(t, "truncated", tied[:len(tied) - 30])
+    pytorch_extreme_seeds(t, ref)
+
+
+def pytorch_extreme_seeds(t, ref):
+    """Views at the edges of 64-bit arithmetic (issue 24). The "wide" seeds load, but write
+    every number as an 8-byte LONG1, so that one changed byte turns a 0 into 2^56..2^62:
+    the empty view (0, 2^31) with strides (0, 0) becomes 2^62+ elements whose bytes wrap
+    past 2^64 (a stride-0 view of 2^62 + 16 F32 once passed as 64 bytes and was copied into
+    them). The "edge" seeds are refused: each number as large as its check allows."""
+    def long8(v):  # LONG1 of 8 bytes, as pickle writes an int of 2^55 and more
+        return b"\x8a\x08" + struct.pack("<q", v)
+
+    def view(key, numel, offset, size, stride, cls="FloatStorage"):
+        ints = lambda xs: ref.pk_tuple([long8(x) for x in xs])
+        return (ref.pk_global("torch._utils", "_rebuild_tensor_v2") + b"(" +
+                ref.pk_tuple([ref.pk_str("storage"), ref.pk_global("torch", cls),
+                              ref.pk_str(key), ref.pk_str("cpu"), long8(numel)]) + b"Q" +
+                long8(offset) + ints(size) + ints(stride) + b"\x89" +
+                ref.pk_global("collections", "OrderedDict") + b")R" + b"tR")
+
+    def ckpt(name, entries, storages):
+        ref.write_zip(os.path.join(CORPUS, t, name),
+                      [("archive/data.pkl", ref.pk_state_dict(entries)),
+                       ("archive/byteorder", b"little")] +
+                      [("archive/data/" + k, v) for k, v in storages])
+
+    f32x4 = struct.pack("<4f", 1, 2, 3, 4)
+    # w in place, t copied (a transpose), z empty: any of z's high bytes set makes it huge
+    ckpt("wide_empty_f32", [("w", view("0", 4, 0, [4], [1])),
+                            ("t", view("0", 4, 0, [2, 2], [1, 2])),
+                            ("z", view("0", 4, 0, [0, 2**31], [0, 0]))], [("0", f32x4)])
+    ckpt("wide_empty_f16", [("t", view("0", 8, 1, [3, 2], [1, 3], "HalfStorage")),
+                            ("z", view("0", 8, 0, [2**32, 0], [0, 0], "HalfStorage")),
+                            ("b", view("1", 4, 0, [2, 2], [2, 1], "BoolStorage"))],
+         [("0", bytes(16)), ("1", bytes(4))])
+    # offsets and strides in 8 bytes: a broadcast row, a strided slice, a view at an offset
+    ckpt("wide_strides", [("row", view("0", 4, 0, [3, 4], [0, 1])),
+                          ("odd", view("0", 4, 1, [2], [2])),
+                          ("tail", view("0", 4, 3, [1, 1], [1, 1]))], [("0", f32x4)])
+    # four stride-0 views whose copies together are just under the file's bound
+    ckpt("wide_broadcasts", [("e%d" % i, view("0", 4, 0, [16], [0])) for i in range(4)],
+         [("0", f32x4)])
+    # refused, at the edges: a broadcast of 2^40 (too much to copy), a shape product, strides
+    # and an offset each past 2^64, a storage of 2^61 doubles
+    ckpt("edge_broadcast_2e40", [("w", view("0", 4, 0, [2**40], [0]))], [("0", f32x4)])
+    ckpt("edge_shape_product", [("w", view("0", 4, 0, [2**32, 2**32, 2], [0, 0, 0]))],
+         [("0", f32x4)])
+    ckpt("edge_stride", [("w", view("0", 4, 0, [5], [2**62]))], [("0", f32x4)])
+    ckpt("edge_offset", [("w", view("0", 4, 2**63 - 1, [3], [2**62 + 1]))], [("0", f32x4)])
+    ckpt("edge_storage", [("w", view("0", 2**61 + 1, 0, [1], [1], "DoubleStorage"))],
+         [("0", bytes(8))])
 
 
 SEEDS = {"fuzz_safetensors": lambda: st_seeds(), "fuzz_config": lambda: config_seeds(),

@@ -177,7 +177,11 @@ def pk_str(s):
 
 
 def pk_int(v):
-    return b"K" + bytes([v]) if 0 <= v < 256 else b"J" + struct.pack("<i", v)
+    if 0 <= v < 256:
+        return b"K" + bytes([v])
+    if -2**31 <= v < 2**31:
+        return b"J" + struct.pack("<i", v)
+    return b"\x8a\x08" + struct.pack("<q", v)  # LONG1: how pickle writes 2^62 (8 bytes)
 
 
 def pk_tuple(items):
@@ -397,6 +401,35 @@ def bad_cases(out, src):
     crafted("view_copies_bomb", "more than twice the file",
             pk_state_dict([("w%d" % i, pk_tensor("0", 4096, 0, [64, 64], [1, 64]))
                            for i in range(10)]), [("0", bytes(4 * 4096))])
+    # sizes that overflow 64 bits (issue 24), each in a tensor the model never uses: a
+    # stride-0 view of 2^62 + 16 F32 (2^64 + 64 bytes, which wrapped to 64), copies whose sum
+    # wraps, a shape product, strides, an offset, a storage's bytes, ZIP64's entry count
+    w = ("transformer.wte.weight", pk_tensor("0", 4, 0, [4], [1]))
+    crafted("view_stride0_wrap", "tensor extra.unused: its shape, strides or offset overflow",
+            pk_state_dict([w, ("extra.unused", pk_tensor("0", 4, 0, [2**62 + 16], [0]))]),
+            [("0", f32x4)])
+    crafted("views_copy_sum_wrap", "tensor e3: copying its strided view",
+            pk_state_dict([w] + [("e%d" % i, pk_tensor("0", 4, 0, [2**60], [0])) for i in range(4)]
+                          + [("t", pk_tensor("0", 4, 0, [2, 2], [1, 2]))]), [("0", f32x4)])
+    crafted("shape_product_overflow", "tensor big: its shape, strides or offset overflow",
+            pk_state_dict([w, ("big", pk_tensor("0", 4, 0, [2**32, 2**32, 2], [0, 0, 0]))]),
+            [("0", f32x4)])
+    crafted("stride_overflow", "tensor far: its shape, strides or offset overflow",
+            pk_state_dict([w, ("far", pk_tensor("0", 4, 0, [5], [2**62]))]), [("0", f32x4)])
+    crafted("offset_overflow", "tensor late: its shape, strides or offset overflow",
+            pk_state_dict([w, ("late", pk_tensor("0", 4, 2**63 - 1, [3], [2**62 + 1]))]),
+            [("0", f32x4)])
+    crafted("offset_bytes_overflow", "tensor empty: its shape, strides or offset overflow",
+            pk_state_dict([w, ("empty", pk_tensor("0", 4, 2**62, [0], [1]))]), [("0", f32x4)])
+    crafted("storage_bytes_overflow", "2305843009213693953 elements do not fit memory",
+            pk_state_dict([w, ("huge", pk_tensor("1", 2**61 + 1, 0, [1], [1], "DoubleStorage"))]),
+            [("0", f32x4), ("1", bytes(8))])
+    path = new("zip64_entries_overflow", "4611686018427387905 entries, more than the 65536")
+    write_zip(path, [("archive/data.pkl", one), ("archive/data/0", f32x4)], zip64=True)
+    with open(path, "r+b") as f:  # the ZIP64 end record's entry count: 2^62 + 1
+        data = f.read()
+        f.seek(data.rindex(b"PK\x06\x06") + 32)
+        f.write(struct.pack("<Q", 2**62 + 1))
     crafted("bad_opcode", "opcode 0x46 ('F')",
             b"\x80\x02}(X\x01\x00\x00\x00wF1.0\nu.", [("0", f32x4)])
     crafted("deep_marks", "nested deeper than", b"\x80\x02" + b"(" * 100 + b".", [])

@@ -1,0 +1,59 @@
+// buf.c — the growable byte buffer (buf.h).
+#include "buf.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kg.h"
+
+int buf_reserve(KgBuf *b, size_t extra) {
+    size_t need;
+    if (kg_add_overflow(b->len, extra, &need) || kg_add_overflow(need, 1, &need)) return KG_ENOMEM;
+    if (need <= b->cap) return KG_OK;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < need)
+        cap = cap > SIZE_MAX / 2 ? need : cap * 2; // doubling: amortized O(1) appends
+    char *p = realloc(b->p, cap);
+    if (!p) return KG_ENOMEM;
+    b->p = p;
+    b->cap = cap;
+    return KG_OK;
+}
+
+int buf_append(KgBuf *b, const void *s, size_t n) {
+    if (buf_reserve(b, n)) return KG_ENOMEM;
+    if (n) memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+    return KG_OK;
+}
+
+int buf_printf(KgBuf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || buf_reserve(b, (size_t)n)) return KG_ENOMEM;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+    return KG_OK;
+}
+
+char *buf_take(KgBuf *b, size_t *len) {
+    if (!b->p && buf_reserve(b, 0)) return NULL;
+    b->p[b->len] = '\0';
+    char *p = b->p;
+    if (len) *len = b->len;
+    *b = (KgBuf){0};
+    return p;
+}
+
+void buf_free(KgBuf *b) {
+    free(b->p);
+    *b = (KgBuf){0};
+}

@@ -1,0 +1,70 @@
+// test_base_buf.c — base/: the byte buffer (appends, formatted appends, take, the size
+// checks) and the little-endian helpers, against byte arrays written out by hand.
+#include <stdint.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "base/kg.h"
+#include "base/le.h"
+#include "check.h"
+
+static void test_buf(void) {
+    KgBuf b = {0};
+    CHECK(buf_append(&b, NULL, 0) == KG_OK && b.len == 0 && b.p && b.p[0] == '\0');
+    for (int i = 0; i < 1000; i++) // many small appends: doubling keeps this linear
+        CHECK(buf_append(&b, "ab", 2) == KG_OK);
+    CHECK(b.len == 2000 && b.cap > b.len && b.p[b.len] == '\0');
+    CHECK(!memcmp(b.p + 1998, "ab", 2));
+    CHECK(buf_printf(&b, "|%d|%s|", 42, "x") == KG_OK);
+    CHECK(b.len == 2006 && !strcmp(b.p + 2000, "|42|x|"));
+    // a formatted string longer than what is left: one reserve, then the text
+    char big[5000];
+    memset(big, 'z', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    CHECK(buf_printf(&b, "%s", big) == KG_OK && b.len == 2006 + 4999 && b.p[b.len - 1] == 'z');
+    // a size that would overflow size_t is refused, b unchanged
+    size_t len = b.len, cap = b.cap;
+    char *p = b.p;
+    CHECK(buf_reserve(&b, SIZE_MAX) == KG_ENOMEM && b.len == len && b.cap == cap && b.p == p);
+    CHECK(buf_reserve(&b, SIZE_MAX - len) == KG_ENOMEM && b.p == p);
+    size_t n;
+    char *taken = buf_take(&b, &n);
+    CHECK(taken == p && n == len && b.p == NULL && b.len == 0 && b.cap == 0);
+    free(taken);
+    char *empty = buf_take(&b, &n); // an empty buffer gives an empty string, never NULL
+    CHECK(empty && n == 0 && empty[0] == '\0');
+    free(empty);
+    CHECK(buf_append(&b, "q", 1) == KG_OK && !strcmp(b.p, "q"));
+    buf_free(&b);
+    CHECK(b.p == NULL && b.len == 0 && b.cap == 0);
+    buf_free(&b); // twice is fine
+}
+
+static void test_le(void) {
+    const uint8_t bytes[8] = {0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0xF8};
+    CHECK(kg_get_le16(bytes) == 0x0201);
+    CHECK(kg_get_le32(bytes) == 0x04030201u);
+    CHECK(kg_get_le64(bytes) == 0xF807060504030201ull);
+    uint8_t out[8] = {0};
+    kg_put_le64(out, 0xF807060504030201ull);
+    CHECK(!memcmp(out, bytes, 8));
+    memset(out, 0, sizeof out);
+    kg_put_le32(out + 1, 0x04030201u);
+    CHECK(out[0] == 0 && !memcmp(out + 1, bytes, 4) && out[5] == 0);
+}
+
+static void test_checked(void) {
+    size_t r = 7;
+    CHECK(!kg_mul_overflow(3, 5, &r) && r == 15);
+    CHECK(kg_mul_overflow(SIZE_MAX / 2 + 1, 2, &r));
+    CHECK(kg_mul_overflow((size_t)1 << 62, 64, &r)); // pytorch.c's 2^62-element view of 8 bytes
+    CHECK(!kg_add_overflow(SIZE_MAX - 1, 1, &r) && r == SIZE_MAX);
+    CHECK(kg_add_overflow(SIZE_MAX, 1, &r));
+}
+
+int main(void) {
+    test_buf();
+    test_le();
+    test_checked();
+    return check_report();
+}
