@@ -93,7 +93,7 @@ end:
 static int run_batched(KgBackend *be, const char *dir, size_t n_seq, double *tok_s, char *err) {
     Gpt2 m;
     Gpt2State s = {0};
-    int rc = gpt2_open(&m, dir, be, GPT2_DTYPE_AUTO, err);
+    int rc = gpt2_open(&m, dir, be, KG_DTYPE_AUTO, err);
     if (rc) return rc;
     KvCache *kv = calloc(n_seq, sizeof *kv);
     Gpt2Seq *q = calloc(n_seq, sizeof *q);
@@ -142,7 +142,7 @@ static int run_profile(KgBackend *be, const char *dir, char *err) {
     for (int i = 0; i < 80; i++)
         tokens[i] = i * 37 % 51200;
     if ((rc = testmodel_write(mdir, &sh, err)) ||
-        (rc = gpt2_open(&m, mdir, be, GPT2_DTYPE_AUTO, err)))
+        (rc = gpt2_open(&m, mdir, be, KG_DTYPE_AUTO, err)))
         return rc;
     if (!(rc = gpt2_state_init(&s, &m, 64, 1, err)) && !(rc = kv_init(&kv, &m, 128, err)) &&
         !(rc = gpt2_prefill(&m, &s, &kv, tokens, 64, 1, err)))

@@ -89,7 +89,7 @@ int main(int argc, char **argv) {
             wsrc_close(&w);
             Gpt2 m;
             t0 = bench_now();
-            if (gpt2_open(&m, dir, be, GPT2_DTYPE_AUTO, err)) {
+            if (gpt2_open(&m, dir, be, KG_DTYPE_AUTO, err)) {
                 fprintf(stderr, "bench_load: %s\n", err);
                 return 1;
             }

@@ -65,6 +65,7 @@ int main(int argc, char **argv) {
     TestModelSpec sh = {.L = 12, .C = 768, .NH = 12, .T = 1024, .V = 51200};
     const char *dir = "/tmp/kg-bench", *dtypes = "f32,f16";
     KgDtype precision = KG_F32;
+    char err[KG_ERRLEN];
     int threads[8] = {1, 2};
     size_t n_threads = 2;
     static const struct option opts[] = {{"layers", 1, 0, 'L'},    {"embd", 1, 0, 'C'},
@@ -99,15 +100,12 @@ int main(int argc, char **argv) {
         case 'o':
             dir = optarg;
             break;
-        case 'P': {
-            int p = kg_precision_parse(optarg);
-            if (p < 0) {
-                fprintf(stderr, "bench_model: --precision takes f32 or bf16, not '%s'\n", optarg);
+        case 'P':
+            if (kg_precision_parse(optarg, &precision, err)) {
+                fprintf(stderr, "bench_model: --precision: %s\n", err);
                 return 2;
             }
-            precision = (KgDtype)p;
             break;
-        }
         default:
             fprintf(stderr, "see the header of bench/bench_model.c\n");
             return 2;
@@ -131,7 +129,6 @@ int main(int argc, char **argv) {
            "GFLOP/s (1 thread) %.1f GFLOP/s (%d threads)\n",
            best_bw[1] / 1e9, best_bw[max_threads] / 1e9, max_threads, best_peak[1] / 1e9,
            best_peak[max_threads] / 1e9, max_threads);
-    char err[KG_ERRLEN];
     // q8_0 and q4_0 are the f32 checkpoint quantized at load (--dtype q8_0 / q4_0)
     const char *names[5] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
     KgDtype kinds[5] = {KG_F32, KG_F16, KG_BF16, KG_Q8_0, KG_Q4_0};
@@ -151,8 +148,8 @@ int main(int argc, char **argv) {
             KgBackend *be = kg_cpu_backend_new(threads[ti], err);
             if (be) be->mixed = precision;
             // warm-up: 8 tokens touch every weight page once
-            int rc = be ? bench_speeds_dtype(be, mdir, quant ? (int)kinds[d] : GPT2_DTYPE_AUTO, 8,
-                                             &sp, &wbytes, err)
+            int rc = be ? bench_speeds_dtype(be, mdir, quant ? kinds[d] : KG_DTYPE_AUTO, 8, &sp,
+                                             &wbytes, err)
                         : KG_ENOMEM;
             kg_backend_free(be);
             if (rc) {

@@ -312,9 +312,11 @@ static int variant_open(Variant *v, const char *dir, KgBackend *be, const char *
     char dtype[16];
     size_t len = strcspn(name, "@");
     snprintf(dtype, sizeof dtype, "%.*s", (int)(len < 15 ? len : 15), name);
-    int dt = kg_dtype_parse(dtype), prec = name[len] ? kg_precision_parse(name + len + 1) : KG_F32;
-    if (dt < 0 || prec < 0) return kg_err(err, KG_EINVAL, "--dtypes: unknown dtype %s", name);
-    *v = (Variant){.name = name, .precision = (KgDtype)prec};
+    KgDtype dt, prec = KG_F32;
+    if (kg_dtype_parse(dtype, &dt, NULL) ||
+        (name[len] && kg_precision_parse(name + len + 1, &prec, NULL)))
+        return kg_err(err, KG_EINVAL, "--dtypes: unknown dtype %s", name);
+    *v = (Variant){.name = name, .precision = prec};
     int rc = gpt2_open(&v->m, dir, be, dt, err);
     if (rc) return rc;
     if (rows > v->m.config.n_ctx)

@@ -14,9 +14,9 @@ typedef struct {
 
 // Opens dir on be, warms up with a warmup-token prompt (touches every weight page; on a GPU
 // also lets cuBLAS pick its kernels and the staging and scratch reach their sizes), then
-// times. *weight_bytes: what one forward reads. dtype: as gpt2_open's (GPT2_DTYPE_AUTO keeps
+// times. *weight_bytes: what one forward reads. dtype: as gpt2_open's (KG_DTYPE_AUTO keeps
 // the file's; KG_Q8_0 / KG_Q4_0 quantize at load). KG_OK or an error with err filled.
-static inline int bench_speeds_dtype(KgBackend *be, const char *dir, int dtype, size_t warmup,
+static inline int bench_speeds_dtype(KgBackend *be, const char *dir, KgDtype dtype, size_t warmup,
                                      BenchSpeeds *out, size_t *weight_bytes, char *err) {
     Gpt2 m;
     Gpt2State s = {0};
@@ -64,7 +64,7 @@ end:
 
 static inline int bench_speeds(KgBackend *be, const char *dir, size_t warmup, BenchSpeeds *out,
                                size_t *weight_bytes, char *err) {
-    return bench_speeds_dtype(be, dir, GPT2_DTYPE_AUTO, warmup, out, weight_bytes, err);
+    return bench_speeds_dtype(be, dir, KG_DTYPE_AUTO, warmup, out, weight_bytes, err);
 }
 
 #endif

@@ -48,7 +48,9 @@ int cmd_convert(int argc, char **argv) {
         {"dtype", required_argument, 0, 'd'}, {"force", no_argument, 0, 'f'},
         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     const char *model = NULL, *out = NULL;
-    int dtype = GPT2_DTYPE_AUTO, force = 0, c;
+    KgDtype dtype = KG_DTYPE_AUTO;
+    int force = 0, c;
+    char err[KG_ERRLEN];
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:o:d:fh", opts, NULL)) != -1) {
         switch (c) {
@@ -59,11 +61,8 @@ int cmd_convert(int argc, char **argv) {
             out = optarg;
             break;
         case 'd':
-            dtype = kg_dtype_parse(optarg); // -1 (unknown) would read as GPT2_DTYPE_AUTO
-            if (dtype < 0) {
-                fprintf(stderr,
-                        "kogpt2 convert: unknown --dtype '%s': f32, f16, bf16, q8_0 or q4_0\n",
-                        optarg);
+            if (kg_dtype_parse(optarg, &dtype, err)) {
+                fprintf(stderr, "kogpt2 convert: --dtype: %s\n", err);
                 return 2;
             }
             break;
@@ -82,7 +81,7 @@ int cmd_convert(int argc, char **argv) {
         convert_usage(stderr);
         return 2;
     }
-    char dir[PATH_MAX], err[KG_ERRLEN], what[KG_ERRLEN];
+    char dir[PATH_MAX], what[KG_ERRLEN];
     if (hfcache_resolve(model, dir, sizeof dir, err)) {
         fprintf(stderr, "kogpt2 convert: %s\n", err);
         return 1;
@@ -101,7 +100,7 @@ int cmd_convert(int argc, char **argv) {
         return 1;
     }
     printf("kogpt2 convert: read %s (%s); wrote %s/model.safetensors%s%s\n", dir, what, out,
-           dtype == GPT2_DTYPE_AUTO ? "" : " as ",
-           dtype == GPT2_DTYPE_AUTO ? "" : kg_dtype_name((KgDtype)dtype));
+           dtype == KG_DTYPE_AUTO ? "" : " as ",
+           dtype == KG_DTYPE_AUTO ? "" : kg_dtype_name(dtype));
     return 0;
 }

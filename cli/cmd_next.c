@@ -19,7 +19,7 @@ typedef struct {
     const char *tokens;
     int top_k;
     int threads;
-    int dtype;
+    KgDtype dtype;
     KgDtype precision; // be->mixed: KG_F32 or KG_BF16
     int json;
     const char *device;
@@ -44,13 +44,6 @@ static void next_usage(FILE *f) {
                "                   f32 sums: faster prompts with AVX512-BF16 (emulated, slower,\n"
                "                   on other CPUs); logits move ~1e-3 relative\n"
                "  --device D       auto (a GPU when there is one, else the CPU), cpu, cuda\n");
-}
-
-// "auto" -> GPT2_DTYPE_AUTO, "f32"/"f16"/"bf16"/"q8_0"/"q4_0" -> KgDtype; -2 when unknown.
-static int parse_dtype(const char *s) {
-    if (!strcmp(s, "auto")) return GPT2_DTYPE_AUTO;
-    int dt = kg_dtype_parse(s);
-    return dt < 0 ? -2 : dt;
 }
 
 // Adds "piece" and "text" of id to j_c when there is a tokenizer. 0 on OOM.
@@ -98,7 +91,8 @@ static int parse_next_args(int argc, char **argv, NextArgs *a) {
         {"dtype", required_argument, 0, 'd'},  {"json", no_argument, 0, 'J'},
         {"device", required_argument, 0, 'D'}, {"precision", required_argument, 0, 'P'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
-    *a = (NextArgs){.top_k = 10, .dtype = GPT2_DTYPE_AUTO, .precision = KG_F32, .device = "auto"};
+    *a = (NextArgs){.top_k = 10, .dtype = KG_DTYPE_AUTO, .precision = KG_F32, .device = "auto"};
+    char err[KG_ERRLEN];
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:t:x:T:k:j:d:D:P:Jh", opts, NULL)) != -1) {
@@ -122,7 +116,10 @@ static int parse_next_args(int argc, char **argv, NextArgs *a) {
             a->threads = atoi(optarg);
             break;
         case 'd':
-            a->dtype = parse_dtype(optarg);
+            if (kg_dtype_parse(optarg, &a->dtype, err)) {
+                fprintf(stderr, "kogpt2 next: --dtype: %s\n", err);
+                return 2;
+            }
             break;
         case 'J':
             a->json = 1;
@@ -131,13 +128,10 @@ static int parse_next_args(int argc, char **argv, NextArgs *a) {
             a->device = optarg;
             break;
         case 'P': { // f16 too would work on a GPU, but the CPU has no f16 kernels for it
-            int p = kg_precision_parse(optarg);
-            if (p < 0) {
-                fprintf(stderr, "kogpt2 next: --precision: expected f32 or bf16, got '%s'\n",
-                        optarg);
+            if (kg_precision_parse(optarg, &a->precision, err)) {
+                fprintf(stderr, "kogpt2 next: --precision: %s\n", err);
                 return 2;
             }
-            a->precision = (KgDtype)p;
             break;
         }
         case 'h':
@@ -155,7 +149,6 @@ static int parse_next_args(int argc, char **argv, NextArgs *a) {
                 "kogpt2 next: no --model DIR given and no default model (models/default)\n");
         return 2;
     }
-    char err[KG_ERRLEN];
     if (hfcache_resolve(a->model, resolved, sizeof resolved, err)) {
         fprintf(stderr, "kogpt2 next: %s\n", err);
         return 1;
@@ -165,7 +158,7 @@ static int parse_next_args(int argc, char **argv, NextArgs *a) {
         fprintf(stderr, "kogpt2 next: %s\n", err);
         return 2;
     }
-    if (!a->tokens == !a->text || a->top_k < 1 || a->threads < 0 || a->dtype == -2) {
+    if (!a->tokens == !a->text || a->top_k < 1 || a->threads < 0) {
         next_usage(stderr);
         return 2;
     }

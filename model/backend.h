@@ -16,7 +16,6 @@
 
 #include "config.h"
 #include "dtype.h"
-#include "sampler.h"
 
 // A weight matrix in its stored dtype and layout. Logically it is (C, OC) and
 // out = inp @ W. Conv1D weights (GPT-2's attention and MLP) are stored that way,
@@ -60,6 +59,14 @@ static inline KgAdamWStep kg_adamw_step(float lr, float beta1, float beta2, floa
                          .b1c = 1.0f - powf(beta1, (float)t),
                          .b2c = 1.0f - powf(beta2, (float)t)};
 }
+
+// One next-token candidate, as logits_topk returns it.
+typedef struct {
+    int id;
+    float logit;   // raw, before temperature
+    float prob;    // softmax over the whole vocabulary of logit / temperature
+    float logprob; // its natural log, computed as logit/temperature - logsumexp (no log(prob))
+} KgCandidate;
 
 typedef struct KgBackend KgBackend;
 

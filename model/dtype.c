@@ -5,24 +5,39 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/kg.h"
 #include "kgmath.h"
 
 static const char *const NAMES[] = {"F32", "F16", "BF16", "Q8_0", "Q4_0"};
 
 const char *kg_dtype_name(KgDtype t) {
+    if (t == KG_DTYPE_AUTO) return "auto";
     return (unsigned)t < sizeof NAMES / sizeof NAMES[0] ? NAMES[t] : "other";
 }
 
-int kg_dtype_parse(const char *name) {
+int kg_dtype_parse(const char *name, KgDtype *out, char *err) {
+    if (!strcasecmp(name, "auto")) {
+        *out = KG_DTYPE_AUTO;
+        return KG_OK;
+    }
     for (size_t i = 0; i < sizeof NAMES / sizeof NAMES[0]; i++)
-        if (!strcasecmp(name, NAMES[i])) return (int)i;
-    return -1;
+        if (!strcasecmp(name, NAMES[i])) {
+            *out = (KgDtype)i;
+            return KG_OK;
+        }
+    char shown[41];
+    return kg_err(err, KG_EINVAL, "unknown dtype '%s': auto, f32, f16, bf16, q8_0 or q4_0",
+                  kg_show(shown, sizeof shown, name, strlen(name)));
 }
 
-int kg_precision_parse(const char *name) {
-    if (!strcasecmp(name, "f32")) return KG_F32;
-    if (!strcasecmp(name, "bf16")) return KG_BF16;
-    return -1;
+int kg_precision_parse(const char *name, KgDtype *out, char *err) {
+    if (!strcasecmp(name, "f32") || !strcasecmp(name, "bf16")) {
+        *out = !strcasecmp(name, "f32") ? KG_F32 : KG_BF16;
+        return KG_OK;
+    }
+    char shown[41];
+    return kg_err(err, KG_EINVAL, "unknown precision '%s': f32 or bf16",
+                  kg_show(shown, sizeof shown, name, strlen(name)));
 }
 
 void kg_dtype_convert(void *dst, KgDtype to, const void *src, KgDtype from, size_t n) {

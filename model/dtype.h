@@ -19,7 +19,9 @@ typedef enum {
     KG_BF16,
     KG_Q8_0,
     KG_Q4_0,
-    KG_DTYPE_OTHER // any other valid safetensors dtype (I64, U8, F64, ...): parsed, not computed on
+    KG_DTYPE_OTHER, // any other valid safetensors dtype (I64, U8, F64, ...): parsed, not computed
+                    // on
+    KG_DTYPE_AUTO   // a load-time choice, not a type: keep the dtype the file stores
 } KgDtype;
 
 #define KG_QBLOCK     32 // weights per block
@@ -39,14 +41,18 @@ static inline size_t kg_dtype_bytes(KgDtype t, size_t n) {
     return n * kg_dtype_size(t);
 }
 
-// "F32", "F16", "BF16", "Q8_0", "Q4_0" ("other" for anything else).
+// "F32", "F16", "BF16", "Q8_0", "Q4_0", "auto" ("other" for anything else).
 const char *kg_dtype_name(KgDtype t);
 
-// "f32", "f16", "bf16", "q8_0", "q4_0" (either case) -> the dtype; -1 for any other name.
-int kg_dtype_parse(const char *name);
+// A --dtype value: "auto" -> KG_DTYPE_AUTO, "f32", "f16", "bf16", "q8_0", "q4_0" (either
+// case) -> that dtype. KG_OK with *out, else KG_EINVAL with err naming the value and the
+// choices ("unknown dtype 'q9': auto, f32, f16, bf16, q8_0 or q4_0"); *out unchanged.
+int kg_dtype_parse(const char *name, KgDtype *out, char *err);
 
-// A --precision value: "f32" -> KG_F32, "bf16" -> KG_BF16 (either case); -1 for any other name.
-int kg_precision_parse(const char *name);
+// A --precision value: "f32" -> KG_F32, "bf16" -> KG_BF16 (either case). KG_OK with *out,
+// else KG_EINVAL with err naming the value; *out unchanged. (f16 would work on a GPU, but
+// the CPU has no f16 kernels for it.)
+int kg_precision_parse(const char *name, KgDtype *out, char *err);
 
 // dst (n, dtype to) = src (n, dtype from), rounding to nearest even; F32/F16/BF16 only.
 void kg_dtype_convert(void *dst, KgDtype to, const void *src, KgDtype from, size_t n);

@@ -203,16 +203,16 @@ static KgDtype stored_dtype(const StTensor *t, const WeightSpec *s) {
 // The dtype the backend holds a tensor in: vectors f32; matrices as stored (dtype AUTO) or
 // converted to dtype, except the embedding tables, which a quantized model keeps in f32 for
 // their row lookups (the tied LM head then gets its own quantized copy).
-static KgDtype target_dtype(const StTensor *t, const WeightSpec *s, int dtype) {
+static KgDtype target_dtype(const StTensor *t, const WeightSpec *s, KgDtype dtype) {
     if (s->vec) return KG_F32;
-    if (dtype == GPT2_DTYPE_AUTO) return stored_dtype(t, s);
-    if (s->embedding && kg_dtype_quantized((KgDtype)dtype)) return KG_F32;
-    return (KgDtype)dtype;
+    if (dtype == KG_DTYPE_AUTO) return stored_dtype(t, s);
+    if (s->embedding && kg_dtype_quantized(dtype)) return KG_F32;
+    return dtype;
 }
 
 // Host bytes a tensor needs beyond the mapping: f32 vectors widened from f16/bf16, and
 // matrices converted (or quantized) to the requested dtype.
-static size_t owned_bytes(const StTensor *t, const WeightSpec *s, int dtype) {
+static size_t owned_bytes(const StTensor *t, const WeightSpec *s, KgDtype dtype) {
     KgDtype to = target_dtype(t, s, dtype);
     size_t b = to == stored_dtype(t, s) ? 0 : kg_dtype_bytes(to, t->n_elems);
     return (b + 63) / 64 * 64;
@@ -254,7 +254,8 @@ static void transpose(void *dst, const void *src, size_t rows, size_t cols, size
 // Points one weight at its data: the mapping itself, or a converted copy in *cursor; a
 // backend that wants (out, in) matrices gets a stored (in, out) one transposed (a host copy
 // that lives only until weights_map has copied it to the device).
-static int bind_weight(Gpt2 *m, const WeightSpec *s, const StTensor *t, int dtype, char **cursor) {
+static int bind_weight(Gpt2 *m, const WeightSpec *s, const StTensor *t, KgDtype dtype,
+                       char **cursor) {
     const void *src = t->data;
     KgDtype dt = target_dtype(t, s, dtype);
     size_t extra = owned_bytes(t, s, dtype);
@@ -307,7 +308,7 @@ static int blocks_error(const StTensor *t, const WeightSpec *s, KgDtype quant, c
 // Every check of one tensor against its spec, before any is bound: present, dtype and shape,
 // quantizable when it is to be quantized, and in blocks exactly when the file's scheme quant
 // (GPT2_META_QUANT, KG_DTYPE_OTHER for none) says so: every layer matrix and the LM head.
-static int check_weight(const StTensor *t, const WeightSpec *s, int dtype, KgDtype quant,
+static int check_weight(const StTensor *t, const WeightSpec *s, KgDtype dtype, KgDtype quant,
                         char *err) {
     KgDtype q = stored_quant(t, s);
     int rc;
@@ -340,37 +341,37 @@ static int file_quant(const WeightSrc *src, KgDtype *quant, char *err) {
     for (size_t f = 0; f < src->n_files; f++) {
         const char *v = safetensors_meta(&src->files[f], GPT2_META_QUANT);
         if (!v) continue;
-        int dt = kg_dtype_parse(v);
+        KgDtype dt = KG_DTYPE_OTHER;
         char shown[41];
-        if (dt != KG_Q8_0 && dt != KG_Q4_0)
+        if (kg_dtype_parse(v, &dt, NULL) || !kg_dtype_quantized(dt))
             return kg_err(err, KG_EUNSUP, "__metadata__ %s is '%s': not q8_0 or q4_0",
                           GPT2_META_QUANT, kg_show(shown, sizeof shown, v, strlen(v)));
-        if (*quant != KG_DTYPE_OTHER && *quant != (KgDtype)dt)
+        if (*quant != KG_DTYPE_OTHER && *quant != dt)
             return kg_err(err, KG_EFORMAT, "the shards' %s differ (%s and %s)", GPT2_META_QUANT,
-                          kg_dtype_name(*quant), kg_dtype_name((KgDtype)dt));
-        *quant = (KgDtype)dt;
+                          kg_dtype_name(*quant), kg_dtype_name(dt));
+        *quant = dt;
     }
     return KG_OK;
 }
 
 // A quantized file is served as stored: on a backend with quantized kernels, and with dtype
 // auto or the file's own scheme (which then mean the same). KG_OK with *dtype set to auto.
-static int check_quant_load(const Gpt2 *m, KgDtype quant, int *dtype, char *err) {
+static int check_quant_load(const Gpt2 *m, KgDtype quant, KgDtype *dtype, char *err) {
     const char *q = kg_dtype_name(quant);
     if (!m->be->ops->quant_weights)
         return kg_err(err, KG_EUNSUP,
                       "%s blocks (%s) need the cpu backend: %s has no quantized kernels", q,
                       GPT2_META_QUANT, m->be->ops->name);
-    if (*dtype != GPT2_DTYPE_AUTO && *dtype != (int)quant)
+    if (*dtype != KG_DTYPE_AUTO && *dtype != quant)
         return kg_err(err, KG_EUNSUP,
                       "%s blocks (%s) load only as they are (dtype auto or %s), not as %s; "
                       "convert the original model for that",
-                      q, GPT2_META_QUANT, q, kg_dtype_name((KgDtype)*dtype));
-    *dtype = GPT2_DTYPE_AUTO;
+                      q, GPT2_META_QUANT, q, kg_dtype_name(*dtype));
+    *dtype = KG_DTYPE_AUTO;
     return KG_OK;
 }
 
-static int bind_all(Gpt2 *m, int dtype, char *err) {
+static int bind_all(Gpt2 *m, KgDtype dtype, char *err) {
     const Gpt2Config *c = &m->config;
     // lm_head, when untied, is found under its own name below (never "transformer.")
     size_t n = weight_specs(c, &m->w, m->layers, NULL, 0) - !c->tie_embeddings;
@@ -457,15 +458,15 @@ end:
     return rc;
 }
 
-int gpt2_open(Gpt2 *m, const char *dir, KgBackend *be, int dtype, char *err) {
+int gpt2_open(Gpt2 *m, const char *dir, KgBackend *be, KgDtype dtype, char *err) {
     *m = (Gpt2){.be = be};
-    if (dtype != GPT2_DTYPE_AUTO && (dtype < KG_F32 || dtype > KG_Q4_0))
-        return kg_err(err, KG_EINVAL, "model: unknown weight dtype %d", dtype);
-    if (kg_dtype_quantized((KgDtype)dtype) && !be->ops->quant_weights)
+    if (dtype != KG_DTYPE_AUTO && (dtype < KG_F32 || dtype > KG_Q4_0))
+        return kg_err(err, KG_EINVAL, "model: unknown weight dtype %d", (int)dtype);
+    if (kg_dtype_quantized(dtype) && !be->ops->quant_weights)
         return kg_err(err, KG_EUNSUP,
                       "model: %s weights need the cpu backend (%s has no "
                       "quantized kernels)",
-                      kg_dtype_name((KgDtype)dtype), be->ops->name);
+                      kg_dtype_name(dtype), be->ops->name);
     char path[PATH_MAX];
     int rc;
     snprintf(path, sizeof path, "%s/config.json", dir);

@@ -50,8 +50,6 @@ typedef struct {
     char warning[KG_ERRLEN]; // tensors in the files the model does not use; "" when none
 } Gpt2;
 
-typedef enum { GPT2_DTYPE_AUTO = -1 } Gpt2DtypeAuto;
-
 // Opens dir/config.json and the directory's weights (wsrc.h: model.safetensors, an index
 // of shards, or pytorch_model.bin). Tensors are found by their GPT2LMHeadModel names
 // ("transformer.h.0.attn.c_attn.weight"; the "transformer." prefix may be absent;
@@ -59,15 +57,15 @@ typedef enum { GPT2_DTYPE_AUTO = -1 } Gpt2DtypeAuto;
 // checked against the config. The old attn.bias / attn.masked_bias buffers are ignored;
 // any other tensor the model does not use is named in m->warning (not an error), and
 // m->src.what says which file was loaded, its dtype and size: both for the caller's log.
-// dtype: GPT2_DTYPE_AUTO keeps the stored dtype (zero-copy), or KG_F32/KG_F16/KG_BF16
+// dtype: KG_DTYPE_AUTO keeps the stored dtype (zero-copy), or KG_F32/KG_F16/KG_BF16
 // converts the matrices once at load, or KG_Q8_0/KG_Q4_0 quantizes them (CPU backend).
 // A quantized file (gpt2_convert; GPT2_META_QUANT in __metadata__) is served as stored:
-// dtype must be GPT2_DTYPE_AUTO or its scheme, else KG_EUNSUP, and so on a backend without
+// dtype must be KG_DTYPE_AUTO or its scheme, else KG_EUNSUP, and so on a backend without
 // quantized kernels; every layer matrix and the LM head must be U8 blocks of that scheme,
 // else KG_EFORMAT.
 // On error: KG_EIO / KG_EFORMAT / KG_EUNSUP / KG_ENOMEM, err names the file and tensor, m
 // holds nothing. Close with gpt2_close(); the backend must outlive the model.
-int gpt2_open(Gpt2 *m, const char *dir, KgBackend *be, int dtype, char *err);
+int gpt2_open(Gpt2 *m, const char *dir, KgBackend *be, KgDtype dtype, char *err);
 void gpt2_close(Gpt2 *m);
 
 // The __metadata__ key of a quantized model.safetensors, and its values "q8_0" / "q4_0": the
@@ -78,14 +76,14 @@ void gpt2_close(Gpt2 *m);
 
 // Writes the model directory src (anything gpt2_open reads, checked as it does) as a clean
 // out/model.safetensors: the model's tensors under their GPT2LMHeadModel names, in their
-// stored dtype (GPT2_DTYPE_AUTO) or converted to KG_F32/KG_F16/KG_BF16, or with the layer
+// stored dtype (KG_DTYPE_AUTO) or converted to KG_F32/KG_F16/KG_BF16, or with the layer
 // matrices and the LM head quantized to KG_Q8_0/KG_Q4_0 exactly as gpt2_open quantizes at
 // load (GPT2_META_QUANT); then copies config.json and the tokenizer's and generation files
-// beside it. A quantized src stays as it is under GPT2_DTYPE_AUTO or its own scheme; any
+// beside it. A quantized src stays as it is under KG_DTYPE_AUTO or its own scheme; any
 // other dtype is KG_EUNSUP. out is created if missing; the weights go through a temporary
 // name, so a failed run leaves no torn file. what (KG_ERRLEN bytes, may be NULL) gets the
 // line saying what src held. KG_OK or an error.
-int gpt2_convert(const char *src, const char *out, int dtype, char *what, char *err);
+int gpt2_convert(const char *src, const char *out, KgDtype dtype, char *what, char *err);
 
 // The tensors of m, opened on the CPU backend, as gpt2_convert writes them: those of
 // gpt2_param_tensors() in its order, then lm_head.weight when the config ties the head but m

@@ -77,32 +77,31 @@ static size_t write_elems(const StWrite *w) {
 }
 
 // The tensors to write (gpt2_export_tensors: each as m holds it or as the files do, names in
-// *names_out), those not in blocks converted to a float dtype unless it is GPT2_DTYPE_AUTO;
+// *names_out), those not in blocks converted to a float dtype unless it is KG_DTYPE_AUTO;
 // conversions go into *owned. The caller frees *out, *names_out and *owned.
-static int collect_tensors(const Gpt2 *m, int dtype, StWrite **out, char (**names_out)[80],
+static int collect_tensors(const Gpt2 *m, KgDtype dtype, StWrite **out, char (**names_out)[80],
                            size_t *n_out, void **owned, char *err) {
     size_t cap = gpt2_param_tensors(&m->config, NULL) + 1, n = 0, bytes = 0;
     StWrite *w = calloc(cap, sizeof *w);
     char(*names)[80] = *names_out = calloc(cap, sizeof *names);
-    int to_float = dtype != GPT2_DTYPE_AUTO && !kg_dtype_quantized((KgDtype)dtype);
+    int to_float = dtype != KG_DTYPE_AUTO && !kg_dtype_quantized(dtype);
     if (!w || !names || gpt2_export_tensors(m, w, names, &n)) {
         free(w);
         return kg_err(err, KG_ENOMEM, "convert: out of memory");
     }
     for (size_t i = 0; to_float && i < n; i++)
-        if (w[i].dtype != (KgDtype)dtype)
-            bytes += kg_dtype_bytes((KgDtype)dtype, write_elems(&w[i]));
+        if (w[i].dtype != dtype) bytes += kg_dtype_bytes(dtype, write_elems(&w[i]));
     char *cursor = *owned = bytes ? malloc(bytes) : NULL;
     if (bytes && !cursor) {
         free(w);
         return kg_err(err, KG_ENOMEM, "convert: out of memory for %zu bytes", bytes);
     }
     for (size_t i = 0; to_float && i < n; i++)
-        if (w[i].dtype != (KgDtype)dtype) {
-            kg_dtype_convert(cursor, (KgDtype)dtype, w[i].data, w[i].dtype, write_elems(&w[i]));
-            w[i].dtype = (KgDtype)dtype;
+        if (w[i].dtype != dtype) {
+            kg_dtype_convert(cursor, dtype, w[i].data, w[i].dtype, write_elems(&w[i]));
+            w[i].dtype = dtype;
             w[i].data = cursor;
-            cursor += kg_dtype_bytes((KgDtype)dtype, write_elems(&w[i]));
+            cursor += kg_dtype_bytes(dtype, write_elems(&w[i]));
         }
     *out = w;
     *n_out = n;
@@ -112,21 +111,21 @@ static int collect_tensors(const Gpt2 *m, int dtype, StWrite **out, char (**name
 // Opens src as gpt2_convert will write it: quantized at load for a q8_0/q4_0 dtype (the same
 // blocks a load with that dtype serves, bit for bit), else as stored; a quantized src cannot
 // go back to floats (KG_EUNSUP).
-static int open_source(Gpt2 *m, const char *src, KgBackend *be, int dtype, char *err) {
-    int quantize = dtype != GPT2_DTYPE_AUTO && kg_dtype_quantized((KgDtype)dtype);
-    int rc = gpt2_open(m, src, be, quantize ? dtype : GPT2_DTYPE_AUTO, err);
-    if (rc || quantize || dtype == GPT2_DTYPE_AUTO || !kg_dtype_quantized(m->dtype)) return rc;
+static int open_source(Gpt2 *m, const char *src, KgBackend *be, KgDtype dtype, char *err) {
+    int quantize = dtype != KG_DTYPE_AUTO && kg_dtype_quantized(dtype);
+    int rc = gpt2_open(m, src, be, quantize ? dtype : KG_DTYPE_AUTO, err);
+    if (rc || quantize || dtype == KG_DTYPE_AUTO || !kg_dtype_quantized(m->dtype)) return rc;
     kg_err(err, KG_EUNSUP,
            "convert: %s holds %s blocks; they do not convert back to %s (convert the original "
            "model)",
-           src, kg_dtype_name(m->dtype), kg_dtype_name((KgDtype)dtype));
+           src, kg_dtype_name(m->dtype), kg_dtype_name(dtype));
     gpt2_close(m);
     return KG_EUNSUP;
 }
 
-int gpt2_convert(const char *src, const char *out, int dtype, char *what, char *err) {
-    if (dtype != GPT2_DTYPE_AUTO && (dtype < KG_F32 || dtype > KG_Q4_0))
-        return kg_err(err, KG_EINVAL, "convert: unknown dtype %d", dtype);
+int gpt2_convert(const char *src, const char *out, KgDtype dtype, char *what, char *err) {
+    if (dtype != KG_DTYPE_AUTO && (dtype < KG_F32 || dtype > KG_Q4_0))
+        return kg_err(err, KG_EINVAL, "convert: unknown dtype %d", (int)dtype);
     // in place, the source's weights would be replaced (and blocks never convert back): any
     // spelling of src (D/, ./D, a symlink to it) is the same directory
     struct stat a, b;

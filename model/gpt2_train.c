@@ -64,7 +64,7 @@ int gpt2_train_model_new(Gpt2 *m, const Gpt2Config *c, const char *init_from, Kg
     Gpt2 src = {0};
     int rc;
     if (init_from) { // gpt2_open has checked every tensor's shape against its config
-        if ((rc = gpt2_open(&src, init_from, be, GPT2_DTYPE_AUTO, err))) return rc;
+        if ((rc = gpt2_open(&src, init_from, be, KG_DTYPE_AUTO, err))) return rc;
         m->config = src.config;
     } else {
         m->config = *c;

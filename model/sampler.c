@@ -7,86 +7,6 @@
 #include "base/kg.h"
 #include "kgmath.h"
 
-float sampler_usable_temperature(float temperature) {
-    return temperature >= SAMPLER_MIN_TEMPERATURE ? temperature : SAMPLER_MIN_TEMPERATURE;
-}
-
-double sampler_logsumexp(const float *logits, size_t V, float temperature) {
-    float inv_t = 1.0f / sampler_usable_temperature(temperature);
-    float mx = -INFINITY;
-    for (size_t i = 0; i < V; i++)
-        mx = logits[i] > mx ? logits[i] : mx;
-    // eight independent partial sums: a loop the compiler can vectorize without reordering
-    // a NaN logit adds nothing (kg_expf passes NaN through; the select drops it)
-    float part[8] = {0};
-    size_t i = 0;
-    for (; i + 8 <= V; i += 8)
-        for (int k = 0; k < 8; k++) {
-            float e = kg_expf((logits[i + k] - mx) * inv_t);
-            part[k] += e == e ? e : 0.0f;
-        }
-    double sum = 0;
-    for (; i < V; i++) {
-        float e = kg_expf((logits[i] - mx) * inv_t);
-        sum += e == e ? e : 0.0f;
-    }
-    for (int k = 0; k < 8; k++)
-        sum += part[k];
-    return (double)mx * inv_t + log(sum);
-}
-
-// a ranks before b: higher logit, then lower id; a NaN logit ranks after every number (the
-// order stays total, so the heaps and the sort stay consistent)
-static int ranks_before(const KgCandidate *a, const KgCandidate *b) {
-    if (isnan(a->logit) || isnan(b->logit))
-        return isnan(b->logit) && (!isnan(a->logit) || a->id < b->id);
-    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
-}
-
-// Min-heap on rank: heap[0] is the weakest of the k kept so far.
-static void sift_down(KgCandidate *h, size_t n, size_t i) {
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && ranks_before(&h[m], &h[l])) m = l;
-        if (r < n && ranks_before(&h[m], &h[r])) m = r;
-        if (m == i) return;
-        KgCandidate t = h[i];
-        h[i] = h[m];
-        h[m] = t;
-        i = m;
-    }
-}
-
-static int cmp_rank(const void *a, const void *b) {
-    return ranks_before(a, b) ? -1 : ranks_before(b, a) ? 1 : 0;
-}
-
-size_t sampler_topk(const float *logits, size_t V, float temperature, size_t k, KgCandidate *out) {
-    if (k > V) k = V;
-    if (k == 0) return 0;
-    for (size_t i = 0; i < k; i++)
-        out[i] = (KgCandidate){.id = (int)i, .logit = logits[i]};
-    for (size_t i = k / 2; i-- > 0;)
-        sift_down(out, k, i);
-    for (size_t i = k; i < V; i++) {
-        KgCandidate c = {.id = (int)i, .logit = logits[i]};
-        if (ranks_before(&c, &out[0])) {
-            out[0] = c;
-            sift_down(out, k, 0);
-        }
-    }
-    qsort(out, k, sizeof *out, cmp_rank);
-    // logit x inv_t as sampler_logsumexp forms it (a float's product is exact in double), so
-    // that the max's share cancels exactly however small the temperature
-    double inv_t = 1.0f / sampler_usable_temperature(temperature);
-    double lse = sampler_logsumexp(logits, V, temperature);
-    for (size_t i = 0; i < k; i++) {
-        out[i].logprob = (float)((double)out[i].logit * inv_t - lse);
-        out[i].prob = expf(out[i].logprob);
-    }
-    return k;
-}
-
 Sampler *sampler_new(size_t V, float temperature, size_t top_k, float top_p, uint64_t seed) {
     Sampler *s = calloc(1, sizeof *s);
     if (!s) return NULL;
@@ -96,7 +16,7 @@ Sampler *sampler_new(size_t V, float temperature, size_t top_k, float top_p, uin
         return NULL;
     }
     s->V = V;
-    s->temperature = temperature >= SAMPLER_MIN_TEMPERATURE ? temperature : 0.0f; // else greedy
+    s->temperature = temperature >= LOGITS_MIN_TEMPERATURE ? temperature : 0.0f; // else greedy
     s->top_k = top_k;
     s->top_p = top_p;
     // splitmix64 of the seed: any seed, 0 included, gives a good non-zero xorshift state
@@ -127,8 +47,8 @@ static float rng_uniform(uint64_t *state) {
 static void sift_down_max(KgCandidate *h, size_t n, size_t i) {
     for (;;) {
         size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && ranks_before(&h[l], &h[m])) m = l;
-        if (r < n && ranks_before(&h[r], &h[m])) m = r;
+        if (l < n && logits_ranks_before(&h[l], &h[m])) m = l;
+        if (r < n && logits_ranks_before(&h[r], &h[m])) m = r;
         if (m == i) return;
         KgCandidate t = h[i];
         h[i] = h[m];
@@ -195,10 +115,10 @@ int sampler_sample(Sampler *s, const float *logits) {
     if (s->temperature <= 0.0f) return argmax(logits, V);
     size_t n;
     if (s->top_k && s->top_k < V) { // the k best, with full-vocabulary probabilities
-        n = sampler_topk(logits, V, s->temperature, s->top_k, s->work);
+        n = logits_topk(logits, V, s->temperature, s->top_k, s->work);
         if (!isfinite(s->work[0].logit)) return isnan(s->work[0].logit) ? -1 : s->work[0].id;
     } else {
-        double lse_d = sampler_logsumexp(logits, V, s->temperature);
+        double lse_d = logits_logsumexp(logits, V, s->temperature);
         if (!isfinite(lse_d)) return argmax(logits, V);
         float lse = (float)lse_d, inv_t = 1.0f / s->temperature;
         // tokens outside the nucleus all have p < (1 - top_p) / V: their total mass is below

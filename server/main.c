@@ -38,8 +38,9 @@
 typedef struct {
     const char *model, *alias, *host, *api_key, *cors_origin, *web_dir, *device, *chat_template;
     long port, threads, http_threads, ctx_size, max_batch, max_queue, cache_mb, timeout_s;
-    long max_body, max_connections, max_connections_per_ip, request_timeout_s, max_tokenize, dtype;
+    long max_body, max_connections, max_connections_per_ip, request_timeout_s, max_tokenize;
     long work_threads, max_work_queue;
+    KgDtype dtype;     // --dtype: KG_DTYPE_AUTO keeps what the file stores
     KgDtype precision; // be->mixed: KG_F32 or KG_BF16
     int speculate, quiet;
 } MainArgs;
@@ -176,11 +177,12 @@ static void main_parse(MainArgs *a, int argc, char **argv) {
                     .max_work_queue = SRV_MAX_WORK_QUEUE,
                     .request_timeout_s = 30,
                     .max_tokenize = API_MAX_TOKENIZE,
-                    .dtype = GPT2_DTYPE_AUTO,
+                    .dtype = KG_DTYPE_AUTO,
                     .precision = KG_F32,
                     .device = "auto",
                     .speculate = 1};
     a->api_key = getenv("KOGPT2_API_KEY");
+    char err[KG_ERRLEN];
     int c;
     while ((c = getopt_long(argc, argv, "m:H:p:t:h", OPTS, NULL)) != -1) {
         switch (c) {
@@ -251,31 +253,24 @@ static void main_parse(MainArgs *a, int argc, char **argv) {
             a->max_tokenize = main_num("--max-tokenize", optarg, 1, 1l << 24);
             break;
         case O_DTYPE:
-            if (!strcmp(optarg, "auto"))
-                a->dtype = GPT2_DTYPE_AUTO;
-            else if ((a->dtype = kg_dtype_parse(optarg)) < 0) {
-                fprintf(stderr, "kogpt2d: --dtype: expected auto, f32, f16, bf16, q8_0 or q4_0\n");
+            if (kg_dtype_parse(optarg, &a->dtype, err)) {
+                fprintf(stderr, "kogpt2d: --dtype: %s\n", err);
                 exit(2);
             }
             break;
-        case O_PRECISION: { // f16 too would work on a GPU, but the CPU has no f16 kernels for it
-            int p = kg_precision_parse(optarg);
-            if (p < 0) {
-                fprintf(stderr, "kogpt2d: --precision: expected f32 or bf16, got '%s'\n", optarg);
+        case O_PRECISION:
+            if (kg_precision_parse(optarg, &a->precision, err)) {
+                fprintf(stderr, "kogpt2d: --precision: %s\n", err);
                 exit(2);
             }
-            a->precision = (KgDtype)p;
             break;
-        }
-        case O_DEVICE: { // the last --device wins (a Deployment overrides the image's)
-            char err[KG_ERRLEN];
+        case O_DEVICE: // the last --device wins (a Deployment overrides the image's)
             if (kg_device_check(optarg, err)) {
                 fprintf(stderr, "kogpt2d: %s\n", err);
                 exit(2);
             }
             a->device = optarg;
             break;
-        }
         case O_NOSPEC:
             a->speculate = 0;
             break;
@@ -476,7 +471,7 @@ int main(int argc, char **argv) {
     be->mixed = a.precision; // before any matmul, the warm-up's included
     const char *note = kg_precision_note(be);
     if (note && !a.quiet) fprintf(stderr, "kogpt2d: %s\n", note);
-    if (gpt2_open(&model, a.model, be, (int)a.dtype, err)) goto fail;
+    if (gpt2_open(&model, a.model, be, a.dtype, err)) goto fail;
     model_open = 1;
     if (!a.quiet)
         fprintf(stderr, "kogpt2d: loaded %s%s%s\n", model.src.what, model.warning[0] ? "; " : "",

@@ -314,7 +314,7 @@ static KgCandidate *candidates_of(const Sched *s, const float *logits, size_t n_
         *oom = 1;
         return NULL;
     }
-    sampler_topk(logits, s->V, t > 0 ? t : 1.0f, n_cands, c);
+    logits_topk(logits, s->V, t > 0 ? t : 1.0f, n_cands, c);
     return c;
 }
 
@@ -377,7 +377,7 @@ static void generate_step(Sched *s, SchedJob *j, const float *logits) {
         job_finish(j, stop_token ? SCHED_DONE_STOP : SCHED_DONE_EOS, KG_OK, NULL);
         return;
     }
-    float logprob = (float)(logits[id] - sampler_logsumexp(logits, V, 1.0f));
+    float logprob = (float)(logits[id] - logits_logsumexp(logits, V, 1.0f));
     int oom;
     KgCandidate *cands = candidates_of(s, logits, j->p.n_candidates, 1.0f, &oom);
     const char *piece;
@@ -442,7 +442,7 @@ static int score_emit(Sched *s, SchedJob *j, int id, const float *logits) {
         logits && !rc ? candidates_of(s, logits, j->p.n_candidates, 1.0f, &oom) : NULL;
     char *text = !rc && !oom ? strndup(piece, len) : NULL;
     if (!rc && !text) rc = kg_err(err, KG_ENOMEM, "out of memory");
-    float lp = logits ? (float)(logits[id] - sampler_logsumexp(logits, s->V, 1.0f)) : NAN;
+    float lp = logits ? (float)(logits[id] - logits_logsumexp(logits, s->V, 1.0f)) : NAN;
     if (!rc && job_emit_entry(j, id, lp, text, len, cands, logits ? j->p.n_candidates : 0, 1))
         rc = kg_err(err, KG_ENOMEM, "out of memory");
     else if (rc) {

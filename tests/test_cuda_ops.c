@@ -577,8 +577,8 @@ static void test_forward(TestModelSpec spec) {
     snprintf(mdir, sizeof mdir, "%s/%zu_%s", g_dir, spec.C, dt_name(dt));
     REQUIRE(!testmodel_write(mdir, &spec, err), "%s", err);
     Gpt2 mc, mg;
-    REQUIRE(!gpt2_open(&mc, mdir, g_cpu, GPT2_DTYPE_AUTO, err), "%s", err);
-    REQUIRE(!gpt2_open(&mg, mdir, g_gpu, GPT2_DTYPE_AUTO, err), "%s", err);
+    REQUIRE(!gpt2_open(&mc, mdir, g_cpu, KG_DTYPE_AUTO, err), "%s", err);
+    REQUIRE(!gpt2_open(&mg, mdir, g_gpu, KG_DTYPE_AUTO, err), "%s", err);
     Gpt2State sc, sg;
     REQUIRE(!gpt2_state_init(&sc, &mc, 32, 8, err), "%s", err);
     REQUIRE(!gpt2_state_init(&sg, &mg, 32, 8, err), "%s", err);

@@ -47,7 +47,7 @@ static const char *tmp_path(char *buf, size_t cap, const char *name) {
 
 // The logits (n, V) of a fixed prompt of n = min(T, 16) tokens under dir loaded with dtype
 // (*out malloc'd). KG_OK, or the load's error.
-static int logits_of(const char *dir, int dtype, float **out, size_t *count, char *err) {
+static int logits_of(const char *dir, KgDtype dtype, float **out, size_t *count, char *err) {
     Gpt2 m;
     int rc = gpt2_open(&m, dir, g_be, dtype, err);
     if (rc) return rc;
@@ -165,7 +165,7 @@ static void check_model(const char *label, const char *src, KgDtype q) {
     float *ref, *got;
     size_t n_ref, n_got;
     REQUIRE(!logits_of(src, q, &ref, &n_ref, err), "%s: load %s at %s: %s", name, src, qn, err);
-    const int dtypes[] = {GPT2_DTYPE_AUTO, q};
+    const KgDtype dtypes[] = {KG_DTYPE_AUTO, q};
     for (int d = 0; d < 2; d++) {
         rc = logits_of(out, dtypes[d], &got, &n_got, err);
         CHECK_MSG(rc == KG_OK, "%s: load as %s: %s", name, d ? qn : "auto", err);
@@ -192,7 +192,7 @@ static void check_model(const char *label, const char *src, KgDtype q) {
 
     // served from the mapping, not quantized again (and the check can tell the difference)
     Gpt2 m;
-    REQUIRE(!gpt2_open(&m, out, g_be, GPT2_DTYPE_AUTO, err), "%s", err);
+    REQUIRE(!gpt2_open(&m, out, g_be, KG_DTYPE_AUTO, err), "%s", err);
     size_t blocks = blocks_in_place(&m, q), want_blocks = 4 * m.config.n_layer + 1;
     CHECK_MSG(blocks == want_blocks && m.dtype == q, "%s: %zu of %zu matrices in place as %s", name,
               blocks, want_blocks, qn);
@@ -213,17 +213,17 @@ static void check_model(const char *label, const char *src, KgDtype q) {
     }
 
     // other dtypes: refused at load and by convert, with the reason
-    const int others[] = {KG_F32, KG_F16, KG_BF16, q == KG_Q8_0 ? KG_Q4_0 : KG_Q8_0};
+    const KgDtype others[] = {KG_F32, KG_F16, KG_BF16, q == KG_Q8_0 ? KG_Q4_0 : KG_Q8_0};
     for (int d = 0; d < 4; d++) {
         err[0] = '\0';
         rc = gpt2_open(&m, out, g_be, others[d], err);
         CHECK_MSG(rc == KG_EUNSUP && strstr(err, "load only as they are"), "%s as %s: rc %d (%s)",
-                  name, kg_dtype_name((KgDtype)others[d]), rc, err);
+                  name, kg_dtype_name(others[d]), rc, err);
         if (!rc) gpt2_close(&m);
         if (d == 0) printf("%-22s as F32: %s\n", name, after(err, "model.safetensors: "));
         rc = gpt2_convert(out, again, others[d], NULL, err);
-        CHECK_MSG(rc == KG_EUNSUP, "%s converted to %s: rc %d (%s)", name,
-                  kg_dtype_name((KgDtype)others[d]), rc, err);
+        CHECK_MSG(rc == KG_EUNSUP, "%s converted to %s: rc %d (%s)", name, kg_dtype_name(others[d]),
+                  rc, err);
         if (d == 1) printf("%-22s to F16: %s\n", name, after(err, "convert: "));
     }
 }
@@ -298,7 +298,7 @@ static StWrite *edit_find(Edit *e, const char *name) {
 // Writes e with meta as dir/model.safetensors (dir holds a config) and opens dir on be with
 // dtype: rc must be want_rc and the message must contain want, on one line.
 static void expect_bad(const char *what, const Edit *e, const char *const *meta, const char *dir,
-                       KgBackend *be, int dtype, int want_rc, const char *want) {
+                       KgBackend *be, KgDtype dtype, int want_rc, const char *want) {
     char path[1200], err[KG_ERRLEN] = "";
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     REQUIRE(!safetensors_save_meta(path, e->w, e->n, meta, err), "%s", err);
@@ -338,14 +338,14 @@ static void test_broken(const char *qdir) {
     copy_config(qdir, bad);
     Edit e;
     edit_load(&e, qdir, KG_Q8_0);
-    expect_bad("the file as converted", &e, q8, bad, g_be, GPT2_DTYPE_AUTO, KG_OK, "");
-    expect_bad("metadata q4_0, blocks q8_0", &e, q4, bad, g_be, GPT2_DTYPE_AUTO, KG_EFORMAT,
+    expect_bad("the file as converted", &e, q8, bad, g_be, KG_DTYPE_AUTO, KG_OK, "");
+    expect_bad("metadata q4_0, blocks q8_0", &e, q4, bad, g_be, KG_DTYPE_AUTO, KG_EFORMAT,
                "U8 (192, 68), but kogpt2.quant says Q4_0: expected U8 (192, 36)");
-    expect_bad("metadata q5_k", &e, q5, bad, g_be, GPT2_DTYPE_AUTO, KG_EUNSUP, "'q5_k'");
+    expect_bad("metadata q5_k", &e, q5, bad, g_be, KG_DTYPE_AUTO, KG_EUNSUP, "'q5_k'");
     // "q8_0\u0000x", which cJSON reads as q8_0 (issue 24): written as q8_0_u0000x, then the
     // '_' made a backslash in the file (the same length, so the header length still holds)
     const char *q8_nul[] = {"format", "pt", GPT2_META_QUANT, "q8_0_u0000x", NULL};
-    expect_bad("metadata q8_0_u0000x", &e, q8_nul, bad, g_be, GPT2_DTYPE_AUTO, KG_EUNSUP,
+    expect_bad("metadata q8_0_u0000x", &e, q8_nul, bad, g_be, KG_DTYPE_AUTO, KG_EUNSUP,
                "'q8_0_u0000x'");
     {
         char path[1200], *text;
@@ -359,7 +359,7 @@ static void test_broken(const char *qdir) {
         REQUIRE(f && fwrite(text, 1, len, f) == len && fclose(f) == 0, "write %s", path);
         free(text);
         Gpt2 m;
-        int rc = gpt2_open(&m, bad, g_be, GPT2_DTYPE_AUTO, err);
+        int rc = gpt2_open(&m, bad, g_be, KG_DTYPE_AUTO, err);
         if (rc == KG_OK) gpt2_close(&m);
         CHECK_MSG(rc == KG_EFORMAT &&
                       strstr(err, "\"__metadata__\": \"kogpt2.quant\" holds a NUL (\\u0000)") &&
@@ -367,9 +367,9 @@ static void test_broken(const char *qdir) {
                   "metadata q8_0\\u0000x: rc %d (%s)", rc, err);
         printf("%-34s -> %s\n", "metadata q8_0\\u0000x", after(err, "model.safetensors: "));
     }
-    expect_bad("blocks, no kogpt2.quant", &e, none, bad, g_be, GPT2_DTYPE_AUTO, KG_EFORMAT,
+    expect_bad("blocks, no kogpt2.quant", &e, none, bad, g_be, KG_DTYPE_AUTO, KG_EFORMAT,
                "has no kogpt2.quant");
-    expect_bad("no metadata at all", &e, NULL, bad, g_be, GPT2_DTYPE_AUTO, KG_EFORMAT,
+    expect_bad("no metadata at all", &e, NULL, bad, g_be, KG_DTYPE_AUTO, KG_EFORMAT,
                "has no kogpt2.quant");
 
     StWrite *w = edit_find(&e, "transformer.h.1.attn.c_proj.weight"), saved = *w;
@@ -377,22 +377,22 @@ static void test_broken(const char *qdir) {
     REQUIRE(big, "oom");
     w->data = big;
     w->shape[1] += 32; // one block too many per row: U8 (64, 102)
-    expect_bad("U8 rows one block too wide", &e, q8, bad, g_be, GPT2_DTYPE_AUTO, KG_EFORMAT,
+    expect_bad("U8 rows one block too wide", &e, q8, bad, g_be, KG_DTYPE_AUTO, KG_EFORMAT,
                "h.1.attn.c_proj.weight: U8 (64, 102)");
     w->shape[1] = saved.shape[1];
     w->shape[0] += 1; // one output too many
-    expect_bad("U8 one row too many", &e, q8, bad, g_be, GPT2_DTYPE_AUTO, KG_EFORMAT,
+    expect_bad("U8 one row too many", &e, q8, bad, g_be, KG_DTYPE_AUTO, KG_EFORMAT,
                "h.1.attn.c_proj.weight: U8 (65, 68)");
     w->ndim = 1, w->shape[0] = saved.shape[0] * saved.shape[1]; // the same bytes, flattened
     w->shape[1] = 0;
-    expect_bad("U8 blocks flattened to 1-d", &e, q8, bad, g_be, GPT2_DTYPE_AUTO, KG_EFORMAT,
+    expect_bad("U8 blocks flattened to 1-d", &e, q8, bad, g_be, KG_DTYPE_AUTO, KG_EFORMAT,
                "h.1.attn.c_proj.weight: U8 (4352)");
     free(big);
     *w = saved;
 
     uint8_t *blk = copy_blocks(w);
     blk[5 * KG_Q8_0_BYTES] = 0x00, blk[5 * KG_Q8_0_BYTES + 1] = 0x7e; // f16 NaN scale, block 5
-    expect_bad("a NaN block scale", &e, q8, bad, g_be, GPT2_DTYPE_AUTO, KG_EFORMAT,
+    expect_bad("a NaN block scale", &e, q8, bad, g_be, KG_DTYPE_AUTO, KG_EFORMAT,
                "h.1.attn.c_proj.weight: the scale of the block at element 160 is not a finite");
     free(blk);
     *w = saved;
@@ -400,13 +400,13 @@ static void test_broken(const char *qdir) {
     blk = copy_blocks(head);
     size_t last = head->shape[0] * head->shape[1] / KG_QBLOCK - 1;
     blk[last * KG_Q8_0_BYTES] = 0x00, blk[last * KG_Q8_0_BYTES + 1] = 0xfc; // -inf, last block
-    expect_bad("an infinite block scale", &e, q8, bad, g_be, GPT2_DTYPE_AUTO, KG_EFORMAT,
+    expect_bad("an infinite block scale", &e, q8, bad, g_be, KG_DTYPE_AUTO, KG_EFORMAT,
                "lm_head.weight: the scale of the block");
     free(blk);
     *head = head_saved;
 
     *head = e.w[--e.n]; // drop lm_head.weight (moved from the end into its place)
-    expect_bad("no lm_head.weight (tied)", &e, q8, bad, g_be, GPT2_DTYPE_AUTO, KG_EFORMAT,
+    expect_bad("no lm_head.weight (tied)", &e, q8, bad, g_be, KG_DTYPE_AUTO, KG_EFORMAT,
                "lm_head.weight: missing (a Q8_0 file");
     e.w[e.n++] = *head;
     *head = head_saved;
@@ -421,7 +421,7 @@ static void test_broken(const char *qdir) {
         for (size_t i = 0; i < C; i++)
             conv1d[i * F + o] = rows[o * C + i];
     *w = (StWrite){w->name, KG_F32, 2, {C, F}, conv1d};
-    expect_bad("an F32 matrix in a q8_0 file", &e, q8, bad, g_be, GPT2_DTYPE_AUTO, KG_EFORMAT,
+    expect_bad("an F32 matrix in a q8_0 file", &e, q8, bad, g_be, KG_DTYPE_AUTO, KG_EFORMAT,
                "h.0.mlp.c_fc.weight: F32 (64, 256), but kogpt2.quant says Q8_0");
     *w = saved;
     free(rows);
@@ -433,7 +433,7 @@ static void test_broken(const char *qdir) {
     void *wte_blocks = calloc(1, wte_bytes);
     REQUIRE(wte_blocks, "oom");
     *w = (StWrite){w->name, KG_Q8_0, 2, {w->shape[0], w->shape[1]}, wte_blocks};
-    expect_bad("wte in blocks", &e, q8, bad, g_be, GPT2_DTYPE_AUTO, KG_EFORMAT,
+    expect_bad("wte in blocks", &e, q8, bad, g_be, KG_DTYPE_AUTO, KG_EFORMAT,
                "wte.weight: dtype U8, expected F32");
     *w = saved;
     free(wte_blocks);
@@ -444,13 +444,13 @@ static void test_broken(const char *qdir) {
     no_quant.name = "gpu-standin";
     const KgBackendOps *cpu_ops = g_be->ops;
     g_be->ops = &no_quant;
-    expect_bad("on a backend without q kernels", &e, q8, bad, g_be, GPT2_DTYPE_AUTO, KG_EUNSUP,
+    expect_bad("on a backend without q kernels", &e, q8, bad, g_be, KG_DTYPE_AUTO, KG_EUNSUP,
                "Q8_0 blocks (kogpt2.quant) need the cpu backend: gpu-standin has no quantized");
     g_be->ops = cpu_ops;
     if (kg_cuda_device_count(NULL, 0) > 0) {
         KgBackend *gpu = kg_cuda_backend_new(0, err);
         REQUIRE(gpu, "cuda: %s", err);
-        expect_bad("on the CUDA backend", &e, q8, bad, gpu, GPT2_DTYPE_AUTO, KG_EUNSUP,
+        expect_bad("on the CUDA backend", &e, q8, bad, gpu, KG_DTYPE_AUTO, KG_EUNSUP,
                    "has no quantized kernels");
         kg_backend_free(gpu);
     } else {
@@ -477,7 +477,7 @@ static void test_broken(const char *qdir) {
     REQUIRE(f && fputs(index, f) >= 0 && fclose(f) == 0, "write %s", path);
     free(index);
     Gpt2 m;
-    int rc = gpt2_open(&m, dir, g_be, GPT2_DTYPE_AUTO, err);
+    int rc = gpt2_open(&m, dir, g_be, KG_DTYPE_AUTO, err);
     CHECK_MSG(rc == KG_EFORMAT && strstr(err, "shards' kogpt2.quant differ (Q8_0 and Q4_0)"),
               "shards of two schemes: rc %d (%s)", rc, err);
     if (rc == KG_OK) gpt2_close(&m);
@@ -495,7 +495,7 @@ static void test_broken(const char *qdir) {
     *w = (StWrite){w->name, KG_Q8_0, 2, {3 * 48, 32}, b48}; // U8 (144, 34): one block a row
     tmp_path(bad, sizeof bad, "c48_bad");                   // not dir: its file is mapped
     copy_config(dir, bad);
-    expect_bad("blocks for 48 inputs", &e, q8, bad, g_be, GPT2_DTYPE_AUTO, KG_EFORMAT,
+    expect_bad("blocks for 48 inputs", &e, q8, bad, g_be, KG_DTYPE_AUTO, KG_EFORMAT,
                "h.0.attn.c_attn.weight: Q8_0 needs inputs in blocks of 32, the matrix has 48");
     free(b48);
     safetensors_close(&e.st);
@@ -607,8 +607,8 @@ static void test_overwrite(const char *src) {
         printf("over a model: %s", msg);
         snprintf(cmd, sizeof cmd, "%s convert --model %s --out %s_x --dtype q9", bin, src, dir);
         CHECK_MSG(run_cmd(cmd, msg) == 2 &&
-                      !strcmp(msg, "kogpt2 convert: unknown --dtype 'q9': f32, f16, bf16, q8_0 "
-                                   "or q4_0\n"),
+                      !strcmp(msg, "kogpt2 convert: --dtype: unknown dtype 'q9': auto, f32, f16, "
+                                   "bf16, q8_0 or q4_0\n"),
                   "%s: %s", cmd, msg);
     }
     REQUIRE(!kg_read_file(path, 1 << 26, &after_bytes, &n_after, err), "%s", err);

@@ -12,7 +12,7 @@
 //   (f) context overflow and bad token ids are KG_ERANGE and leave the cache as it was;
 //   (g) every ISA this processor has, threads 1 and 2, gives the same answers;
 //   (h) small cases: one perturbed weight in a copy of the model is detected.
-// Log-prob = logit - logsumexp over the vocabulary (sampler_logsumexp).
+// Log-prob = logit - logsumexp over the vocabulary (logits_logsumexp).
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -82,7 +82,7 @@ static double logprob_diff(const float *logits, const float *ref, size_t rows, s
     double worst = 0;
     for (size_t r = 0; r < rows; r++) {
         const float *z = logits + r * V;
-        double lse = sampler_logsumexp(z, V, 1.0f);
+        double lse = logits_logsumexp(z, V, 1.0f);
         for (size_t i = 0; i < V; i++) {
             double d = fabs((z[i] - lse) - ref[r * V + i]);
             if (!(d <= worst)) worst = d; // a NaN sticks
@@ -95,8 +95,8 @@ static double logprob_diff(const float *logits, const float *ref, size_t rows, s
 static double logits_diff(const float *a, const float *b, size_t rows, size_t V) {
     double worst = 0;
     for (size_t r = 0; r < rows; r++) {
-        double la = sampler_logsumexp(a + r * V, V, 1.0f);
-        double lb = sampler_logsumexp(b + r * V, V, 1.0f);
+        double la = logits_logsumexp(a + r * V, V, 1.0f);
+        double lb = logits_logsumexp(b + r * V, V, 1.0f);
         for (size_t i = 0; i < V; i++) {
             double d = fabs((a[r * V + i] - la) - (b[r * V + i] - lb));
             if (!(d <= worst)) worst = d;
@@ -123,7 +123,7 @@ static int top10_mismatches(const float *logits, const float *ref, size_t V, dou
         id[j] = (int)i, v[j] = ref[i];
     }
     KgCandidate got[10];
-    size_t n = sampler_topk(logits, V, 1.0f, 10, got);
+    size_t n = logits_topk(logits, V, 1.0f, 10, got);
     int bad = 0;
     for (int i = 0; i < 10 && i + 1 < have; i++) {
         int above = i == 0 || v[i - 1] - v[i] > 2 * tol;
@@ -195,7 +195,7 @@ static KgBackend *backend_or_die(int threads, const char *isa) {
     return be;
 }
 
-static void open_or_die(Gpt2 *m, const char *dir, KgBackend *be, int dtype) {
+static void open_or_die(Gpt2 *m, const char *dir, KgBackend *be, KgDtype dtype) {
     char err[KG_ERRLEN] = "";
     REQUIRE(gpt2_open(m, dir, be, dtype, err) == KG_OK, "gpt2_open %s: %s", dir, err);
 }
@@ -403,7 +403,7 @@ static void check_variant(const char *dir, const Ref *r, const float *prefill, c
         return;
     }
     Gpt2 m;
-    open_or_die(&m, dir, be, GPT2_DTYPE_AUTO);
+    open_or_die(&m, dir, be, KG_DTYPE_AUTO);
     size_t V = (size_t)r->V, n = (size_t)r->n;
     double d_ref = INFINITY, d_same = INFINITY, d_dec = INFINITY;
     if (run_prefill(&m, r->tokens, n, buf) == KG_OK) {
@@ -472,7 +472,7 @@ static void check_perturbed(const char *dir, const Ref *r, KgBackend *be, float 
     REQUIRE(fclose(out) == 0, "write %s", dst);
 
     Gpt2 m;
-    open_or_die(&m, tmp, be, GPT2_DTYPE_AUTO);
+    open_or_die(&m, tmp, be, KG_DTYPE_AUTO);
     double d = INFINITY;
     if (run_prefill(&m, r->tokens, (size_t)r->n, buf) == KG_OK)
         d = logprob_diff(buf, r->logprobs, (size_t)r->n, (size_t)r->V);
@@ -510,7 +510,7 @@ static void run_case(const char *name) {
     REQUIRE(prefill && buf, "oom");
     KgBackend *be = backend_or_die(0, NULL);
     Gpt2 m;
-    open_or_die(&m, dir, be, GPT2_DTYPE_AUTO);
+    open_or_die(&m, dir, be, KG_DTYPE_AUTO);
     CHECK((int)m.config.n_layer == r.n_layer && (int)m.config.n_embd == r.n_embd &&
           (int)m.config.n_ctx == r.n_ctx && m.config.vocab_size == V);
     CHECK_MSG((int)m.w.layers[0].fc_w.dtype == file_dtype(name), "auto dtype kept %s",

@@ -25,7 +25,7 @@ typedef struct {
 } Run;
 
 // The logits of every position of a fixed prompt; KG_OK or the load's error.
-static int run_model(const char *dir, int dtype, Run *r, char *err) {
+static int run_model(const char *dir, KgDtype dtype, Run *r, char *err) {
     KgBackend *be = kg_cpu_backend_new(2, err);
     if (!be) return KG_ENOMEM;
     Gpt2 m;
@@ -102,7 +102,7 @@ int main(int argc, char **argv) {
     for (int a = 2; a < argc; a++) {
         snprintf(dir, sizeof dir, "%s/%s", argv[1], argv[a]);
         Run ref;
-        REQUIRE(!run_model(dir, GPT2_DTYPE_AUTO, &ref, err), "%s", err);
+        REQUIRE(!run_model(dir, KG_DTYPE_AUTO, &ref, err), "%s", err);
         const KgDtype dts[] = {KG_Q8_0, KG_Q4_0};
         const double min_top1[] = {0.90, 0.20}, max_kl[] = {0.01, 0.5};
         for (int d = 0; d < 2; d++) {

@@ -224,39 +224,39 @@ static void test_files(void) {
     REQUIRE(be, "backend: %s", err);
     Gpt2 m;
     snprintf(dir, sizeof dir, "%s/nodir", g_tmp);
-    rc = gpt2_open(&m, dir, be, GPT2_DTYPE_AUTO, err);
+    rc = gpt2_open(&m, dir, be, KG_DTYPE_AUTO, err);
     CHECK_MSG(rc == KG_EIO && strstr(err, "nodir"), "missing dir: %d %s", rc, err);
     printf("%-36s -> %s\n", "gpt2_open: no such directory", err);
 
     snprintf(dir, sizeof dir, "%s/model", g_tmp);
     REQUIRE(mkdir(dir, 0755) == 0 || errno == EEXIST, "mkdir %s", dir);
-    rc = gpt2_open(&m, dir, be, GPT2_DTYPE_AUTO, err);
+    rc = gpt2_open(&m, dir, be, KG_DTYPE_AUTO, err);
     CHECK_MSG(rc == KG_EIO && strstr(err, "config.json"), "no config.json: %d %s", rc, err);
     printf("%-36s -> %s\n", "gpt2_open: no config.json", err);
 
     snprintf(path, sizeof path, "%s/config.json", dir);
     write_file(path, "{\"n_layer\": \"2\"}");
-    rc = gpt2_open(&m, dir, be, GPT2_DTYPE_AUTO, err);
+    rc = gpt2_open(&m, dir, be, KG_DTYPE_AUTO, err);
     CHECK_MSG(rc == KG_EFORMAT && strstr(err, "n_layer"), "bad config: %d %s", rc, err);
     printf("%-36s -> %s\n", "gpt2_open: n_layer \"2\"", err);
 
     write_file(path, "{\"n_layer\": 1, \"n_embd\": 8, \"n_head\": 2, \"vocab_size\": 10, "
                      "\"n_positions\": 4}");
-    rc = gpt2_open(&m, dir, be, GPT2_DTYPE_AUTO, err);
+    rc = gpt2_open(&m, dir, be, KG_DTYPE_AUTO, err);
     CHECK_MSG(rc == KG_EIO && strstr(err, "model.safetensors"), "no weights: %d %s", rc, err);
     printf("%-36s -> %s\n", "gpt2_open: no model.safetensors", err);
 
     char st_path[1200];
     snprintf(st_path, sizeof st_path, "%s/model.safetensors", dir);
     write_file(st_path, "");
-    rc = gpt2_open(&m, dir, be, GPT2_DTYPE_AUTO, err);
+    rc = gpt2_open(&m, dir, be, KG_DTYPE_AUTO, err);
     CHECK_MSG(rc != KG_OK && strstr(err, "model.safetensors"), "empty weights: %d %s", rc, err);
     printf("%-36s -> %s\n", "gpt2_open: empty model.safetensors", err);
 
     FILE *f = fopen(st_path, "wb"); // a valid file: 8-byte length 16, "{}" and 14 spaces
     REQUIRE(f && fwrite("\x10\0\0\0\0\0\0\0{}              ", 1, 24, f) == 24 && fclose(f) == 0,
             "write %s", st_path);
-    rc = gpt2_open(&m, dir, be, GPT2_DTYPE_AUTO, err);
+    rc = gpt2_open(&m, dir, be, KG_DTYPE_AUTO, err);
     CHECK_MSG(rc == KG_EFORMAT && strstr(err, "wte"), "no tensors at all: %d %s", rc, err);
     printf("%-36s -> %s\n", "gpt2_open: a file with no tensors", err);
 
@@ -316,7 +316,7 @@ static void test_nonfinite(void) {
         REQUIRE(f && fseek(f, off, SEEK_SET) == 0 && fwrite(&bits[d], es, 1, f) == 1 && !fclose(f),
                 "patch %s", path);
         Gpt2 m;
-        int rc = gpt2_open(&m, dir, be, GPT2_DTYPE_AUTO, err);
+        int rc = gpt2_open(&m, dir, be, KG_DTYPE_AUTO, err);
         char want[64];
         snprintf(want, sizeof want, "element %zu", at[d]);
         CHECK_MSG(rc == KG_EFORMAT && strstr(err, names[d] + 12) && strstr(err, want),

@@ -453,7 +453,7 @@ static int open_model(Model *m, int n_layer, int tied, KgBackend *be, char *err)
     REQUIRE(safetensors_save(path, w, (size_t)m->n, err) == KG_OK, "save: %s", err);
     Gpt2 g;
     err[0] = 0;
-    int rc = gpt2_open(&g, dir, be, GPT2_DTYPE_AUTO, err);
+    int rc = gpt2_open(&g, dir, be, KG_DTYPE_AUTO, err);
     if (rc == KG_OK) gpt2_close(&g);
     return rc;
 }
@@ -542,7 +542,7 @@ static void expect_open_raw(const char *what, const char *header, size_t data_le
     REQUIRE(f && fwrite(b, 1, size, f) == size && fclose(f) == 0, "write %s", path);
     free(b);
     Gpt2 g;
-    int rc = gpt2_open(&g, dir, be, GPT2_DTYPE_AUTO, err);
+    int rc = gpt2_open(&g, dir, be, KG_DTYPE_AUTO, err);
     if (rc == KG_OK) gpt2_close(&g);
     CHECK_MSG(rc == KG_EFORMAT && strstr(err, want), "%s: rc %d (%s), want '%s'", what, rc, err,
               want);
@@ -648,7 +648,7 @@ static void test_index_nul(void) {
         write_text(path, CASES[i].index);
         Gpt2 g;
         err[0] = '\0';
-        int rc = gpt2_open(&g, dir, be, GPT2_DTYPE_AUTO, err);
+        int rc = gpt2_open(&g, dir, be, KG_DTYPE_AUTO, err);
         if (rc == KG_OK) gpt2_close(&g);
         CHECK_MSG(rc == KG_EFORMAT && strstr(err, CASES[i].want) && strstr(err, "index.json"),
                   "%s: rc %d (%s), want '%s'", CASES[i].what, rc, err, CASES[i].want);

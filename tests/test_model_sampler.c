@@ -53,7 +53,7 @@ static void test_topk(void) {
     g_logits = logits;
     qsort(ids, V, sizeof *ids, cmp_ids);
     KgCandidate c[50];
-    size_t k = sampler_topk(logits, V, 1.0f, 50, c);
+    size_t k = logits_topk(logits, V, 1.0f, 50, c);
     int same = k == 50;
     for (size_t i = 0; same && i < k; i++)
         same = c[i].id == ids[i];
@@ -70,10 +70,10 @@ static void test_topk(void) {
     CHECK(worst <= 1e-5);
     // temperature divides the logits before the softmax
     softmax_ref(logits, V, 0.7, p);
-    sampler_topk(logits, V, 0.7f, 5, c);
+    logits_topk(logits, V, 0.7f, 5, c);
     for (int i = 0; i < 5; i++)
         CHECK(fabs(c[i].logprob - log(p[c[i].id])) <= 1e-5);
-    CHECK(sampler_topk(logits, 3, 1.0f, 10, c) == 3); // k > V
+    CHECK(logits_topk(logits, 3, 1.0f, 10, c) == 3); // k > V
     free(logits);
     free(ids);
     free(p);
@@ -175,9 +175,9 @@ static void test_limits(void) {
     CHECK_MSG(bad == 0, "top_p ~ 0 drew another token %d times", bad);
     // the displayed distribution at a tiny temperature: finite, all on the best
     KgCandidate c[5];
-    sampler_topk(logits, V, 1e-40f, 5, c);
+    logits_topk(logits, V, 1e-40f, 5, c);
     CHECK(c[0].id == best && fabsf(c[0].prob - 1.0f) < 1e-6f && !isnan(c[4].prob));
-    CHECK(isfinite(sampler_logsumexp(logits, V, 1e-40f)));
+    CHECK(isfinite(logits_logsumexp(logits, V, 1e-40f)));
 
     // NaN logits: never drawn, whatever the settings; ranked last by top-k
     float odd[50];
@@ -196,9 +196,9 @@ static void test_limits(void) {
         }
     CHECK_MSG(nan_drawn == 0 && out_of_range == 0, "NaN logits: %d drawn, %d out of range",
               nan_drawn, out_of_range);
-    CHECK(isfinite(sampler_logsumexp(odd, V, 1.0f)));
+    CHECK(isfinite(logits_logsumexp(odd, V, 1.0f)));
     KgCandidate all[50];
-    sampler_topk(odd, V, 1.0f, V, all);
+    logits_topk(odd, V, 1.0f, V, all);
     int order_ok = 1;
     for (size_t i = 0; i < V; i++) // the 33 numbers first, then the 17 NaNs
         order_ok &= (i < 33) == !isnan(all[i].logit);
@@ -680,7 +680,7 @@ static void test_penalty_contract(void) {
 }
 
 int main(void) {
-    CHECK(fabs(sampler_logsumexp((const float[]){1000.0f, 1000.0f}, 2, 1.0f) - (1000 + log(2.0))) <
+    CHECK(fabs(logits_logsumexp((const float[]){1000.0f, 1000.0f}, 2, 1.0f) - (1000 + log(2.0))) <
           1e-3); // stable: no overflow at large logits
     test_topk();
     test_sampling();

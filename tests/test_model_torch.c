@@ -89,7 +89,7 @@ static double ref_diff(const float *logits, const Ref *r) {
     double worst = 0;
     for (int i = 0; i < r->n; i++) {
         const float *z = logits + (size_t)i * r->V;
-        double lse = sampler_logsumexp(z, (size_t)r->V, 1.0f);
+        double lse = logits_logsumexp(z, (size_t)r->V, 1.0f);
         for (int v = 0; v < r->V; v++) {
             double d = fabs((z[v] - lse) - r->logprobs[(size_t)i * r->V + v]);
             if (!(d <= worst)) worst = d;
@@ -125,8 +125,8 @@ static void check_same(Gpt2 *m, const char *dir, const char *case_name) {
     Ref r;
     ref_load(&r, case_name);
     Gpt2 st;
-    REQUIRE(!gpt2_open(&st, st_dir, g_be, GPT2_DTYPE_AUTO, err), "%s: %s", st_dir, err);
-    int rc = gpt2_open(m, path, g_be, GPT2_DTYPE_AUTO, err);
+    REQUIRE(!gpt2_open(&st, st_dir, g_be, KG_DTYPE_AUTO, err), "%s: %s", st_dir, err);
+    int rc = gpt2_open(m, path, g_be, KG_DTYPE_AUTO, err);
     CHECK_MSG(rc == KG_OK, "%s: %s", dir, err);
     if (rc) {
         gpt2_close(&st);
@@ -204,7 +204,7 @@ static void test_formats(void) {
     }
     char dir[1200], err[KG_ERRLEN];
     snprintf(dir, sizeof dir, "%s/tf_only", g_torch);
-    int rc = gpt2_open(&m, dir, g_be, GPT2_DTYPE_AUTO, err);
+    int rc = gpt2_open(&m, dir, g_be, KG_DTYPE_AUTO, err);
     CHECK_MSG(rc == KG_EUNSUP && strstr(err, "tf_model.h5") && strstr(err, "from_tf=True"),
               "TensorFlow only: %d %s", rc, err);
     printf("%-14s -> %s\n", "tf_only", err);
@@ -270,7 +270,7 @@ static void test_hf_cache(void) {
               "absent revision: %d %s", rc, err);
     printf("%-14s -> %s\n", "absent rev", err);
     Gpt2 m;
-    rc = gpt2_open(&m, "kgtest/absent", g_be, GPT2_DTYPE_AUTO, err); // gpt2_open takes a dir
+    rc = gpt2_open(&m, "kgtest/absent", g_be, KG_DTYPE_AUTO, err); // gpt2_open takes a dir
     CHECK(rc != KG_OK);
 
     // not shaped ORG/NAME: returned as it is, for gpt2_open to report
@@ -326,7 +326,7 @@ static void test_refused(void) {
         Gpt2 m;
         snprintf(path, sizeof path, "%s/bad/%s", g_torch, j_e->string);
         err[0] = '\0';
-        int rc = gpt2_open(&m, path, g_be, GPT2_DTYPE_AUTO, err);
+        int rc = gpt2_open(&m, path, g_be, KG_DTYPE_AUTO, err);
         const char *want = cJSON_GetStringValue(j_e);
         CHECK_MSG(rc != KG_OK && want && strstr(err, want) && !strchr(err, '\n'),
                   "%s: rc %d, '%s' does not say '%s'", j_e->string, rc, err, want);
@@ -348,7 +348,7 @@ static void test_convert(void) {
     Gpt2 m;
     snprintf(src, sizeof src, "%s/pt_tied_f32", g_torch);
     snprintf(out, sizeof out, "%s/conv_auto", g_tmp);
-    int rc = gpt2_convert(src, out, GPT2_DTYPE_AUTO, what, err);
+    int rc = gpt2_convert(src, out, KG_DTYPE_AUTO, what, err);
     CHECK_MSG(rc == KG_OK && strstr(what, "pytorch_model.bin"), "convert: %s", err);
     check_same(&m, out, "tiny_tanh_f32");
     if (m.src.n_files) {
@@ -360,7 +360,7 @@ static void test_convert(void) {
 
     snprintf(src, sizeof src, "%s/pt_views_f32", g_torch);
     snprintf(out, sizeof out, "%s/conv_views", g_tmp);
-    rc = gpt2_convert(src, out, GPT2_DTYPE_AUTO, NULL, err);
+    rc = gpt2_convert(src, out, KG_DTYPE_AUTO, NULL, err);
     CHECK_MSG(rc == KG_OK, "convert views: %s", err);
     check_same(&m, out, "noprefix_f32");
     if (m.src.n_files) {
@@ -372,7 +372,7 @@ static void test_convert(void) {
     snprintf(out, sizeof out, "%s/conv_bf16", g_tmp);
     rc = gpt2_convert(src, out, KG_BF16, NULL, err);
     CHECK_MSG(rc == KG_OK, "convert to bf16: %s", err);
-    rc = gpt2_open(&m, out, g_be, GPT2_DTYPE_AUTO, err);
+    rc = gpt2_open(&m, out, g_be, KG_DTYPE_AUTO, err);
     CHECK_MSG(rc == KG_OK, "open bf16: %s", err);
     if (!rc) {
         const StTensor *t = wsrc_find(&m.src, "transformer.ln_f.weight");
@@ -395,7 +395,7 @@ static void test_convert(void) {
     snprintf(cmd, sizeof cmd, "%s convert --model kgtest/tiny --out %s --dtype f16", path, out);
     rc = system(cmd);
     CHECK_MSG(rc == 0, "%s: exit %d", cmd, rc);
-    rc = gpt2_open(&m, out, g_be, GPT2_DTYPE_AUTO, err);
+    rc = gpt2_open(&m, out, g_be, KG_DTYPE_AUTO, err);
     CHECK_MSG(rc == KG_OK, "open what kogpt2 convert wrote: %s", err);
     if (!rc) {
         CHECK(m.dtype == KG_F16 && strstr(m.src.what, "model.safetensors: F16"));

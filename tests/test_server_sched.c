@@ -98,7 +98,7 @@ static void direct_topk(const Gpt2 *m, const int *ids, size_t n, KgCandidate *ou
     KvCache kv;
     REQUIRE(!gpt2_state_init(&st, m, 64, 1, err) && !kv_init(&kv, m, n, err), "%s", err);
     REQUIRE(!gpt2_prefill(m, &st, &kv, ids, n, 1, err), "%s", err);
-    sampler_topk(st.logits_host, m->config.vocab_size, 1.0f, k, out);
+    logits_topk(st.logits_host, m->config.vocab_size, 1.0f, k, out);
     kv_free(&kv, m);
     gpt2_state_free(&st, m);
 }
@@ -382,7 +382,7 @@ static void test_padded_vocab(const Tokenizer *tok) {
             "rewriting %s", path);
     KgBackend *be = kg_cpu_backend_new(1, err);
     Gpt2 m;
-    REQUIRE(be && !gpt2_open(&m, dir, be, GPT2_DTYPE_AUTO, err), "%s", err);
+    REQUIRE(be && !gpt2_open(&m, dir, be, KG_DTYPE_AUTO, err), "%s", err);
     // the model itself now prefers padding: its raw top candidate is past 51,199
     Gpt2State gs;
     KvCache kv;
@@ -391,7 +391,7 @@ static void test_padded_vocab(const Tokenizer *tok) {
                 !gpt2_prefill(&m, &gs, &kv, probe, 3, 1, err),
             "%s", err);
     KgCandidate raw;
-    sampler_topk(gs.logits_host, m.config.vocab_size, 1.0f, 1, &raw);
+    logits_topk(gs.logits_host, m.config.vocab_size, 1.0f, 1, &raw);
     CHECK_MSG(raw.id >= 51200, "the padded rows should dominate (top id %d)", raw.id);
     kv_free(&kv, &m);
     gpt2_state_free(&gs, &m);
@@ -479,11 +479,11 @@ static void test_prompt_scoring(Sched *s, const Gpt2 *m, const Tokenizer *tok) {
                 continue;
             }
             const float *row = st.logits_host + (pos - 1) * V;
-            float want = (float)(row[ids[pos]] - sampler_logsumexp(row, V, 1.0f));
+            float want = (float)(row[ids[pos]] - logits_logsumexp(row, V, 1.0f));
             float d = fabsf(t[i].logprob - want);
             worst = d > worst ? d : worst;
             KgCandidate ref[3];
-            sampler_topk(row, V, 1.0f, 3, ref);
+            logits_topk(row, V, 1.0f, 3, ref);
             int same;
             top_ok &= t[i].n_candidates == 3 &&
                       max_cand_diff(t[i].candidates, ref, 3, &same) <= TOL && same;
@@ -550,7 +550,7 @@ int main(void) {
     KgBackend *be = kg_cpu_backend_new(2, err);
     REQUIRE(be, "%s", err);
     Gpt2 m;
-    REQUIRE(!gpt2_open(&m, dir, be, GPT2_DTYPE_AUTO, err), "%s", err);
+    REQUIRE(!gpt2_open(&m, dir, be, KG_DTYPE_AUTO, err), "%s", err);
     SchedOptions o = {.max_batch = 8,
                       .max_queue = 16,
                       .cache_mb = 64,

@@ -181,7 +181,7 @@ int main(void) {
 
     // served as it is: same weights
     Gpt2 served;
-    REQUIRE(!gpt2_open(&served, ck, be, GPT2_DTYPE_AUTO, err), "%s", err);
+    REQUIRE(!gpt2_open(&served, ck, be, KG_DTYPE_AUTO, err), "%s", err);
     CHECK(served.config.n_layer == 2 && served.config.vocab_size == 50 &&
           served.config.eos_id == 2);
     Gpt2 back;

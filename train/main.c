@@ -249,6 +249,7 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
                                          {"loss-scale", required_argument, 0, OPT_LOSS_SCALE},
                                          {"help", no_argument, 0, OPT_HELP},
                                          {0, 0, 0, 0}};
+    int bad_precision = 0;
     for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
         long long v = 0;
         double x = 0;
@@ -361,10 +362,15 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
             a->device = optarg;
             break;
         case OPT_PRECISION:
-            a->precision = !strcmp(optarg, "f32")    ? KG_F32
-                           : !strcmp(optarg, "bf16") ? KG_BF16
-                           : !strcmp(optarg, "fp16") ? KG_F16
-                                                     : -1;
+            // fp16 too (with loss scaling on a GPU): the trainer's list, not kg_precision_parse's
+            if (!strcmp(optarg, "f32"))
+                a->precision = KG_F32;
+            else if (!strcmp(optarg, "bf16"))
+                a->precision = KG_BF16;
+            else if (!strcmp(optarg, "fp16"))
+                a->precision = KG_F16;
+            else
+                bad_precision = 1;
             break;
         case OPT_LOSS_SCALE:
             a->loss_scale = (float)x;
@@ -391,7 +397,7 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
         why = "--steps, --batch, --seq and --grad-accum must be at least 1";
     else if (a->threads < 0)
         why = "--threads must be 0 (all cores) to 4096";
-    else if (a->precision < 0)
+    else if (bad_precision)
         why = "--precision must be f32, bf16 or fp16";
     else if (!(a->loss_scale >= 1))
         why = "--loss-scale must be at least 1";
@@ -471,7 +477,7 @@ static int cmd_export(int argc, char **argv) {
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *from = NULL, *out = NULL;
-    int dtype = KG_F16;
+    KgDtype dtype = KG_F16;
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
         if (c == 'h') {
             usage(stdout);
@@ -496,7 +502,7 @@ static int cmd_export(int argc, char **argv) {
         fprintf(stderr, "kogpt2-train export: %s\n", err);
         return 1;
     }
-    printf("exported %s -> %s (%s)\n", from, out, kg_dtype_name((KgDtype)dtype));
+    printf("exported %s -> %s (%s)\n", from, out, kg_dtype_name(dtype));
     return 0;
 }
 

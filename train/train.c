@@ -349,7 +349,7 @@ static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) 
     }
     if (!(r->be = kg_backend_new(device, threads, d->rank == 0 ? log : NULL, err))) return KG_EIO;
     // a backend whose backward stays f32 trains in f32 (backend.h, mixed_backward)
-    if (r->be->ops->mixed_backward) r->be->mixed = (KgDtype)a->precision;
+    if (r->be->ops->mixed_backward) r->be->mixed = a->precision;
     // f16's range needs the loss scaled; bf16 has f32's exponent range and f32 needs nothing
     r->scaler =
         a->precision == KG_F16 ? loss_scaler_new(a->loss_scale, 2000) : loss_scaler_new(1.0f, 0);
@@ -569,7 +569,7 @@ static int export_check_out(const char *from, const char *out, char *err) {
     return KG_OK;
 }
 
-int train_export(const char *from, const char *out, int dtype, char *err) {
+int train_export(const char *from, const char *out, KgDtype dtype, char *err) {
     Run r = {.lock_fd = -1, .lock_dir = out};
     int rc = ckpt_lock(out, "kogpt2-train export", &r.lock_fd, err);
     if (!rc) rc = export_check_out(from, out, err);
@@ -578,7 +578,7 @@ int train_export(const char *from, const char *out, int dtype, char *err) {
     Gpt2Config unused = {0}; // the config comes from `from`
     if (!rc && !(rc = gpt2_train_model_new(&r.m, &unused, from, r.be, 0, err))) {
         r.have_model = 1;
-        rc = ckpt_save(out, &r.m, (KgDtype)dtype, r.tok_file, NULL, NULL, err);
+        rc = ckpt_save(out, &r.m, dtype, r.tok_file, NULL, NULL, err);
     }
     run_free(&r);
     return rc;

@@ -35,7 +35,7 @@ typedef struct {
     int force;        // start over even where that replaces what out_dir holds
     int threads, recompute;
     const char *device; // "auto", "cpu", "cuda" or "cuda:N" (kg_backend_new)
-    int precision;      // matmul compute type: KG_F32, KG_BF16 or KG_F16 (with loss scaling)
+    KgDtype precision;  // matmul compute type: KG_F32, KG_BF16 or KG_F16 (with loss scaling)
     float loss_scale;   // KG_F16: the dynamic loss scale's start
     // Non-zero asks the run to stop: it saves a checkpoint at the end of the step under way
     // and returns KG_OK. main's signal handler sets it; NULL: never. Under MPI one rank's
@@ -59,6 +59,6 @@ int train_run(const TrainArgs *args, Dist *d, FILE *log, char *err);
 // model.safetensors in dtype and the tokenizer file copied, without the training state.
 // out is locked as train_run locks its out_dir (KG_EBUSY while a run holds it); out that is
 // from itself or holds a checkpoint (train_state.bin) is refused (KG_EINVAL).
-int train_export(const char *from, const char *out, int dtype, char *err);
+int train_export(const char *from, const char *out, KgDtype dtype, char *err);
 
 #endif

@@ -178,5 +178,5 @@ static double cpu_sum_squares(KgBackend *be, const float *x, size_t n) {
 static size_t cpu_logits_topk(KgBackend *be, const float *logits, size_t V, float temperature,
                               size_t k, KgCandidate *out) {
     (void)be;
-    return sampler_topk(logits, V, temperature, k < V ? k : V, out);
+    return logits_topk(logits, V, temperature, k < V ? k : V, out);
 }

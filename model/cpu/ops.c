@@ -14,6 +14,7 @@
 #endif
 
 #include "../kgmath.h"
+#include "../logits.h"
 #include "base/kg.h"
 #include "cpu.h"
 #include "simd.h"

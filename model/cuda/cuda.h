@@ -14,6 +14,7 @@
 #include "../kgmath.h"
 extern "C" {
 #include "../backend.h"
+#include "../logits.h"
 #include "base/kg.h"
 }
 

@@ -2,11 +2,11 @@
 // that only k candidates (and the log-sum-exp) cross to the host.
 //
 // One block of TOPK_THREADS: the log-sum-exp of logits / temperature (as
-// sampler_logsumexp: raw max, then the sum of kg_expf((x - max) / T)); a radix select of
+// logits_logsumexp: raw max, then the sum of kg_expf((x - max) / T)); a radix select of
 // the k-th largest logit in four 8-bit passes over order-preserving keys; the candidates
 // above it plus, among those equal to it, the lowest ids; then each candidate's place by
 // counting those that rank before it (higher logit, then lower id: sampler.c's rule).
-// Probabilities are finished on the host with sampler_topk's own formula.
+// Probabilities are finished on the host with logits_topk's own formula.
 #include <math.h>
 #include <stdlib.h>
 
@@ -134,14 +134,14 @@ size_t cuda_logits_topk(KgBackend *be, const float *logits, size_t V, float temp
     CudaBackend *cb = cuda_use(be);
     if (k > V) k = V;
     if (k == 0) return 0;
-    temperature = sampler_usable_temperature(temperature); // a tiny one acts as its limit
+    temperature = logits_usable_temperature(temperature); // a tiny one acts as its limit
     if (k > CUDA_TOPK_MAX) { // a near-full sort: bring the row home and use the sampler's
         float *host = (float *)malloc(V * sizeof *host);
         if (!host) return 0;
         if (!cuda_check(cb, cudaMemcpyAsync(host, logits, V * sizeof *host, cudaMemcpyDeviceToHost,
                                             cb->stream)) &&
             !cuda_check(cb, cudaStreamSynchronize(cb->stream)))
-            k = sampler_topk(host, V, temperature, k, out);
+            k = logits_topk(host, V, temperature, k, out);
         else
             k = 0;
         free(host);
@@ -158,7 +158,7 @@ size_t cuda_logits_topk(KgBackend *be, const float *logits, size_t V, float temp
             cb, cudaMemcpyAsync(h_lse, d_lse, sizeof *h_lse, cudaMemcpyDeviceToHost, cb->stream)) ||
         cuda_check(cb, cudaStreamSynchronize(cb->stream)))
         return 0;
-    for (size_t i = 0; i < k; i++) { // sampler_topk's formula, on the host as there
+    for (size_t i = 0; i < k; i++) { // logits_topk's formula, on the host as there
         out[i] = h_cand[i];
         out[i].logprob = (float)((double)out[i].logit * (double)(1.0f / temperature) - *h_lse);
         out[i].prob = expf(out[i].logprob);

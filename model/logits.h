@@ -1,0 +1,35 @@
+// logits.h — host math on one row of V logits: its log-sum-exp and its k most probable
+// tokens. The CPU backend's logits_topk is logits_topk itself; the CUDA backend's is checked
+// against it and falls back to it for a k beyond its kernel; the sampler and the engine use
+// it on the rows they hold. It sits beside backend.h (KgCandidate) and kgmath.h, below the
+// backends and the graph, and depends on nothing above them.
+#ifndef LOGITS_H
+#define LOGITS_H
+
+#include <stddef.h>
+
+#include "backend.h" // KgCandidate
+
+// Temperatures below this act as their limit: sampling is greedy, and the probabilities
+// logits_topk and logits_logsumexp compute are those of this temperature (all the mass on
+// the best logit unless others are within ~1e-4 of it). Smaller ones would overflow 1 / T.
+#define LOGITS_MIN_TEMPERATURE 1e-4f
+
+// A temperature in the range the arithmetic takes: below LOGITS_MIN_TEMPERATURE (or NaN),
+// that minimum.
+float logits_usable_temperature(float temperature);
+
+// log(sum_i exp(logits[i] / temperature)) over V logits, stable (max subtracted first).
+// A NaN logit counts as probability 0.
+double logits_logsumexp(const float *logits, size_t V, float temperature);
+
+// 1 when a ranks before b: higher logit, then lower id; a NaN logit ranks after every number
+// (the order stays total, so heaps and sorts over candidates stay consistent).
+int logits_ranks_before(const KgCandidate *a, const KgCandidate *b);
+
+// The k most probable tokens (k <= V), highest first, ties broken by lower id, NaN logits
+// last, with their full-vocabulary probabilities. One pass over V with a k-sized min-heap.
+// temperature must be > 0 (1 = the raw distribution). Returns the count written (min(k, V)).
+size_t logits_topk(const float *logits, size_t V, float temperature, size_t k, KgCandidate *out);
+
+#endif
