@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/kg.h"
+#include "base/le.h"
 
 #define SIG_LOCAL     0x04034b50u
 #define SIG_CENTRAL   0x02014b50u
@@ -24,10 +25,6 @@
 #define LOCATOR_SIZE  20u
 #define SATURATED32   0xffffffffu
 
-static uint32_t rd16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
-static uint32_t rd32(const uint8_t *p) { return rd16(p) | rd16(p + 2) << 16; }
-static uint64_t rd64(const uint8_t *p) { return rd32(p) | (uint64_t)rd32(p + 4) << 32; }
-
 // Where the central directory is and how many records it holds.
 typedef struct {
     uint64_t n, cd_off, cd_size;
@@ -40,7 +37,7 @@ static int find_end(const uint8_t *p, size_t size, size_t *at) {
     if (size < END_SIZE) return 0;
     size_t lo = size - END_SIZE > 65535 ? size - END_SIZE - 65535 : 0;
     for (size_t i = size - END_SIZE + 1; i-- > lo;)
-        if (rd32(p + i) == SIG_END && i + END_SIZE + rd16(p + i + 20) == size) {
+        if (kg_get_le32(p + i) == SIG_END && i + END_SIZE + kg_get_le16(p + i + 20) == size) {
             *at = i;
             return 1;
         }
@@ -54,22 +51,22 @@ static int read_dir(ZipDir *d, const uint8_t *p, size_t size, char *err) {
                       "zip: no end-of-central-directory record (%zu bytes): truncated or not a "
                       "zip file",
                       size);
-    if (rd16(p + e + 4) || rd16(p + e + 6))
+    if (kg_get_le16(p + e + 4) || kg_get_le16(p + e + 6))
         return kg_err(err, KG_EFORMAT, "zip: a multi-disk (split) archive is not read");
-    *d = (ZipDir){rd16(p + e + 10), rd32(p + e + 16), rd32(p + e + 12), e};
+    *d = (ZipDir){kg_get_le16(p + e + 10), kg_get_le32(p + e + 16), kg_get_le32(p + e + 12), e};
     // ZIP64: a locator right before the end record points at the 64-bit end record
-    if (e >= LOCATOR_SIZE && rd32(p + e - LOCATOR_SIZE) == SIG_LOCATOR64) {
+    if (e >= LOCATOR_SIZE && kg_get_le32(p + e - LOCATOR_SIZE) == SIG_LOCATOR64) {
         const uint8_t *loc = p + e - LOCATOR_SIZE;
-        uint64_t off = rd64(loc + 8);
+        uint64_t off = kg_get_le64(loc + 8);
         if (off > e - LOCATOR_SIZE || END64_SIZE > e - LOCATOR_SIZE - off ||
-            rd32(p + off) != SIG_END64)
+            kg_get_le32(p + off) != SIG_END64)
             return kg_err(err, KG_EFORMAT,
                           "zip: the ZIP64 end record is not where its locator "
                           "says: truncated or corrupt");
         const uint8_t *r = p + off;
-        if (rd32(r + 16) || rd32(r + 20))
+        if (kg_get_le32(r + 16) || kg_get_le32(r + 20))
             return kg_err(err, KG_EFORMAT, "zip: a multi-disk (split) archive is not read");
-        *d = (ZipDir){rd64(r + 32), rd64(r + 48), rd64(r + 40), off};
+        *d = (ZipDir){kg_get_le64(r + 32), kg_get_le64(r + 48), kg_get_le64(r + 40), off};
     } else if (d->n == 0xffff || d->cd_off == SATURATED32 || d->cd_size == SATURATED32) {
         return kg_err(err, KG_EFORMAT, "zip: ZIP64 fields without a ZIP64 end record");
     }
@@ -96,7 +93,7 @@ static int read_dir(ZipDir *d, const uint8_t *p, size_t size, char *err) {
 static int read_zip64_extra(const uint8_t *x, size_t len, uint64_t *usize, uint64_t *csize,
                             uint64_t *lho) {
     while (len >= 4) {
-        uint32_t id = rd16(x), n = rd16(x + 2);
+        uint32_t id = kg_get_le16(x), n = kg_get_le16(x + 2);
         if (n > len - 4) return -1;
         if (id == 1) {
             uint64_t *want[] = {usize, csize, lho};
@@ -104,7 +101,7 @@ static int read_zip64_extra(const uint8_t *x, size_t len, uint64_t *usize, uint6
             for (int i = 0; i < 3; i++) {
                 if (*want[i] != SATURATED32) continue;
                 if (at + 8 > n) return -1;
-                *want[i] = rd64(x + 4 + at);
+                *want[i] = kg_get_le64(x + 4 + at);
                 at += 8;
             }
             return 0;
@@ -125,13 +122,13 @@ static int read_entry(ZipEntry *ze, const uint8_t *p, const ZipDir *d, uint64_t 
                       uint64_t *local_off, char *err) {
     char nm[81];
     uint64_t cd_end = d->cd_off + d->cd_size;
-    if (CENTRAL_SIZE > cd_end - *at || rd32(p + *at) != SIG_CENTRAL)
+    if (CENTRAL_SIZE > cd_end - *at || kg_get_le32(p + *at) != SIG_CENTRAL)
         return kg_err(err, KG_EFORMAT, "zip: central directory record %llu is corrupt",
                       (unsigned long long)(*at - d->cd_off));
     const uint8_t *c = p + *at;
-    uint32_t flags = rd16(c + 8), method = rd16(c + 10);
-    uint64_t csize = rd32(c + 20), usize = rd32(c + 24), lho = rd32(c + 42);
-    uint32_t nlen = rd16(c + 28), xlen = rd16(c + 30), clen = rd16(c + 32);
+    uint32_t flags = kg_get_le16(c + 8), method = kg_get_le16(c + 10);
+    uint64_t csize = kg_get_le32(c + 20), usize = kg_get_le32(c + 24), lho = kg_get_le32(c + 42);
+    uint32_t nlen = kg_get_le16(c + 28), xlen = kg_get_le16(c + 30), clen = kg_get_le16(c + 32);
     if ((uint64_t)nlen + xlen + clen > cd_end - *at - CENTRAL_SIZE)
         return kg_err(err, KG_EFORMAT, "zip: a central directory record runs past its end");
     const uint8_t *name = c + CENTRAL_SIZE;
@@ -151,13 +148,13 @@ static int read_entry(ZipEntry *ze, const uint8_t *p, const ZipDir *d, uint64_t 
         return kg_err(err, KG_EFORMAT, "zip: entry %s is stored with two different sizes",
                       show(name, nlen, nm));
     // the local header, then the bytes, all before the central directory
-    if (lho > d->cd_off || LOCAL_SIZE > d->cd_off - lho || rd32(p + lho) != SIG_LOCAL)
+    if (lho > d->cd_off || LOCAL_SIZE > d->cd_off - lho || kg_get_le32(p + lho) != SIG_LOCAL)
         return kg_err(err, KG_EFORMAT, "zip: entry %s: no local header at %llu: truncated",
                       show(name, nlen, nm), (unsigned long long)lho);
     const uint8_t *l = p + lho;
-    uint64_t data = lho + LOCAL_SIZE + rd16(l + 26) + rd16(l + 28);
-    if (rd16(l + 8) != 0 || rd16(l + 26) != nlen || (uint64_t)nlen > d->cd_off - lho - LOCAL_SIZE ||
-        memcmp(l + LOCAL_SIZE, name, nlen))
+    uint64_t data = lho + LOCAL_SIZE + kg_get_le16(l + 26) + kg_get_le16(l + 28);
+    if (kg_get_le16(l + 8) != 0 || kg_get_le16(l + 26) != nlen ||
+        (uint64_t)nlen > d->cd_off - lho - LOCAL_SIZE || memcmp(l + LOCAL_SIZE, name, nlen))
         return kg_err(err, KG_EFORMAT,
                       "zip: entry %s: the local header disagrees with the "
                       "central directory",

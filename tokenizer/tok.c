@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "tok_bpe.h"
-#include "tok_buf.h"
 #include "tok_spm.h"
 
 struct Tokenizer {
@@ -27,8 +27,8 @@ struct TokStream {
     const Tokenizer *t;
     size_t count;   // ids pushed so far
     size_t emitted; // bytes handed out so far
-    TokBuf pending; // decoded bytes held back: an incomplete UTF-8 character at the end
-    TokBuf out;     // what the last push/flush returned
+    KgBuf pending;  // decoded bytes held back: an incomplete UTF-8 character at the end
+    KgBuf out;      // what the last push/flush returned
 };
 
 #define SPM_SPACE "\xE2\x96\x81"   // U+2581 '▁'
@@ -246,8 +246,8 @@ int tok_decode(const Tokenizer *t, const int *ids, size_t n, char **text, size_t
     }
     size_t dummy;
     if (t->kind == TOK_SPM) return tok_spm_decode(t->spm, ids, n, text, len ? len : &dummy, err);
-    TokBuf out = {0};
-    if (tok_buf_reserve(&out, 0)) return kg_err(err, KG_ENOMEM, "decode: out of memory");
+    KgBuf out = {0};
+    if (buf_reserve(&out, 0)) return kg_err(err, KG_ENOMEM, "decode: out of memory");
     out.p[0] = '\0';
     for (size_t i = 0; i < n; i++) {
         if (tok_bpe_surface(t->bpe, ids[i], i == 0, &out)) {
@@ -256,7 +256,7 @@ int tok_decode(const Tokenizer *t, const int *ids, size_t n, char **text, size_t
         }
     }
     *text = out.p;
-    if (len) *len = out.n;
+    if (len) *len = out.len;
     return KG_OK;
 }
 
@@ -282,63 +282,63 @@ void tok_stream_free(TokStream *s) {
 static int spm_surface(TokStream *s, int id) {
     const TokSpm *spm = s->t->spm;
     const char *p = tok_spm_piece(spm, id);
-    TokBuf *b = &s->pending;
+    KgBuf *b = &s->pending;
     TokSpmType type = tok_spm_type(spm, id);
-    if (type != TOK_SPM_BYTE && b->n) { // a run of byte pieces ends cut short: one U+FFFD a byte
-        size_t n = b->n;
-        b->n = 0;
+    if (type != TOK_SPM_BYTE && b->len) { // a run of byte pieces ends cut short: one U+FFFD a byte
+        size_t n = b->len;
+        b->len = 0;
         for (size_t i = 0; i < n; i++)
-            if (tok_buf_append(b, UTF8_FFFD, 3)) return -1;
+            if (buf_append(b, UTF8_FFFD, 3)) return -1;
     }
     switch (type) {
     case TOK_SPM_CONTROL:
         return 0;
     case TOK_SPM_UNKNOWN:
-        return tok_buf_append(b, SPM_UNK, strlen(SPM_UNK));
+        return buf_append(b, SPM_UNK, strlen(SPM_UNK));
     case TOK_SPM_BYTE: {
         unsigned v = 0;
-        if (sscanf(p, "<0x%2X>", &v) != 1) return tok_buf_append(b, p, strlen(p));
+        if (sscanf(p, "<0x%2X>", &v) != 1) return buf_append(b, p, strlen(p));
         uint8_t byte = (uint8_t)v;
-        return tok_buf_append(b, &byte, 1);
+        return buf_append(b, &byte, 1);
     }
     default:
         break;
     }
-    if (s->emitted == 0 && b->n == 0 && !strncmp(p, SPM_SPACE, 3)) p += 3;
+    if (s->emitted == 0 && b->len == 0 && !strncmp(p, SPM_SPACE, 3)) p += 3;
     for (const char *hit; (hit = strstr(p, SPM_SPACE)); p = hit + 3)
-        if (tok_buf_append(b, p, (size_t)(hit - p)) || tok_buf_append(b, " ", 1)) return -1;
-    return tok_buf_append(b, p, strlen(p));
+        if (buf_append(b, p, (size_t)(hit - p)) || buf_append(b, " ", 1)) return -1;
+    return buf_append(b, p, strlen(p));
 }
 
 // Moves the complete characters of pending into out. A malformed byte becomes U+FFFD (one
 // per byte, as SentencePiece decodes byte pieces); a character cut short at the end stays
 // pending, or with flush becomes U+FFFD too. out has room for 3 bytes per pending byte.
 static void stream_emit(TokStream *s, int flush, const char **text, size_t *len) {
-    TokBuf *p = &s->pending, *o = &s->out;
+    KgBuf *p = &s->pending, *o = &s->out;
     const uint8_t *u = (const uint8_t *)p->p;
     size_t i = 0, k;
-    o->n = 0;
-    while (i < p->n) {
+    o->len = 0;
+    while (i < p->len) {
         int r = 1;
         k = 1;
-        if (u[i] >= 0x80) r = utf8_char_at(u + i, p->n - i, &k);
+        if (u[i] >= 0x80) r = utf8_char_at(u + i, p->len - i, &k);
         if (r == 0 && !flush) break;
         if (r == 1) {
-            memcpy(o->p + o->n, u + i, k);
-            o->n += k;
+            memcpy(o->p + o->len, u + i, k);
+            o->len += k;
             i += k;
         } else {
-            memcpy(o->p + o->n, UTF8_FFFD, 3);
-            o->n += 3;
+            memcpy(o->p + o->len, UTF8_FFFD, 3);
+            o->len += 3;
             i++;
         }
     }
-    o->p[o->n] = '\0';
-    if (i) memmove(p->p, p->p + i, p->n - i);
-    p->n -= i;
-    s->emitted += o->n;
+    o->p[o->len] = '\0';
+    if (i) memmove(p->p, p->p + i, p->len - i);
+    p->len -= i;
+    s->emitted += o->len;
     *text = o->p;
-    *len = o->n;
+    *len = o->len;
 }
 
 int tok_stream_push(TokStream *s, int id, const char **text, size_t *len, char *err) {
@@ -348,7 +348,7 @@ int tok_stream_push(TokStream *s, int id, const char **text, size_t *len, char *
     if (rc) return rc;
     int oom = s->t->kind == TOK_SPM ? spm_surface(s, id)
                                     : tok_bpe_surface(s->t->bpe, id, s->count == 0, &s->pending);
-    if (oom || tok_buf_reserve(&s->out, 3 * s->pending.n))
+    if (oom || buf_reserve(&s->out, 3 * s->pending.len))
         return kg_err(err, KG_ENOMEM, "decode: out of memory");
     s->count++;
     stream_emit(s, 0, text, len);
@@ -356,7 +356,7 @@ int tok_stream_push(TokStream *s, int id, const char **text, size_t *len, char *
 }
 
 int tok_stream_flush(TokStream *s, const char **text, size_t *len, char *err) {
-    if (tok_buf_reserve(&s->out, 3 * s->pending.n))
+    if (buf_reserve(&s->out, 3 * s->pending.len))
         return kg_err(err, KG_ENOMEM, "decode: out of memory");
     stream_emit(s, 1, text, len);
     return KG_OK;

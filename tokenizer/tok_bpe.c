@@ -56,7 +56,7 @@ typedef struct {
     size_t n, cap;
     size_t max;         // more ids than this: stop (BPE_OVER)
     size_t piece_bytes; // word bytes one token covers at most (0: no bound)
-    TokBuf word;        // a section after Metaspace
+    KgBuf word;         // a section after Metaspace
     Sym *sym;           // (sym_cap) symbols of the current word
     size_t sym_cap;
     Cand *heap; // (heap_cap) binary min-heap on (rank, pos)
@@ -209,33 +209,37 @@ static int bpe_word(const TokBpe *b, BpeRun *r, const uint8_t *w, size_t n) {
 // 0, BPE_OOM or BPE_OVER.
 static int encode_words(const TokBpe *b, BpeRun *r, const uint8_t *s, size_t n, int first) {
     if (!b->pre_metaspace) return bpe_word(b, r, s, n);
-    TokBuf *w = &r->word;
-    w->n = 0;
-    if (tok_buf_reserve(w, n * b->rep_len + b->rep_len)) return BPE_OOM;
+    KgBuf *w = &r->word;
+    w->len = 0;
+    if (buf_reserve(w, n * b->rep_len + b->rep_len)) return BPE_OOM;
     int has_rep = s[0] == ' ' || (n >= b->rep_len && !memcmp(s, b->rep, b->rep_len));
     if (!has_rep &&
-        (b->pre_prepend == PREPEND_ALWAYS || (b->pre_prepend == PREPEND_FIRST && first)))
-        memcpy(w->p, b->rep, b->rep_len), w->n = b->rep_len;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == ' ')
-            memcpy(w->p + w->n, b->rep, b->rep_len), w->n += b->rep_len;
-        else
-            w->p[w->n++] = (char)s[i];
+        (b->pre_prepend == PREPEND_ALWAYS || (b->pre_prepend == PREPEND_FIRST && first))) {
+        memcpy(w->p, b->rep, b->rep_len);
+        w->len = b->rep_len;
+    }
+    for (size_t i = 0; i < n; i++) { // written in place: the room was reserved above
+        if (s[i] == ' ') {
+            memcpy(w->p + w->len, b->rep, b->rep_len);
+            w->len += b->rep_len;
+        } else {
+            w->p[w->len++] = (char)s[i];
+        }
     }
     const uint8_t *p = (const uint8_t *)w->p;
-    if (!b->pre_split) return bpe_word(b, r, p, w->n);
+    if (!b->pre_split) return bpe_word(b, r, p, w->len);
     size_t start = 0; // each word runs from one replacement character to the next
-    for (size_t i = 1; i + b->rep_len <= w->n; i++) {
-        const uint8_t *hit = memchr(p + i, (uint8_t)b->rep[0], w->n - i);
+    for (size_t i = 1; i + b->rep_len <= w->len; i++) {
+        const uint8_t *hit = memchr(p + i, (uint8_t)b->rep[0], w->len - i);
         if (!hit) break;
         i = (size_t)(hit - p);
-        if (i + b->rep_len > w->n) break;
+        if (i + b->rep_len > w->len) break;
         if (memcmp(hit, b->rep, b->rep_len)) continue;
         int rc = bpe_word(b, r, p + start, i - start);
         if (rc) return rc;
         start = i;
     }
-    return bpe_word(b, r, p + start, w->n - start);
+    return bpe_word(b, r, p + start, w->len - start);
 }
 
 // True if NFC and NFKC leave s as it is: every character is in the nf_stable bitmap.
@@ -342,19 +346,19 @@ void tok_bpe_bounds(const TokBpe *b, size_t *piece_bytes, size_t *text_bytes) {
 
 // ---- decoding and lookups ----
 
-int tok_bpe_surface(const TokBpe *b, int id, int first, TokBuf *out) {
+int tok_bpe_surface(const TokBpe *b, int id, int first, KgBuf *out) {
     const char *p = b->piece[id] ? b->piece[id] : "";
     if (!b->dec_metaspace) { // no decoder: tokens joined by spaces, as tokenizers does
-        if (!first && tok_buf_append(out, " ", 1)) return -1;
-        return tok_buf_append(out, p, strlen(p));
+        if (!first && buf_append(out, " ", 1)) return -1;
+        return buf_append(out, p, strlen(p));
     }
-    size_t start = out->n;
+    size_t start = out->len;
     for (const char *hit; (hit = strstr(p, b->dec_rep)); p = hit + b->dec_rep_len)
-        if (tok_buf_append(out, p, (size_t)(hit - p)) || tok_buf_append(out, " ", 1)) return -1;
-    if (tok_buf_append(out, p, strlen(p))) return -1;
-    if (first && b->dec_strip_first && out->n > start && out->p[start] == ' ') {
-        memmove(out->p + start, out->p + start + 1, out->n - start); // moves the NUL too
-        out->n--;
+        if (buf_append(out, p, (size_t)(hit - p)) || buf_append(out, " ", 1)) return -1;
+    if (buf_append(out, p, strlen(p))) return -1;
+    if (first && b->dec_strip_first && out->len > start && out->p[start] == ' ') {
+        memmove(out->p + start, out->p + start + 1, out->len - start); // moves the NUL too
+        out->len--;
     }
     return 0;
 }

@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "tok_buf.h"
+#include "base/buf.h"
 #include "tokenizer.h"
 
 typedef struct TokBpe TokBpe;
@@ -29,7 +29,7 @@ void tok_bpe_bounds(const TokBpe *b, size_t *piece_bytes, size_t *text_bytes);
 
 // Appends the text of id (0 <= id < size, checked by the caller) as the file's decoder
 // renders it; first: id is the first token of the sequence. 0 ok, -1 on OOM.
-int tok_bpe_surface(const TokBpe *b, int id, int first, TokBuf *out);
+int tok_bpe_surface(const TokBpe *b, int id, int first, KgBuf *out);
 
 size_t tok_bpe_size(const TokBpe *b);
 const char *tok_bpe_piece(const TokBpe *b, int id);

@@ -8,7 +8,8 @@
 
 #include "tok_bpe.h"
 
-#define BPE_MAX_ID    (1 << 24) // ids above this are rejected as malformed
+#define BPE_MAX_ID    (1 << 24)  // ids above this are rejected as malformed
+#define BPE_MAX_FILE  (1u << 30) // bytes of tokenizer.json (KoGPT2 v2's: 2.8 MB)
 #define BPE_MAX_NORMS 8
 #define BPE_BMP       0x10000
 

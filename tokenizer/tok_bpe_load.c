@@ -80,30 +80,6 @@ static int trie_insert(Trie *t, const char *s, size_t n, int32_t id) {
     return 0;
 }
 
-static int read_file(const char *path, char **data, size_t *len, char *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
-    TokBuf buf = {0};
-    char chunk[1 << 16];
-    size_t got;
-    while ((got = fread(chunk, 1, sizeof(chunk), f)) > 0) {
-        if (tok_buf_append(&buf, chunk, got)) {
-            fclose(f);
-            free(buf.p);
-            return kg_err(err, KG_ENOMEM, "read %s: out of memory", path);
-        }
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf.p);
-        return kg_err(err, KG_EIO, "read %s: %s", path, strerror(errno));
-    }
-    *data = buf.p;
-    *len = buf.n;
-    return KG_OK;
-}
-
 static const cJSON *j_get(const cJSON *j_obj, const char *name) {
     return cJSON_GetObjectItemCaseSensitive(j_obj, name);
 }
@@ -323,7 +299,7 @@ static int build_nf_stable(TokBpe *b, char *err) {
 
 // Splits one merge, "left right" (old files) or ["left", "right"], into its two ids.
 static int merge_parse(const TokBpe *b, const cJSON *j_m, size_t rank, int32_t *left,
-                       int32_t *right, int32_t *new_id, TokBuf *tmp, char *err) {
+                       int32_t *right, int32_t *new_id, KgBuf *tmp, char *err) {
     const char *l, *r;
     size_t ln, rn;
     if (cJSON_IsString(j_m)) {
@@ -341,10 +317,10 @@ static int merge_parse(const TokBpe *b, const cJSON *j_m, size_t rank, int32_t *
     }
     *left = vmap_find(b, l, ln);
     *right = vmap_find(b, r, rn);
-    tmp->n = 0;
-    if (tok_buf_append(tmp, l, ln) || tok_buf_append(tmp, r, rn))
+    tmp->len = 0;
+    if (buf_append(tmp, l, ln) || buf_append(tmp, r, rn))
         return kg_err(err, KG_ENOMEM, "model.merges: out of memory");
-    *new_id = vmap_find(b, tmp->p, tmp->n);
+    *new_id = vmap_find(b, tmp->p, tmp->len);
     if (*left < 0 || *right < 0 || *new_id < 0)
         return kg_err(err, KG_EFORMAT, "model.merges[%zu]: '%.*s' + '%.*s' not in the vocab", rank,
                       (int)(ln < 30 ? ln : 30), l, (int)(rn < 30 ? rn : 30), r);
@@ -359,7 +335,7 @@ static int load_merges(TokBpe *b, const cJSON *j_merges, char *err) {
     if (!b->merges) return kg_err(err, KG_ENOMEM, "model.merges: out of memory");
     for (size_t i = 0; i <= b->merge_mask; i++)
         b->merges[i].rank = -1;
-    TokBuf tmp = {0};
+    KgBuf tmp = {0};
     size_t rank = 0;
     const cJSON *j_m;
     int rc = KG_OK;
@@ -470,7 +446,7 @@ int tok_bpe_open(TokBpe **out, const char *path, char *err) {
     *out = NULL;
     char *data = NULL, msg[KG_ERRLEN];
     size_t len = 0;
-    int rc = read_file(path, &data, &len, err);
+    int rc = kg_read_file(path, BPE_MAX_FILE, &data, &len, err);
     if (rc) return rc;
     TokBpe *b = calloc(1, sizeof(*b));
     if (!b) {

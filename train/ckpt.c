@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "base/kg.h"
+#include "base/le.h"
 
 #define CKPT_MAGIC "KGTRAIN"
 
@@ -67,17 +68,6 @@ int ckpt_tokenizer_file(const char *path, char *out, size_t cap, char *err) {
 
 // --- the sidecar ---
 
-static void put_u64(unsigned char *p, uint64_t v) {
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint64_t get_u64(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
 #define CKPT_N_U64    13
 #define CKPT_HDR_SIZE (16 + 8 * CKPT_N_U64)
 
@@ -119,7 +109,7 @@ static int state_write(const char *path, const CkptState *st, const AdamW *o, ch
                               st->T,         st->ranks,       st->grad_accum, o->n, st->pos.epoch,
                               st->pos.shard, st->pos.window,  st->n_names};
     for (int i = 0; i < CKPT_N_U64; i++)
-        put_u64(hdr + 16 + 8 * i, f[i]);
+        kg_put_le64(hdr + 16 + 8 * i, f[i]);
     float *host = malloc(CKPT_CHUNK * sizeof *host);
     if (!host) return kg_err(err, KG_ENOMEM, "write %s: out of memory", path);
     FILE *fp = fopen(path, "wb");
@@ -210,7 +200,7 @@ int ckpt_state_read(const char *dir, CkptState *st, AdamW *o, char *err) {
     }
     uint64_t f[CKPT_N_U64];
     for (int i = 0; i < CKPT_N_U64; i++)
-        f[i] = get_u64(hdr + 16 + 8 * i);
+        f[i] = kg_get_le64(hdr + 16 + 8 * i);
     *st = (CkptState){.step = f[0],
                       .total_steps = f[1],
                       .seed = f[2],

@@ -12,31 +12,12 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "base/buf.h"
 #include "base/kg.h"
+#include "base/le.h"
 
 // ---------------------------------------------------------------------------------------
 // Small helpers
-
-static void put_u32(unsigned char *p, uint32_t v) {
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-static void put_u64(unsigned char *p, uint64_t v) {
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get_u32(const unsigned char *p) {
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-static uint64_t get_u64(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
 
 static int ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), m = strlen(suffix);
@@ -78,12 +59,12 @@ typedef struct {
 static void header_encode(unsigned char *buf, const ShardHeader *h) {
     memset(buf, 0, SHARD_HEADER_SIZE);
     memcpy(buf, SHARD_MAGIC, 8);
-    put_u32(buf + 8, h->version);
-    put_u32(buf + 12, h->dtype_size);
-    put_u64(buf + 16, h->vocab_size);
-    put_u64(buf + 24, h->n_tokens);
-    put_u64(buf + 32, h->n_docs);
-    put_u64(buf + 40, h->text_bytes);
+    kg_put_le32(buf + 8, h->version);
+    kg_put_le32(buf + 12, h->dtype_size);
+    kg_put_le64(buf + 16, h->vocab_size);
+    kg_put_le64(buf + 24, h->n_tokens);
+    kg_put_le64(buf + 32, h->n_docs);
+    kg_put_le64(buf + 40, h->text_bytes);
 }
 
 // Next free number after the n existing prefix*.bin shards (shard_list's names).
@@ -170,7 +151,7 @@ static int writer_doc(ShardWriter *w, const int *ids, size_t n, int eos, const c
             buf[fill++] = (unsigned char)id;
             buf[fill++] = (unsigned char)(id >> 8);
         } else {
-            put_u32(buf + fill, id);
+            kg_put_le32(buf + fill, id);
             fill += 4;
         }
         if (fill == sizeof buf || i == n) {
@@ -192,10 +173,9 @@ static int writer_doc(ShardWriter *w, const int *ids, size_t n, int eos, const c
 
 typedef struct {
     gzFile gz;
-    char *buf; // the current line or record, NUL-terminated (and may hold NULs of its own)
-    size_t len, cap;
-    size_t max;                // longest record kept; buf holds at most max + 1 bytes and a NUL
-    int too_long;              // the record passed max: buf holds only its start
+    KgBuf rec;                 // the current line or record (may hold NULs of its own)
+    size_t max;                // longest record kept; rec holds at most max + 1 bytes and a NUL
+    int too_long;              // the record passed max: rec holds only its start
     uint64_t skipped;          // bytes of the record read past, not held
     int quote_odd;             // CSV: an odd number of '"' so far in the record (held or not)
     unsigned char in[1 << 16]; // read ahead from gz: in[pos..end) not yet consumed
@@ -206,23 +186,10 @@ typedef struct {
 
 // Starts a new record (read_line_append appends its lines).
 static void line_reset(LineReader *r) {
-    r->len = 0;
+    r->rec.len = 0;
     r->too_long = 0;
     r->skipped = 0;
     r->quote_odd = 0;
-}
-
-// Room for extra more bytes and a NUL in r->buf. -1 on OOM.
-static int line_reserve(LineReader *r, size_t extra) {
-    if (r->cap > r->len + extra) return 0;
-    size_t cap = r->cap ? r->cap : 65536;
-    while (cap <= r->len + extra)
-        cap *= 2;
-    char *p = realloc(r->buf, cap);
-    if (!p) return -1;
-    r->buf = p;
-    r->cap = cap;
-    return 0;
 }
 
 static int count_quotes(const unsigned char *p, size_t n) {
@@ -232,13 +199,13 @@ static int count_quotes(const unsigned char *p, size_t n) {
     return odd;
 }
 
-// Appends the next physical line (without its newline) to r->buf. 0 at end of file, -1 on
+// Appends the next physical line (without its newline) to r->rec. 0 at end of file, -1 on
 // OOM; a read error ends the file (the caller asks gzerror). gzread and memchr rather than
 // gzgets: a NUL byte must not end a line early (binary input is detected, not cut). Past
 // r->max bytes the record is only scanned to its newline (r->too_long): memory stays bounded
 // by the limit, not by the input (/dev/zero through a pipe is one endless line).
 static int read_line_append(LineReader *r) {
-    size_t start = r->len, keep_max = r->max + 1; // + 1: a '\r' to strip may follow max bytes
+    size_t start = r->rec.len, keep_max = r->max + 1; // + 1: a '\r' to strip may follow max bytes
     int got = 0, nl = 0, past = 0;
     while (!nl) {
         if (r->pos == r->end) {
@@ -249,28 +216,28 @@ static int read_line_append(LineReader *r) {
         }
         const unsigned char *p = r->in + r->pos, *q = memchr(p, '\n', r->end - r->pos);
         size_t take = q ? (size_t)(q - p) : r->end - r->pos;
-        size_t keep = r->len >= keep_max ? 0 : take < keep_max - r->len ? take : keep_max - r->len;
+        size_t keep = r->rec.len >= keep_max         ? 0
+                      : take < keep_max - r->rec.len ? take
+                                                     : keep_max - r->rec.len;
         r->quote_odd ^= count_quotes(p, take);
-        if (line_reserve(r, keep)) return -1;
-        memcpy(r->buf + r->len, p, keep);
-        r->len += keep;
+        if (buf_append(&r->rec, p, keep)) return -1;
         r->skipped += take - keep;
         past |= keep < take;
         r->pos += take + (q != NULL);
         got = 1;
         nl = q != NULL;
     }
-    if (line_reserve(r, 0)) return -1;
-    r->buf[r->len] = 0;
+    if (buf_reserve(&r->rec, 0)) return -1;
+    r->rec.p[r->rec.len] = 0;
     if (!got) return 0;
     r->line++;
-    if (!past && r->len > start && r->buf[r->len - 1] == '\r') r->buf[--r->len] = 0;
-    if (r->first && r->len - start >= 3 && !memcmp(r->buf + start, "\xEF\xBB\xBF", 3)) {
-        memmove(r->buf + start, r->buf + start + 3, r->len - start - 3 + 1);
-        r->len -= 3;
+    if (!past && r->rec.len > start && r->rec.p[r->rec.len - 1] == '\r') r->rec.p[--r->rec.len] = 0;
+    if (r->first && r->rec.len - start >= 3 && !memcmp(r->rec.p + start, "\xEF\xBB\xBF", 3)) {
+        memmove(r->rec.p + start, r->rec.p + start + 3, r->rec.len - start - 3 + 1);
+        r->rec.len -= 3;
     }
     r->first = 0;
-    r->too_long |= past || r->len > r->max;
+    r->too_long |= past || r->rec.len > r->max;
     return 1;
 }
 
@@ -374,23 +341,26 @@ static int prep_file(Prep *p, const char *path, char *err) {
         line_reset(&r);
         got = read_line_append(&r);
         if (got <= 0) break;
-        uint64_t line = r.line;                        // where the record starts
-        while (csv && r.quote_odd) {                   // a quoted field spans lines
-            if (r.len <= r.max) r.buf[r.len++] = '\n'; // line_reserve left room
+        uint64_t line = r.line;      // where the record starts
+        while (csv && r.quote_odd) { // a quoted field spans lines
+            if (r.rec.len <= r.max && buf_append(&r.rec, "\n", 1)) {
+                got = -1;
+                break;
+            }
             if ((got = read_line_append(&r)) <= 0) break;
         }
         if (got < 0) break;
-        p->st.bytes_in += r.len + r.skipped + 1;
+        p->st.bytes_in += r.rec.len + r.skipped + 1;
         if (r.too_long) { // read past, not held: a limit on memory, not on the corpus
             prep_drop(p, &p->st.dropped_long, path, line);
             continue;
         }
-        if (memchr(r.buf, 0, r.len)) { // binary, not text (a NUL is no character of a corpus)
+        if (memchr(r.rec.p, 0, r.rec.len)) { // binary, not text (a NUL is no character of a corpus)
             prep_drop(p, &p->st.dropped_nul, path, line);
             continue;
         }
-        size_t len = (csv || tsv) ? record_text(r.buf, r.len, csv) : r.len;
-        if ((rc = prep_doc(p, r.buf, len, &bad_utf8, err))) break;
+        size_t len = (csv || tsv) ? record_text(r.rec.p, r.rec.len, csv) : r.rec.len;
+        if ((rc = prep_doc(p, r.rec.p, len, &bad_utf8, err))) break;
         if (bad_utf8) prep_drop(p, &p->st.dropped_utf8, path, line);
     }
     int zerr = 0;
@@ -399,7 +369,7 @@ static int prep_file(Prep *p, const char *path, char *err) {
     if (!rc && zerr != Z_OK && zerr != Z_STREAM_END)
         rc = kg_err(err, KG_EIO, "read %s: %s", path, zmsg);
     gzclose(r.gz);
-    free(r.buf);
+    buf_free(&r.rec);
     return rc;
 }
 
@@ -622,12 +592,12 @@ int shard_open(Shard *s, const char *dir, const char *name, char *err) {
     s->map_size = (size_t)sb.st_size;
     const unsigned char *b = map;
     ShardHeader *h = &s->h;
-    h->version = get_u32(b + 8);
-    h->dtype_size = get_u32(b + 12);
-    h->vocab_size = get_u64(b + 16);
-    h->n_tokens = get_u64(b + 24);
-    h->n_docs = get_u64(b + 32);
-    h->text_bytes = get_u64(b + 40);
+    h->version = kg_get_le32(b + 8);
+    h->dtype_size = kg_get_le32(b + 12);
+    h->vocab_size = kg_get_le64(b + 16);
+    h->n_tokens = kg_get_le64(b + 24);
+    h->n_docs = kg_get_le64(b + 32);
+    h->text_bytes = kg_get_le64(b + 40);
     int rc = KG_OK;
     if (memcmp(b, SHARD_MAGIC, 8))
         rc = kg_err(err, KG_EFORMAT, "%s: not a token shard (bad magic)", path);
