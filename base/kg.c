@@ -152,3 +152,6 @@ int kg_copy_file(const char *src, const char *dst, char *err) {
     fclose(in);
     return bad ? kg_err(err, KG_EIO, "copy %s to %s: %s", src, dst, strerror(e)) : KG_OK;
 }
+
+const char *kg_version(void) { return KG_VERSION; }
+const char *kg_commit(void) { return KG_COMMIT; }

@@ -39,6 +39,11 @@ static inline int kg_add_overflow(size_t a, size_t b, size_t *out) {
     return __builtin_add_overflow(a, b, out);
 }
 
+// This build's version ("0.3.0") and the commit it was configured at ("1a2b3c4d5e6f", or
+// "unknown" outside a git checkout): for --version and the build_info metric.
+const char *kg_version(void);
+const char *kg_commit(void);
+
 // Finds one of the project's data directories (rel: "web", "models/default") for a program:
 // beside its binary (build/kogpt2d -> build/web), one level up (-> web/), in an installed
 // share/kogpt2/ next to bin/, or in the source tree it was built from. Writes the path into

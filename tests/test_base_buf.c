@@ -1,11 +1,13 @@
 // test_base_buf.c — base/: the byte buffer (appends, formatted appends, take, the size
-// checks) and the little-endian helpers, against byte arrays written out by hand.
+// checks), the little-endian helpers against byte arrays written out by hand, the checked
+// sizes, and the progress line off a terminal.
 #include <stdint.h>
 #include <string.h>
 
 #include "base/buf.h"
 #include "base/kg.h"
 #include "base/le.h"
+#include "base/progress.h"
 #include "check.h"
 
 static void test_buf(void) {
@@ -62,8 +64,33 @@ static void test_checked(void) {
     CHECK(kg_add_overflow(SIZE_MAX, 1, &r));
 }
 
+// Off a terminal: one line per step_pct percent, 100 % once, nothing when out is NULL.
+static void test_progress(void) {
+    FILE *f = tmpfile();
+    REQUIRE(f, "tmpfile");
+    KgProgress p;
+    progress_start(&p, f, "convert", 1000, 30);
+    for (uint64_t done = 0; done <= 1000; done += 50)
+        progress_update(&p, done);
+    progress_end(&p, 1000);
+    progress_start(&p, NULL, "silent", 10, 10);
+    progress_update(&p, 10);
+    progress_end(&p, 10);
+    rewind(f);
+    char line[256];
+    int lines = 0, hundred = 0;
+    while (fgets(line, sizeof line, f)) {
+        lines++;
+        CHECK_MSG(!strncmp(line, "convert: ", 9) && strstr(line, " MB/s, ETA "), "%s", line);
+        hundred += strstr(line, "100%") != NULL;
+    }
+    CHECK_MSG(lines == 4 && hundred == 1, "%d lines, %d at 100%%", lines, hundred); // 30 60 90 100
+    fclose(f);
+}
+
 int main(void) {
     test_buf();
+    test_progress();
     test_le();
     test_checked();
     return check_report();
