@@ -36,6 +36,8 @@ static void draw(const KgProgress *p, uint64_t done, double t, const char *end) 
 }
 
 void progress_update(KgProgress *p, uint64_t done) {
+    if (!p) return;
+    p->done = done;
     if (!p->out) return;
     if (p->tty) {
         double t = now_s();
@@ -49,6 +51,10 @@ void progress_update(KgProgress *p, uint64_t done) {
         p->next_pct += p->step_pct;
     draw(p, done, now_s(), "\n");
     p->drew_all = done >= p->total;
+}
+
+void progress_advance(KgProgress *p, uint64_t bytes) {
+    if (p) progress_update(p, p->done + bytes);
 }
 
 void progress_end(KgProgress *p, uint64_t done) {

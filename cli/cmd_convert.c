@@ -1,6 +1,7 @@
 // kogpt2 convert — any model kogpt2 loads (model.safetensors, shards, pytorch_model.bin, a
 // Hugging Face cache entry by repo id) written once as a clean model.safetensors directory,
 // so that every later load maps it in place; --dtype q8_0/q4_0 stores the layers quantized.
+// Progress goes to stderr: a redrawn line with an ETA on a terminal, a line per 10 % elsewhere.
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -23,7 +24,10 @@ static void convert_usage(FILE *f) {
                "  --force       replace the model DIR already holds (else refused)\n"
                "  --dtype T     convert every tensor to T (default: keep each tensor's dtype);\n"
                "                q8_0/q4_0 store the layer matrices and the LM head in blocks, as\n"
-               "                --dtype q8_0/q4_0 quantizes at load, the rest as it is\n");
+               "                --dtype q8_0/q4_0 quantizes at load, the rest as it is\n"
+               "  --version     print the version and exit\n"
+               "Progress goes to stderr in bytes of weights converted and written: one line\n"
+               "redrawn with the rate and an ETA on a terminal, else a line per 10 %%.\n");
 }
 
 static int same_dir(const char *a, const char *b) {
@@ -43,16 +47,20 @@ static const char *model_file_in(const char *dir) {
 }
 
 int cmd_convert(int argc, char **argv) {
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'}, {"out", required_argument, 0, 'o'},
-        {"dtype", required_argument, 0, 'd'}, {"force", no_argument, 0, 'f'},
-        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"out", required_argument, 0, 'o'},
+                                         {"dtype", required_argument, 0, 'd'},
+                                         {"force", no_argument, 0, 'f'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {"version", no_argument, 0, 'V'},
+                                         {0, 0, 0, 0}};
     const char *model = NULL, *out = NULL;
     KgDtype dtype = KG_DTYPE_AUTO;
     int force = 0, c;
     char err[KG_ERRLEN];
     optind = 1;
-    while ((c = getopt_long(argc, argv, "m:o:d:fh", opts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":m:o:d:fh", opts, NULL)) != -1) {
         switch (c) {
         case 'm':
             model = optarg;
@@ -72,12 +80,22 @@ int cmd_convert(int argc, char **argv) {
         case 'h':
             convert_usage(stdout);
             return 0;
+        case 'V':
+            puts(cli_version(err));
+            return 0;
         default:
+            fprintf(stderr, "kogpt2 convert: %s\n", cli_opt_error(c, argv, err));
             convert_usage(stderr);
             return 2;
         }
     }
-    if (!model || !out || optind != argc) {
+    const char *wrong = optind != argc ? "unexpected argument"
+                        : !model       ? "no --model SRC given"
+                        : !out         ? "no --out DIR given"
+                                       : NULL;
+    if (wrong) {
+        fprintf(stderr, "kogpt2 convert: %s%s%s%s\n", wrong, optind != argc ? " '" : "",
+                optind != argc ? argv[optind] : "", optind != argc ? "'" : "");
         convert_usage(stderr);
         return 2;
     }
@@ -95,7 +113,7 @@ int cmd_convert(int argc, char **argv) {
                 out, held);
         return 1;
     }
-    if (gpt2_convert(dir, out, dtype, what, err)) {
+    if (gpt2_convert(dir, out, dtype, stderr, what, err)) {
         fprintf(stderr, "kogpt2 convert: %s\n", err);
         return 1;
     }

@@ -8,21 +8,18 @@
 #include "base/kg.h"
 #include "commands.h"
 #include "model/gpt2.h"
-#include "model/hfcache.h"
 #include "model/sampler.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct {
-    const char *model;
-    const char *tokenizer;
+    CliModelArgs model;
     const char *text;
     const char *tokens;
+    const char *top_k_flag; // as given: its range 1..V is known once the config is read
     int top_k;
-    int threads;
-    KgDtype dtype;
-    KgDtype precision; // be->mixed: KG_F32 or KG_BF16
     int json;
-    const char *device;
+    int *ids; // the prompt, once known (--tokens: parsed with the flags); malloc'd
+    size_t n_ids;
 } NextArgs;
 
 static void next_usage(FILE *f) {
@@ -35,7 +32,7 @@ static void next_usage(FILE *f) {
                "  --text TEXT      the prompt as text (needs a tokenizer)\n"
                "  --tokens LIST    the prompt as token ids, comma-separated\n"
                "  --tokenizer P    tokenizer.json, *.model or a directory (default: --model)\n"
-               "  --top-k K        candidates to print (default 10)\n"
+               "  --top-k K        candidates to print, 1..V (default 10)\n"
                "  --json           print {\"tokens\":[...],\"candidates\":[...]}\n"
                "  --threads N      compute threads (default: one per core)\n"
                "  --dtype T        weights in memory: auto keeps the file's (zero-copy);\n"
@@ -43,7 +40,11 @@ static void next_usage(FILE *f) {
                "  --precision P    f32 (default) or bf16: the layers' matmuls on bf16 operands,\n"
                "                   f32 sums: faster prompts with AVX512-BF16 (emulated, slower,\n"
                "                   on other CPUs); logits move ~1e-3 relative\n"
-               "  --device D       auto (a GPU when there is one, else the CPU), cpu, cuda\n");
+               "  --device D       auto (a GPU when there is one, else the CPU), cpu, cuda\n"
+               "  --version        print the version and exit\n"
+               "Plain output: one line per candidate: rank, id, probability, logprob and the\n"
+               "candidate's text as a JSON string (quotes, backslashes and control characters\n"
+               "escaped: a '\"' reads \"\\\"\"; non-ASCII as it is).\n");
 }
 
 // Adds "piece" and "text" of id to j_c when there is a tokenizer. 0 on OOM.
@@ -83,165 +84,145 @@ end:
     return rc;
 }
 
+// The next command's flags into a: -1 to go on, else the exit code (0 after --help or
+// --version, 2 after a usage error, with its line printed).
 static int parse_next_args(int argc, char **argv, NextArgs *a) {
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'},  {"tokens", required_argument, 0, 't'},
-        {"text", required_argument, 0, 'x'},   {"tokenizer", required_argument, 0, 'T'},
-        {"top-k", required_argument, 0, 'k'},  {"threads", required_argument, 0, 'j'},
-        {"dtype", required_argument, 0, 'd'},  {"json", no_argument, 0, 'J'},
-        {"device", required_argument, 0, 'D'}, {"precision", required_argument, 0, 'P'},
-        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
-    *a = (NextArgs){.top_k = 10, .dtype = KG_DTYPE_AUTO, .precision = KG_F32, .device = "auto"};
+    static const struct option opts[] = {CLI_MODEL_OPTIONS,
+                                         {"tokens", required_argument, 0, 't'},
+                                         {"text", required_argument, 0, 'x'},
+                                         {"top-k", required_argument, 0, 'k'},
+                                         {"json", no_argument, 0, 'J'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {"version", no_argument, 0, 'V'},
+                                         {0, 0, 0, 0}};
+    *a = (NextArgs){.top_k = 10};
+    cli_model_args_init(&a->model);
     char err[KG_ERRLEN];
-    int c;
+    long long top_k = 10;
+    int c, taken;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "m:t:x:T:k:j:d:D:P:Jh", opts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":m:t:x:T:k:j:d:D:P:Jh", opts, NULL)) != -1) {
+        if ((taken = cli_model_flag(&a->model, c, optarg, err)) < 0) goto bad_value;
+        if (taken) continue;
         switch (c) {
-        case 'm':
-            a->model = optarg;
-            break;
         case 't':
             a->tokens = optarg;
             break;
         case 'x':
             a->text = optarg;
             break;
-        case 'T':
-            a->tokenizer = optarg;
-            break;
         case 'k':
-            a->top_k = atoi(optarg);
-            break;
-        case 'j':
-            a->threads = atoi(optarg);
-            break;
-        case 'd':
-            if (kg_dtype_parse(optarg, &a->dtype, err)) {
-                fprintf(stderr, "kogpt2 next: --dtype: %s\n", err);
-                return 2;
-            }
+            a->top_k_flag = optarg;
             break;
         case 'J':
             a->json = 1;
             break;
-        case 'D':
-            a->device = optarg;
-            break;
-        case 'P': { // f16 too would work on a GPU, but the CPU has no f16 kernels for it
-            if (kg_precision_parse(optarg, &a->precision, err)) {
-                fprintf(stderr, "kogpt2 next: --precision: %s\n", err);
-                return 2;
-            }
-            break;
-        }
         case 'h':
             next_usage(stdout);
-            exit(0);
+            return 0;
+        case 'V':
+            puts(cli_version(err));
+            return 0;
         default:
+            fprintf(stderr, "kogpt2 next: %s\n", cli_opt_error(c, argv, err));
             next_usage(stderr);
             return 2;
         }
     }
-    static char default_model[4096], resolved[4096];
-    if (!a->model &&
-        !(a->model = kg_find_data_dir("models/default", default_model, sizeof default_model))) {
-        fprintf(stderr,
-                "kogpt2 next: no --model DIR given and no default model (models/default)\n");
-        return 2;
-    }
-    if (hfcache_resolve(a->model, resolved, sizeof resolved, err)) {
-        fprintf(stderr, "kogpt2 next: %s\n", err);
-        return 1;
-    }
-    a->model = resolved;
-    if (kg_device_check(a->device, err)) {
-        fprintf(stderr, "kogpt2 next: %s\n", err);
-        return 2;
-    }
-    if (!a->tokens == !a->text || a->top_k < 1 || a->threads < 0) {
+    const char *wrong = optind < argc            ? "unexpected argument"
+                        : !a->text && !a->tokens ? "no prompt: give --text TEXT or --tokens IDS"
+                        : a->text && a->tokens   ? "give --text or --tokens, not both"
+                                                 : NULL;
+    if (wrong) {
+        fprintf(stderr, "kogpt2 next: %s%s%s%s\n", wrong, optind < argc ? " '" : "",
+                optind < argc ? argv[optind] : "", optind < argc ? "'" : "");
         next_usage(stderr);
         return 2;
     }
-    return 0;
+    int rc = cli_model_resolve(&a->model, err);
+    if (rc) {
+        fprintf(stderr, "kogpt2 next: %s\n", err);
+        return rc == KG_EINVAL ? 2 : 1;
+    }
+    if (a->tokens && cli_prompt_ids(&a->model, NULL, a->tokens, NULL, &a->ids, &a->n_ids, err))
+        goto bad_value;
+    if (a->top_k_flag &&
+        cli_int("--top-k", a->top_k_flag, 1, (long long)a->model.config.vocab_size, &top_k, err))
+        goto bad_value;
+    a->top_k = (int)top_k;
+    return -1;
+bad_value:
+    fprintf(stderr, "kogpt2 next: %s\n", err);
+    free(a->ids);
+    return 2;
 }
 
-// The prompt's ids, parsed from --tokens or encoded from --text: KG_OK and *ids (malloc'd,
-// NULL when empty), or an error with err filled.
-static int prompt_ids(const NextArgs *a, const Tokenizer *tok, int **ids, size_t *n, char *err) {
-    if (a->text) return tok_encode(tok, a->text, strlen(a->text), ids, n, err);
-    size_t cap = 0;
-    *n = 0;
-    if (cli_parse_ids(a->tokens, ids, n, &cap))
-        return kg_err(err, KG_EINVAL, "--tokens: not a list of token ids: %s", a->tokens);
-    return KG_OK;
+// One table line per candidate; its text as a JSON string, so that a '"', a space or a
+// newline reads unambiguously. 0, or 1 on OOM.
+static int print_table(const KgCandidate *cand, size_t k, const Tokenizer *tok) {
+    for (size_t i = 0; i < k; i++) {
+        char *text = tok ? tok_piece_text(tok, cand[i].id) : NULL;
+        cJSON *j_text = text ? cJSON_CreateString(text) : NULL;
+        char *quoted = j_text ? cJSON_PrintUnformatted(j_text) : NULL;
+        free(text);
+        cJSON_Delete(j_text);
+        if (tok && !quoted) return 1;
+        printf("%2zu  %8d  %9.5f%%  logprob %8.4f%s%s\n", i + 1, cand[i].id, 100 * cand[i].prob,
+               cand[i].logprob, quoted ? "  " : "", quoted ? quoted : "");
+        cJSON_free(quoted);
+    }
+    return 0;
 }
 
 int cmd_next(int argc, char **argv) {
     NextArgs a;
     int rc = parse_next_args(argc, argv, &a);
-    if (rc) return rc;
+    if (rc >= 0) return rc;
     char err[KG_ERRLEN];
-    Gpt2 m = {0};
-    Gpt2State s = {0};
+    CliModel cm;
     KvCache kv = {0};
     KgCandidate *cand = NULL;
-    Tokenizer *tok = NULL;
-    int *ids = NULL;
-    size_t n = 0;
-    rc = 1;
-    // a tokenizer: --tokenizer, else the model's own; needed for --text, optional otherwise
-    if (tok_open(&tok, a.tokenizer ? a.tokenizer : a.model, err) && (a.text || a.tokenizer))
-        goto fail;
-    if (prompt_ids(&a, tok, &ids, &n, err)) goto fail;
-    if (n == 0) {
-        kg_err(err, KG_EINVAL, "the prompt is empty");
-        goto fail;
+    // a tokenizer: needed for --text, optional otherwise (it adds each candidate's text)
+    if (cli_model_open_tokenizer(&cm, &a.model, a.text != NULL, err)) {
+        fprintf(stderr, "kogpt2 next: %s\n", err);
+        free(a.ids);
+        return 1;
+    }
+    if (a.text && cli_prompt_ids(&a.model, a.text, NULL, cm.tok, &a.ids, &a.n_ids, err)) {
+        fprintf(stderr, "kogpt2 next: %s\n", err);
+        cli_model_close(&cm);
+        free(a.ids);
+        return 2;
     }
     // the device line goes to stderr: stdout stays the answer (JSON for --json)
-    KgBackend *be = kg_backend_new(a.device, a.threads, stderr, err);
-    if (!be) goto fail;
-    be->mixed = a.precision;
-    const char *note = kg_precision_note(be);
+    if (cli_model_open(&cm, &a.model, 512, stderr, err)) {
+        fprintf(stderr, "kogpt2 next: %s\n", err);
+        free(a.ids);
+        return 1;
+    }
+    const char *note = kg_precision_note(cm.be);
     if (note) fprintf(stderr, "kogpt2 next: %s\n", note);
-    if (gpt2_open(&m, a.model, be, a.dtype, err) || gpt2_state_init(&s, &m, 512, 1, err))
-        goto fail_model;
-    fprintf(stderr, "kogpt2 next: loaded %s%s%s\n", m.src.what, m.warning[0] ? "; " : "",
-            m.warning);
-    s.logits_stay = 1; // only the top-k leave the backend
-    if (kv_init(&kv, &m, n, err) || gpt2_prefill(&m, &s, &kv, ids, n, 1, err)) goto fail_model;
-    cand = malloc((size_t)a.top_k * sizeof *cand);
-    if (!cand) {
+    fprintf(stderr, "kogpt2 next: loaded %s%s%s\n", cm.m.src.what, cm.m.warning[0] ? "; " : "",
+            cm.m.warning);
+    rc = 1;
+    const int *ids = a.ids;
+    size_t n = a.n_ids;
+    cm.s.logits_stay = 1; // only the top-k leave the backend
+    if (kv_init(&kv, &cm.m, n, err) || gpt2_prefill(&cm.m, &cm.s, &kv, ids, n, 1, err)) goto fail;
+    size_t V = cm.m.config.vocab_size, k = (size_t)a.top_k < V ? (size_t)a.top_k : V;
+    if (!(cand = malloc(k * sizeof *cand))) {
         kg_err(err, KG_ENOMEM, "out of memory");
-        goto fail_model;
+        goto fail;
     }
-    size_t k = be->ops->logits_topk(be, s.logits, m.config.vocab_size, 1.0f, (size_t)a.top_k, cand);
-    if (a.json) {
-        rc = print_json(ids, n, cand, k, tok);
-    } else {
-        for (size_t i = 0; i < k; i++) {
-            char *text = tok ? tok_piece_text(tok, cand[i].id) : NULL;
-            printf("%2zu  %8d  %9.5f%%  logprob %8.4f  %s%s%s\n", i + 1, cand[i].id,
-                   100 * cand[i].prob, cand[i].logprob, text ? "\"" : "", text ? text : "",
-                   text ? "\"" : "");
-            free(text);
-        }
-        rc = 0;
-    }
-    goto done;
-fail_model:
-    fprintf(stderr, "kogpt2 next: %s\n", err);
-done:
-    free(cand);
-    kv_free(&kv, &m);
-    if (m.be) gpt2_state_free(&s, &m);
-    gpt2_close(&m);
-    kg_backend_free(be);
-    free(ids);
-    tok_free(tok);
-    return rc;
+    k = cm.be->ops->logits_topk(cm.be, cm.s.logits, V, 1.0f, k, cand);
+    rc = a.json ? print_json(ids, n, cand, k, cm.tok) : print_table(cand, k, cm.tok);
+    if (rc) kg_err(err, KG_ENOMEM, "out of memory");
 fail:
-    fprintf(stderr, "kogpt2 next: %s\n", err);
-    free(ids);
-    tok_free(tok);
-    return 1;
+    if (rc) fprintf(stderr, "kogpt2 next: %s\n", err);
+    free(cand);
+    kv_free(&kv, &cm.m);
+    cli_model_close(&cm);
+    free(a.ids);
+    return rc;
 }

@@ -1,17 +1,19 @@
 // cmd_tokenize.c — `kogpt2 tokenize` (text -> ids and pieces) and `kogpt2 detokenize`
 // (ids -> text), one-shot or in bulk over JSON lines for comparisons with other tokenizers.
 //
-//   kogpt2 tokenize --tokenizer DIR_OR_FILE [--json | --ids] TEXT...   (no TEXT: stdin)
-//   kogpt2 tokenize --tokenizer DIR_OR_FILE --jsonl < strings.jsonl   -> {"ids","pieces"}/line
-//   kogpt2 detokenize --tokenizer DIR_OR_FILE [--json] 25906,8702,...
-//   kogpt2 detokenize --tokenizer DIR_OR_FILE --jsonl < id_arrays.jsonl -> {"text"}/line
+//   kogpt2 tokenize [--tokenizer DIR_OR_FILE] [--json | --ids] TEXT...   (no TEXT: stdin)
+//   kogpt2 tokenize [--tokenizer DIR_OR_FILE] --jsonl < strings.jsonl -> {"tokens","pieces"}/line
+//   kogpt2 detokenize [--tokenizer DIR_OR_FILE] [--json] 25906,8702,...
+//   kogpt2 detokenize [--tokenizer DIR_OR_FILE] --jsonl < id_arrays.jsonl -> {"text"}/line
+// Without --tokenizer: the default model's (models/default), as next and generate use it.
+// The JSON names are the HTTP API's (/v1/tokenize: tokens, pieces; /v1/detokenize: text).
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/kg.h"
 #include "commands.h"
 #include "tokenizer/tokenizer.h"
 
@@ -20,26 +22,32 @@ typedef enum { OUT_PLAIN, OUT_IDS, OUT_JSON, OUT_JSONL } OutMode;
 typedef struct {
     const char *tokenizer;
     OutMode mode;
+    char dir[4096]; // the default tokenizer's directory, when --tokenizer is not given
 } TokArgs;
 
 static void usage(FILE *f, const char *cmd) {
     if (!strcmp(cmd, "tokenize"))
-        fprintf(f, "usage: kogpt2 tokenize --tokenizer FILE_OR_DIR [--json | --ids | --jsonl] "
+        fprintf(f, "usage: kogpt2 tokenize [--tokenizer FILE_OR_DIR] [--json | --ids | --jsonl] "
                    "[TEXT...]\n"
                    "  TEXT words are joined by single spaces; without TEXT, stdin is read whole.\n"
-                   "  (plain)   one line per token: id, tab, piece\n"
+                   "  (plain)   one line per token: id, tab, the piece as a JSON string (a piece\n"
+                   "            may hold a newline, a tab or a quote: they are escaped)\n"
                    "  --ids     the ids only, comma-separated (the input of detokenize)\n"
-                   "  --json    {\"ids\":[...],\"pieces\":[...]}\n"
+                   "  --json    {\"tokens\":[...],\"pieces\":[...]} (as POST /v1/tokenize)\n"
                    "  --jsonl   stdin has one JSON string per line; one object per line out\n");
     else
-        fprintf(f, "usage: kogpt2 detokenize --tokenizer FILE_OR_DIR [--json | --jsonl] [IDS...]\n"
+        fprintf(f, "usage: kogpt2 detokenize [--tokenizer FILE_OR_DIR] [--json | --jsonl] "
+                   "[IDS...]\n"
                    "  IDS are separated by commas and/or spaces; without IDS, stdin is read.\n"
-                   "  --json    {\"text\":\"...\"}\n"
+                   "  --json    {\"text\":\"...\"} (as POST /v1/detokenize)\n"
                    "  --jsonl   stdin has one JSON array of ids per line; {\"text\"} per line\n");
-    fprintf(f, "  -t, --tokenizer  tokenizer.json, *.model / *.spiece, or a model directory\n");
+    fprintf(f, "  -t, --tokenizer  tokenizer.json, *.model / *.spiece, or a model directory\n"
+               "                   (default: the project's models/default, as next uses)\n"
+               "  --version        print the version and exit\n");
 }
 
-// Parses the shared flags; returns -1 to go on, else the exit code (help or usage error).
+// Parses the shared flags; returns -1 to go on, else the exit code (0 after --help or
+// --version, 2 after a usage error, with its line printed).
 static int parse_args(int argc, char **argv, TokArgs *a) {
     static const struct option OPTS[] = {
         {"tokenizer", required_argument, 0, 't'},
@@ -47,12 +55,15 @@ static int parse_args(int argc, char **argv, TokArgs *a) {
         {"jsonl", no_argument, 0, 'l'},
         {"ids", no_argument, 0, 'i'},
         {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
     const char *cmd = argv[0];
+    char err[KG_ERRLEN];
     memset(a, 0, sizeof(*a));
     optind = 1;
-    for (int c; (c = getopt_long(argc, argv, "t:h", OPTS, NULL)) != -1;) {
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, ":t:h", OPTS, NULL)) != -1;) {
         switch (c) {
         case 't':
             a->tokenizer = optarg;
@@ -69,18 +80,30 @@ static int parse_args(int argc, char **argv, TokArgs *a) {
         case 'h':
             usage(stdout, cmd);
             return 0;
+        case 'V':
+            puts(cli_version(err));
+            return 0;
         default:
+            fprintf(stderr, "kogpt2 %s: %s\n", cmd, cli_opt_error(c, argv, err));
             usage(stderr, cmd);
             return 2;
         }
     }
-    if (!a->tokenizer) {
-        fprintf(stderr, "kogpt2 %s: --tokenizer is required\n", cmd);
+    if (a->mode == OUT_IDS && strcmp(cmd, "tokenize")) {
+        fprintf(stderr, "kogpt2 %s: --ids is an output of tokenize only\n", cmd);
         usage(stderr, cmd);
         return 2;
     }
-    if (a->mode == OUT_IDS && strcmp(cmd, "tokenize")) {
+    if (a->mode == OUT_JSONL && optind < argc) {
+        fprintf(stderr, "kogpt2 %s: --jsonl reads stdin: no %s arguments ('%s')\n", cmd,
+                strcmp(cmd, "tokenize") ? "IDS" : "TEXT", argv[optind]);
         usage(stderr, cmd);
+        return 2;
+    }
+    if (!a->tokenizer &&
+        !(a->tokenizer = kg_find_data_dir("models/default", a->dir, sizeof a->dir))) {
+        fprintf(stderr, "kogpt2 %s: no --tokenizer given and no default model (models/default)\n",
+                cmd);
         return 2;
     }
     return -1;
@@ -116,10 +139,11 @@ static char *join_args(int first, int argc, char **argv, size_t *len) {
     return s;
 }
 
-// {"ids":[...],"pieces":[...]} for ids; NULL on OOM. Free with cJSON_Delete().
+// {"tokens":[...],"pieces":[...]} for ids (/v1/tokenize's reply); NULL on OOM. Free with
+// cJSON_Delete().
 static cJSON *ids_object(const Tokenizer *t, const int *ids, size_t n) {
     cJSON *j_root = cJSON_CreateObject();
-    cJSON *j_ids = cJSON_AddArrayToObject(j_root, "ids");
+    cJSON *j_ids = cJSON_AddArrayToObject(j_root, "tokens");
     cJSON *j_pieces = cJSON_AddArrayToObject(j_root, "pieces");
     if (!j_ids || !j_pieces) goto fail;
     for (size_t i = 0; i < n; i++) {
@@ -175,15 +199,23 @@ static int tokenize_one(const Tokenizer *t, const char *text, size_t len, OutMod
         for (size_t i = 0; i < n; i++)
             printf("%s%d", i ? "," : "", ids[i]);
         putchar('\n');
-    } else {
-        for (size_t i = 0; i < n; i++)
-            printf("%d\t%s\n", ids[i], tok_piece(t, ids[i]));
+    } else { // a piece may hold a newline or a tab: as a JSON string, every line reads back
+        for (size_t i = 0; !rc && i < n; i++) {
+            cJSON *j_p = cJSON_CreateString(tok_piece(t, ids[i]));
+            char *quoted = j_p ? cJSON_PrintUnformatted(j_p) : NULL;
+            if (quoted)
+                printf("%d\t%s\n", ids[i], quoted);
+            else
+                rc = print_json(NULL); // says out of memory
+            cJSON_free(quoted);
+            cJSON_Delete(j_p);
+        }
     }
     free(ids);
     return rc;
 }
 
-// One JSON string per input line -> one {"ids","pieces"} (or {"error"}) per output line.
+// One JSON string per input line -> one {"tokens","pieces"} (or {"error"}) per output line.
 static int tokenize_jsonl(const Tokenizer *t) {
     char *line = NULL, err[KG_ERRLEN + 32], msg[KG_ERRLEN];
     size_t cap = 0, lineno = 0;
@@ -240,30 +272,6 @@ int cmd_tokenize(int argc, char **argv) {
     }
     tok_free(t);
     return rc;
-}
-
-int cli_parse_ids(const char *s, int **ids, size_t *n, size_t *cap) {
-    while (*s) {
-        if (*s == ',' || *s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') {
-            s++;
-            continue;
-        }
-        char *end;
-        errno = 0;
-        long v = strtol(s, &end, 10);
-        if (end == s || errno || v < -2147483647L || v > 2147483647L ||
-            (*end && !strchr(", \t\r\n", *end)))
-            return -1;
-        if (*n == *cap) {
-            size_t c = *cap ? *cap * 2 : 64;
-            int *p = realloc(*ids, c * sizeof(int));
-            if (!p) return -1;
-            *ids = p, *cap = c;
-        }
-        (*ids)[(*n)++] = (int)v;
-        s = end;
-    }
-    return 0;
 }
 
 // Decodes ids and prints the text: raw plus a newline, or as {"text":...}.

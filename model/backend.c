@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/kg.h"
 
@@ -38,6 +39,20 @@ int kg_device_check(const char *device, char *err) {
     return kg_err(err, KG_EINVAL, "--device must be auto, cpu, cuda or cuda:N, not '%s'", device);
 }
 
+// What "auto" says when it falls back to the CPU (cap bytes into out). Where the machine has
+// no NVIDIA driver loaded (no /proc/driver/nvidia: no GPU, or a container given none) plainly
+// "no GPU": the CUDA runtime then reports "CUDA driver version is insufficient for CUDA runtime
+// version", which reads like a fault. Where a driver is there, its words are the news.
+static void cpu_fallback_reason(char *out, size_t cap, const char *why, int gpu_failed) {
+    int driver = !access("/proc/driver/nvidia/version", F_OK);
+    if (gpu_failed || (driver && strstr(why, "(CUDA: ")))
+        snprintf(out, cap, "%s; using the CPU", why);
+    else if (strstr(why, "built without CUDA"))
+        snprintf(out, cap, "built without CUDA; using the CPU");
+    else
+        snprintf(out, cap, "no GPU; using the CPU");
+}
+
 KgBackend *kg_backend_new(const char *device, int threads, FILE *log, char *err) {
     if (kg_device_check(device, err)) return NULL;
     int gpu = 0;
@@ -48,18 +63,22 @@ KgBackend *kg_backend_new(const char *device, int threads, FILE *log, char *err)
         if (log) fprintf(log, "device: %s (asked for %s)\n", be->ops->name, device);
         return be;
     }
+    int gpu_failed = 0;
     if (!strcmp(device, "auto") && kg_cuda_device_count(why, sizeof why) > 0) {
         if ((be = kg_cuda_backend_new(0, err))) {
             if (log) fprintf(log, "device: %s (auto: %s)\n", be->ops->name, why);
             return be;
         }
         snprintf(why, sizeof why, "the GPU could not be used: %s", err);
+        gpu_failed = 1;
     }
     if (!(be = kg_cpu_backend_new(threads, err))) return NULL;
+    char reason[300];
+    cpu_fallback_reason(reason, sizeof reason, why, gpu_failed);
     if (log)
-        fprintf(
-            log, "device: %s, %d threads (%s%s)\n", be->ops->name, be->threads,
-            strcmp(device, "auto") ? "asked for cpu" : "auto: ", strcmp(device, "auto") ? "" : why);
+        fprintf(log, "device: %s, %d threads (%s%s)\n", be->ops->name, be->threads,
+                strcmp(device, "auto") ? "asked for cpu" : "auto: ",
+                strcmp(device, "auto") ? "" : reason);
     return be;
 }
 

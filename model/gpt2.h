@@ -82,8 +82,12 @@ void gpt2_close(Gpt2 *m);
 // beside it. A quantized src stays as it is under KG_DTYPE_AUTO or its own scheme; any
 // other dtype is KG_EUNSUP. out is created if missing; the weights go through a temporary
 // name, so a failed run leaves no torn file. what (KG_ERRLEN bytes, may be NULL) gets the
-// line saying what src held. KG_OK or an error.
-int gpt2_convert(const char *src, const char *out, KgDtype dtype, char *what, char *err);
+// line saying what src held. progress (may be NULL: silent) is the stream the caller gives
+// the progress line (base/progress.h: redrawn on a terminal with an ETA, elsewhere a line
+// per 10 %), counted in bytes of weights converted and written; the function itself prints
+// nothing else. KG_OK or an error.
+int gpt2_convert(const char *src, const char *out, KgDtype dtype, FILE *progress, char *what,
+                 char *err);
 
 // The tensors of m, opened on the CPU backend, as gpt2_convert writes them: those of
 // gpt2_param_tensors() in its order, then lm_head.weight when the config ties the head but m

@@ -2,6 +2,9 @@
 // checkpoint, a Hugging Face cache snapshot) written once as a clean model.safetensors
 // directory, so that later loads map it in place with no parsing; optionally with the layer
 // matrices in q8_0/q4_0 blocks, so that a quantized model loads without quantizing.
+//
+// Progress (base/progress.h, to the caller's stream) counts bytes of weights: those each
+// float conversion produces, then those safetensors_save_meta writes to the file.
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -12,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/kg.h"
+#include "base/progress.h"
 #include "gpt2.h"
 
 // The files besides the weights that a model directory carries: its config and whatever
@@ -76,11 +80,15 @@ static size_t write_elems(const StWrite *w) {
     return w->ndim == 2 ? w->shape[0] * w->shape[1] : w->shape[0];
 }
 
+// Bytes of a tensor in the file (q8_0/q4_0: its blocks).
+static size_t write_bytes(const StWrite *w) { return kg_dtype_bytes(w->dtype, write_elems(w)); }
+
 // The tensors to write (gpt2_export_tensors: each as m holds it or as the files do, names in
 // *names_out), those not in blocks converted to a float dtype unless it is KG_DTYPE_AUTO;
-// conversions go into *owned. The caller frees *out, *names_out and *owned.
-static int collect_tensors(const Gpt2 *m, KgDtype dtype, StWrite **out, char (**names_out)[80],
-                           size_t *n_out, void **owned, char *err) {
+// conversions go into *owned, each advanced on pr as it is done.
+// The caller frees *out, *names_out and *owned.
+static int collect_tensors(const Gpt2 *m, KgDtype dtype, KgProgress *pr, StWrite **out,
+                           char (**names_out)[80], size_t *n_out, void **owned, char *err) {
     size_t cap = gpt2_param_tensors(&m->config, NULL) + 1, n = 0, bytes = 0;
     StWrite *w = calloc(cap, sizeof *w);
     char(*names)[80] = *names_out = calloc(cap, sizeof *names);
@@ -96,12 +104,18 @@ static int collect_tensors(const Gpt2 *m, KgDtype dtype, StWrite **out, char (**
         free(w);
         return kg_err(err, KG_ENOMEM, "convert: out of memory for %zu bytes", bytes);
     }
+    uint64_t written = 0; // the file's bytes of weights, once converted
+    for (size_t i = 0; i < n; i++)
+        written += to_float && w[i].dtype != dtype ? kg_dtype_bytes(dtype, write_elems(&w[i]))
+                                                   : write_bytes(&w[i]);
+    progress_start(pr, pr->out, "convert", (uint64_t)bytes + written, 10);
     for (size_t i = 0; to_float && i < n; i++)
         if (w[i].dtype != dtype) {
             kg_dtype_convert(cursor, dtype, w[i].data, w[i].dtype, write_elems(&w[i]));
             w[i].dtype = dtype;
             w[i].data = cursor;
             cursor += kg_dtype_bytes(dtype, write_elems(&w[i]));
+            progress_advance(pr, kg_dtype_bytes(dtype, write_elems(&w[i])));
         }
     *out = w;
     *n_out = n;
@@ -123,7 +137,8 @@ static int open_source(Gpt2 *m, const char *src, KgBackend *be, KgDtype dtype, c
     return KG_EUNSUP;
 }
 
-int gpt2_convert(const char *src, const char *out, KgDtype dtype, char *what, char *err) {
+int gpt2_convert(const char *src, const char *out, KgDtype dtype, FILE *progress, char *what,
+                 char *err) {
     if (dtype != KG_DTYPE_AUTO && (dtype < KG_F32 || dtype > KG_Q4_0))
         return kg_err(err, KG_EINVAL, "convert: unknown dtype %d", (int)dtype);
     // in place, the source's weights would be replaced (and blocks never convert back): any
@@ -142,6 +157,7 @@ int gpt2_convert(const char *src, const char *out, KgDtype dtype, char *what, ch
     void *owned = NULL;
     size_t n = 0;
     char path[PATH_MAX], tmp[PATH_MAX + 8] = "";
+    KgProgress pr = {.out = progress};
     int rc = open_source(&m, src, be, dtype, err); // every check a load makes
     if (rc) goto done;
     if (what) snprintf(what, KG_ERRLEN, "%s", m.src.what);
@@ -157,9 +173,10 @@ int gpt2_convert(const char *src, const char *out, KgDtype dtype, char *what, ch
     // "format" as transformers' save_pretrained writes it; the blocks' scheme for gpt2_open
     const char *quant = m.dtype == KG_Q8_0 ? "q8_0" : m.dtype == KG_Q4_0 ? "q4_0" : NULL;
     const char *meta[] = {"format", "pt", quant ? GPT2_META_QUANT : NULL, quant, NULL};
-    if ((rc = collect_tensors(&m, dtype, &w, &names, &n, &owned, err)) ||
-        (rc = safetensors_save_meta(tmp, w, n, meta, err)))
+    if ((rc = collect_tensors(&m, dtype, &pr, &w, &names, &n, &owned, err)) ||
+        (rc = safetensors_save_meta(tmp, w, n, meta, &pr, err)))
         goto end;
+    progress_end(&pr, pr.done);
     if (rename(tmp, path) != 0) {
         rc = kg_err(err, KG_EIO, "rename %s: %s", tmp, strerror(errno));
         goto end;

@@ -10,7 +10,10 @@
 
 #include "base/kg.h"
 #include "base/kg_json.h"
+#include "base/le.h"
 #include "kgmath.h"
+
+#define SAFETENSORS_WRITE_PIECE (16u << 20) // bytes per fwrite when saving
 
 static const struct {
     const char *name;
@@ -363,11 +366,11 @@ end:
 }
 
 int safetensors_save(const char *path, const StWrite *tensors, size_t n, char *err) {
-    return safetensors_save_meta(path, tensors, n, NULL, err);
+    return safetensors_save_meta(path, tensors, n, NULL, NULL, err);
 }
 
 int safetensors_save_meta(const char *path, const StWrite *tensors, size_t n,
-                          const char *const *meta, char *err) {
+                          const char *const *meta, KgProgress *progress, char *err) {
     size_t *order = malloc(n * sizeof *order + 1);
     char *json = NULL;
     FILE *f = NULL;
@@ -384,15 +387,20 @@ int safetensors_save_meta(const char *path, const StWrite *tensors, size_t n,
         goto end;
     }
     unsigned char len8[8];
-    for (int i = 0; i < 8; i++)
-        len8[i] = (unsigned char)((uint64_t)padded >> (8 * i));
+    kg_put_le64(len8, padded);
     int ok = fwrite(len8, 1, 8, f) == 8 && fwrite(json, 1, hlen, f) == hlen;
     for (size_t i = hlen; ok && i < padded; i++)
         ok = fputc(' ', f) != EOF;
     for (size_t i = 0; ok && i < n; i++) {
-        const StWrite *t = &tensors[order[i]];
-        size_t nbytes = write_bytes(t);
-        ok = fwrite(t->data, 1, nbytes, f) == nbytes;
+        const char *data = tensors[order[i]].data;
+        size_t left = write_bytes(&tensors[order[i]]);
+        while (ok && left) { // in pieces, so that progress moves inside a large tensor
+            size_t piece = left < SAFETENSORS_WRITE_PIECE ? left : SAFETENSORS_WRITE_PIECE;
+            ok = fwrite(data, 1, piece, f) == piece;
+            progress_advance(progress, piece);
+            data += piece;
+            left -= piece;
+        }
     }
     if (fclose(f) != 0 || !ok) rc = kg_err(err, KG_EIO, "write %s: %s", path, strerror(errno));
 end:

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/progress.h"
 #include "dtype.h"
 
 #define ST_MAX_DIMS   8
@@ -91,8 +92,9 @@ typedef struct {
 // rename, as the trainer does).
 int safetensors_save(const char *path, const StWrite *tensors, size_t n, char *err);
 // As safetensors_save, with a __metadata__ object of string pairs: meta holds key, value,
-// key, value, ..., NULL (meta itself may be NULL).
+// key, value, ..., NULL (meta itself may be NULL), and the bytes of weights written advanced
+// on progress as they go (NULL: none).
 int safetensors_save_meta(const char *path, const StWrite *tensors, size_t n,
-                          const char *const *meta, char *err);
+                          const char *const *meta, KgProgress *progress, char *err);
 
 #endif

@@ -2,16 +2,18 @@
 # models/eval_bpb.sh — bits per byte of a model on a text file, next to general-purpose
 # compressors on the same bytes.
 #
-#   models/eval_bpb.sh MODEL_DIR TEXT_FILE [BUILD_DIR]      (default: build; needs kogpt2-train)
-#   environment: SEQ (256: the scoring window), THREADS (0: all cores), DEVICE (cpu),
-#   NOCOMP=1 (the model only, no compressors)
+#   models/eval_bpb.sh MODEL_DIR TEXT_FILE|DATA_DIR [BUILD_DIR]  (default: build; needs kogpt2-train)
+#   environment: SEQ (the scoring window; default the model's n_ctx), THREADS (0: all cores),
+#   DEVICE (cpu), NOCOMP=1 (the model only, no compressors)
 #
-# The model's figure is what `kogpt2-train train` prints as "val ... bpb" (mean loss in nats
-# per token / ln 2 x tokens / bytes), with TEXT_FILE as the whole validation set: each line is
-# a document (its tokens then EOS), read in order as windows of SEQ+1 tokens, every token
-# scored once with the tokens before it in its window as context (the first of a window has
-# none). The model is not changed: one step at learning rate 0 and weight decay 0 (the
-# trainer validates only after a step), on a throwaway train shard, then the validation.
+# The model's figure is `kogpt2-train eval` (train/val.h), the same code and definition as the
+# trainer's validation ("val step N loss L bpb B"): each line of TEXT_FILE is a document (its
+# tokens, then EOS for its newline), every token is scored once, in windows of SEQ tokens,
+# and bpb = the tokens' nats / ln 2 / the text's UTF-8 bytes. DATA_DIR, a prepared directory,
+# scores its held-out split (val_*.bin) exactly as the trainer validates it, its documents as
+# prepare cut them (a CSV record with several text fields is one document over several lines
+# of val_*.txt), so a checkpoint scored here gives what `train --seq SEQ --val-tokens 0`
+# printed for it; the compressors then get val_*.txt.
 # Compressors: xz -9, zstd -19 --long, 7z PPMd (-mx=9), their output bytes x 8 / input bytes.
 set -eu
 [ $# -ge 2 ] || { sed -n '2,7p' "$0"; exit 2; }
@@ -19,35 +21,28 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 model=$(cd "$1" && pwd)
 text=$2
 B=$(cd "${3:-$root/build}" && pwd)
-seq=${SEQ:-256}
 threads=${THREADS:-0}
 device=${DEVICE:-cpu}
 [ -x "$B/kogpt2-train" ] || { echo "no $B/kogpt2-train: build first"; exit 1; }
-[ -s "$text" ] || { echo "no text at $text"; exit 1; }
-tok=$(ls "$model"/*.model "$model"/*.spiece "$model"/tokenizer.json 2>/dev/null | head -n 1)
-[ -n "$tok" ] || { echo "no tokenizer in $model"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
+val=$text
+if [ -d "$text" ]; then # a prepared directory: its held-out text for the compressors
+  cat "$text"/val_*.txt > "$tmp/val.txt" 2>/dev/null || { echo "no val_*.txt in $text"; exit 1; }
+  text=$tmp/val.txt
+fi
+[ -s "$text" ] || { echo "no text at $text"; exit 1; }
 
-# validation shards: every line of TEXT_FILE; a train shard of filler that is never used
-"$B/kogpt2-train" prepare --tokenizer "$tok" --input "$text" --out "$tmp/data" \
-  --val-every-doc 1 > "$tmp/prepare.log"
-i=0
-while [ $i -lt $((seq / 2 + 16)) ]; do printf '가나다라 마바사 아자차카 타파하. '; i=$((i + 1)); done \
-  > "$tmp/filler.txt"
-"$B/kogpt2-train" prepare --tokenizer "$tok" --input "$tmp/filler.txt" --out "$tmp/data" --append \
-  --val-every-doc 0 > /dev/null
-"$B/kogpt2-train" train --init "$model" --data "$tmp/data" --out "$tmp/ckpt" --steps 1 \
-  --batch 8 --seq "$seq" --lr 0 --min-lr 0 --warmup 0 --weight-decay 0 --val-every 1 \
-  --val-tokens 1000000000 --save-every 0 --threads "$threads" --device "$device" \
-  > "$tmp/train.log" 2>&1 || { cat "$tmp/train.log"; exit 1; }
-val=$(grep '^val step' "$tmp/train.log" | tail -n 1)
-[ -n "$val" ] || { cat "$tmp/train.log"; exit 1; }
-
+# "eval loss L bpb B tokens N bytes N docs N seq T"
+"$B/kogpt2-train" eval --model "$model" --val "$val" ${SEQ:+--seq "$SEQ"} --threads "$threads" \
+  --device "$device" > "$tmp/eval.out" 2> "$tmp/eval.err" || { cat "$tmp/eval.err"; exit 1; }
+read -r _ _ loss _ bpb _ tokens _ vbytes _ docs _ seq < "$tmp/eval.out"
 bytes=$(wc -c < "$text")
-echo "text: $text, $bytes bytes, $(sed 's/^prepared [0-9]* files, //; s/: train.*val / -> /; s/ in .*//' "$tmp/prepare.log")"
-echo "model: $model ($(grep '^model:' "$tmp/train.log" | sed 's/^model: //; s/; activations.*//'))"
-echo "$val" | awk -v s="$seq" '{ printf "model            %.4f bits per byte (%s nats/token, windows of %d tokens)\n", $7, $5, s }'
+echo "text: $val, $bytes bytes, $docs documents -> $tokens tokens"
+grep -v '^device:' "$tmp/eval.err" || true # a note when the tokenizer does not round-trip it
+echo "model: $model"
+awk -v b="$bpb" -v l="$loss" -v s="$seq" -v v="$vbytes" \
+  'BEGIN { printf "model            %.4f bits per byte (%.4f nats/token, windows of %d tokens, %d bytes)\n", b, l, s, v }'
 [ "${NOCOMP:-0}" = 1 ] && exit 0
 xz_b=$(xz -9 -c < "$text" | wc -c)
 zstd_b=$(zstd -q -19 --long -c < "$text" | wc -c)

@@ -1,6 +1,12 @@
 // api.h — what kogpt2d's endpoints share: the app state (engine, tokenizer, the model's
 // figures; main.c fills it), the request parsing every endpoint does the same way
-// (params.c), and one handler per endpoint (ep_*.c), which routes.c puts in the table.
+// (params.c: readiness, prompt, model, and request fields read from a table), and one
+// handler per endpoint (ep_*.c), which routes.c puts in the table.
+//
+// To add an endpoint: write its handler in a new ep_<name>.c (parse with api_fields() and a
+// table of its fields; answer with srv_reply_*() or, for engine work, a Job of job.h),
+// declare it below, add its row to ROUTES in routes.c, and the file to kogpt2d in
+// server/CMakeLists.txt (and to fuzz_http in tests/fuzz/CMakeLists.txt).
 #ifndef API_H
 #define API_H
 
@@ -38,7 +44,7 @@ typedef struct {
     time_t created;
     SrvServer *srv;
     atomic_int ready;      // 1: model loaded and warm; 0: loading (/readyz 503)
-    ScoreMemo *score_memo; // /v1/score's recent prompts (NULL: nothing is remembered)
+    ScoreMemo *score_memo; // /v1/score's recent prompts (score_memo.h; NULL: none remembered)
 } SrvApp;
 
 // The route table (routes.c) and the endpoint names, for metrics_init().
@@ -61,9 +67,53 @@ int api_prompt_from(const SrvApp *app, const char *text, size_t len, const cJSON
 // OpenAI's "model": absent, null or the served name; another is KG_ENOTFOUND (404).
 int api_model(const SrvApp *app, const cJSON *j_req, char *err);
 
+// --- request fields as a table: one static ApiField row per field, read by api_fields() ---
+
+typedef enum {
+    API_INT,     // a whole number in lo..hi into a long long (exact up to 2^53)
+    API_NUM,     // a finite number in lo..hi into a double; open_lo refuses lo itself
+    API_BOOL,    // true or false into an int
+    API_REFUSED, // must be absent or null: a base model cannot honour it (KG_EUNSUP, why)
+    API_READ     // read by the row's own function: a field with rules of its own
+} ApiKind;
+
+// Where a row's upper bound comes from.
+typedef enum {
+    API_HI_CONST, // hi
+    API_HI_N_CTX, // the app's n_ctx
+    API_HI_VOCAB  // the app's vocab_size
+} ApiHi;
+
+// What a row is read from.
+typedef struct {
+    const SrvApp *app;
+    const cJSON *j_req;
+    long long max_tokens_default, max_tokens_min; // api_sampling's: the endpoint's choice
+} ApiRequest;
+
+typedef struct ApiField ApiField;
+struct ApiField {
+    const char *name;   // the request's field; *param when it is the bad one
+    ApiKind kind;       // how it is read
+    size_t offset;      // where its value goes: offsetof(the request shape's struct, member)
+    double def, lo, hi; // an absent or null field's value, and the range (API_INT, API_NUM)
+    ApiHi hi_is;        // API_HI_CONST, or the app's figure instead of hi
+    int open_lo;        // API_NUM: lo is excluded: "top_p must be in (0, 1]"
+    const char *why;    // API_REFUSED: the message
+    // API_READ: reads q->j_req into out (the whole struct); KG_OK or an error in err. It may
+    // name a field of its own in *param (which the loop has set to name).
+    int (*read)(const ApiRequest *q, const ApiField *f, void *out, const char **param, char *err);
+};
+
+// Reads fields[0..n) of q->j_req into out, in order. KG_OK; or, at the first bad field, its
+// code (KG_EINVAL 400 for a wrong type, KG_ERANGE 422 out of range, KG_EUNSUP 422 refused,
+// KG_ENOMEM) with *param naming it and err saying why. out is filled up to that field.
+int api_fields(const ApiRequest *q, const ApiField *fields, size_t n, void *out, const char **param,
+               char *err);
+
 // Sampling parameters shared by /v1/generate, completions and chat.
 typedef struct {
-    long long max_tokens, top_k, n_candidates, seed;
+    long long max_tokens, top_k, n_logprobs, seed;
     double temperature, top_p;
     double presence_penalty, frequency_penalty, repetition_penalty;
     KgLogitBias *logit_bias; // malloc'd (n_logit_bias)
@@ -73,9 +123,10 @@ typedef struct {
     size_t n_stop;
 } ApiSampling;
 
-// Reads them (max_tokens defaults to max_tokens_default and must be >= max_tokens_min;
-// n_candidates comes from "logprobs" given as a number, or from "top_logprobs" when
-// "logprobs" is true, as chat has it). *param names a bad one. Free with api_sampling_free.
+// Reads them with the sampling table (params.c: max_tokens defaults to max_tokens_default
+// and must be >= max_tokens_min; n_logprobs comes from "logprobs" given as a number, or from
+// "top_logprobs" when "logprobs" is true, as chat has it; a seed not given is random).
+// *param names a bad one. Free with api_sampling_free, also after an error.
 int api_sampling(const SrvApp *app, const cJSON *j_req, ApiSampling *s,
                  long long max_tokens_default, long long max_tokens_min, const char **param,
                  char *err);
@@ -102,10 +153,6 @@ size_t api_utf8_chars(const char *s, size_t n);
 // --- the endpoints (ep_*.c), one handler each ---
 enum MHD_Result ep_next_token(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_score(SrvReq *r, const cJSON *j_req);
-// SrvApp.score_memo: made before the server starts (NULL on OOM: /v1/score then remembers
-// nothing), freed once the HTTP server has stopped (NULL is fine).
-ScoreMemo *ep_score_memo_new(void);
-void ep_score_memo_free(ScoreMemo *m);
 enum MHD_Result ep_generate(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_completions(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_chat_completions(SrvReq *r, const cJSON *j_req);

@@ -13,16 +13,19 @@
 // KoGPT2 is a base model: the messages become one prompt through the model's chat template
 // (tokenizer_config.json's chat_template, --chat-template FILE, or the default: KoGPT2-chatbot's
 // <usr>/<sys> form where the tokenizer has those tokens, "role: content" lines otherwise;
-// chat_template.h). The reply ends at the end-of-text token or where the model starts the
-// user's next turn (<usr>).
+// chat_template/chat_template.h). The reply ends at the end-of-text token or where the model
+// starts the user's next turn (<usr>). The request's own fields are CHAT_FIELDS (a table, as
+// params.c reads it); the stream ends as openai.h has it.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "chat_template.h"
+#include "base/buf.h"
+#include "chat_template/chat_template.h"
 #include "job.h"
 #include "json_in.h"
+#include "openai.h"
 
 #define CHAT_MAX_MESSAGES 256
 
@@ -34,18 +37,50 @@ typedef struct {
     cJSON **j_logprobs; // (n_choices) OpenAI's {"content": [...]} when logprobs is true
 } Chat;
 
+// The request's own fields (CHAT_FIELDS), beside the sampling ones.
+typedef struct {
+    long long n; // samples of the one prompt
+} ChatFields;
+
+// "response_format": absent, or of type "text".
+static int chat_read_response_format(const ApiRequest *q, const ApiField *f, void *out,
+                                     const char **param, char *err) {
+    (void)out;
+    (void)param;
+    const cJSON *j_format = cJSON_GetObjectItemCaseSensitive(q->j_req, f->name);
+    const cJSON *j_type = cJSON_GetObjectItemCaseSensitive(j_format, "type");
+    if (!cJSON_IsString(j_type) || !strcmp(j_type->valuestring, "text")) return KG_OK;
+    return kg_err(err, KG_EUNSUP, "response_format %.*s is not supported (only text)",
+                  api_quote_len(j_type->valuestring, 32), j_type->valuestring);
+}
+
+// What a base model cannot do is refused by name, never ignored: tools and functions, and a
+// response_format other than text (LangChain's bindTools and withStructuredOutput send them).
+static const ApiField CHAT_FIELDS[] = {
+    {"tools", API_REFUSED, .why = "tools: tool calls are not supported by this model"},
+    {"tool_choice", API_REFUSED, .why = "tool_choice: tool calls are not supported by this model"},
+    {"functions", API_REFUSED, .why = "functions: tool calls are not supported by this model"},
+    {"function_call", API_REFUSED,
+     .why = "function_call: tool calls are not supported by this model"},
+    {"response_format", API_READ, .read = chat_read_response_format},
+    {"n", API_INT, offsetof(ChatFields, n), .def = 1, .lo = 1, .hi = API_MAX_CHOICES},
+};
+
 // {"token", "logprob", "bytes"} of one token's text.
 static cJSON *chat_token_logprob(const char *text, size_t len, float logprob) {
     char *s = strndup(text, len);
-    cJSON *j = cJSON_CreateObject(), *j_bytes = NULL;
+    cJSON *j = cJSON_CreateObject();
+    cJSON *j_bytes = NULL;
     int ok = s && j && cJSON_AddStringToObject(j, "token", s) &&
-             cJSON_AddNumberToObject(j, "logprob", logprob) &&
-             (j_bytes = cJSON_AddArrayToObject(j, "bytes"));
+             cJSON_AddNumberToObject(j, "logprob", logprob);
+    if (ok) j_bytes = cJSON_AddArrayToObject(j, "bytes");
+    ok = j_bytes != NULL;
     for (size_t i = 0; ok && i < len; i++)
         ok = cJSON_AddItemToArray(j_bytes, cJSON_CreateNumber((unsigned char)text[i]));
     free(s);
-    if (!ok) cJSON_Delete(j);
-    return ok ? j : NULL;
+    if (ok) return j;
+    cJSON_Delete(j);
+    return NULL;
 }
 
 // One generated token's entry of logprobs.content, with its top_logprobs.
@@ -61,54 +96,89 @@ static cJSON *chat_logprob_entry(const Tokenizer *tok, const SchedToken *t) {
             j_top = NULL;
         }
     }
-    if (!j_top) cJSON_Delete(j);
-    return j_top ? j : NULL;
+    if (j_top) return j;
+    cJSON_Delete(j);
+    return NULL;
+}
+
+// Choice i of a chunk: {"index", "delta": {role?, content?}, "logprobs", "finish_reason"}
+// into j_choices (j_lp consumed).
+static int chat_chunk_choice(cJSON *j_choices, size_t i, int with_role, const char *content,
+                             cJSON *j_lp, const char *finish) {
+    cJSON *j_c = cJSON_CreateObject();
+    cJSON *j_delta = NULL;
+    if (!j_c || !cJSON_AddItemToArray(j_choices, j_c)) {
+        cJSON_Delete(j_c);
+        goto oom;
+    }
+    if (!cJSON_AddNumberToObject(j_c, "index", (double)i)) goto oom;
+    j_delta = cJSON_AddObjectToObject(j_c, "delta");
+    if (!j_delta) goto oom;
+    if (with_role && !cJSON_AddStringToObject(j_delta, "role", "assistant")) goto oom;
+    if (content && !cJSON_AddStringToObject(j_delta, "content", content)) goto oom;
+    if (openai_add_logprobs(j_c, j_lp)) return KG_ENOMEM;
+    return openai_add_finish(j_c, finish);
+oom:
+    cJSON_Delete(j_lp);
+    return KG_ENOMEM;
 }
 
 // A chunk of choice i: delta {role?, content?}, logprobs (j_lp consumed), finish_reason.
 static int chat_chunk(Job *job, size_t i, int with_role, const char *content, cJSON *j_lp,
                       const char *finish) {
-    cJSON *j_choices, *j_c = NULL, *j_delta = NULL;
+    cJSON *j_choices;
     cJSON *j = job_openai_object(job, "chat.completion.chunk", &j_choices);
-    int ok = j && cJSON_AddItemToArray(j_choices, j_c = cJSON_CreateObject()) &&
-             cJSON_AddNumberToObject(j_c, "index", (double)i) &&
-             (j_delta = cJSON_AddObjectToObject(j_c, "delta")) &&
-             (!with_role || cJSON_AddStringToObject(j_delta, "role", "assistant")) &&
-             (!content || cJSON_AddStringToObject(j_delta, "content", content)) &&
-             (j_lp ? cJSON_AddItemToObject(j_c, "logprobs", j_lp)
-                   : cJSON_AddNullToObject(j_c, "logprobs") != NULL);
-    if (ok) j_lp = NULL; // attached
-    ok = ok && (finish ? cJSON_AddStringToObject(j_c, "finish_reason", finish)
-                       : cJSON_AddNullToObject(j_c, "finish_reason"));
-    cJSON_Delete(j_lp);
-    if (!ok) {
+    if (!j) {
+        cJSON_Delete(j_lp);
+        return KG_ENOMEM;
+    }
+    if (chat_chunk_choice(j_choices, i, with_role, content, j_lp, finish)) {
         cJSON_Delete(j);
         return KG_ENOMEM;
     }
     return job_sse_json(job, j);
 }
 
-static int chat_token(Job *job, size_t i, const SchedToken *t) {
-    Chat *ch = job->ctx;
-    cJSON *j_entry = ch->want_logprobs ? chat_logprob_entry(job->app->tok, t) : NULL;
-    if (ch->want_logprobs && !j_entry) return KG_ENOMEM;
-    if (!job->stream) {
-        if (!j_entry) return KG_OK;
-        return cJSON_AddItemToArray(cJSON_GetObjectItem(ch->j_logprobs[i], "content"), j_entry)
-                   ? KG_OK
-                   : (cJSON_Delete(j_entry), KG_ENOMEM);
-    }
+// Not streamed: j_entry (consumed; NULL: none) joins choice i's logprobs.content.
+static int chat_logprobs_keep(Chat *ch, size_t i, cJSON *j_entry) {
+    if (!j_entry) return KG_OK;
+    if (cJSON_AddItemToArray(cJSON_GetObjectItem(ch->j_logprobs[i], "content"), j_entry))
+        return KG_OK;
+    cJSON_Delete(j_entry);
+    return KG_ENOMEM;
+}
+
+// Streamed: a chunk of token t's text with, when asked, {"content": [j_entry]} (consumed).
+static int chat_token_chunk(Job *job, size_t i, const SchedToken *t, cJSON *j_entry) {
     cJSON *j_lp = NULL;
-    if (j_entry && (!(j_lp = cJSON_CreateObject()) ||
-                    !cJSON_AddItemToArray(cJSON_AddArrayToObject(j_lp, "content"), j_entry))) {
-        cJSON_Delete(j_lp);
-        cJSON_Delete(j_entry);
-        return KG_ENOMEM;
+    if (j_entry) {
+        j_lp = cJSON_CreateObject();
+        cJSON *j_content = j_lp ? cJSON_AddArrayToObject(j_lp, "content") : NULL;
+        if (!cJSON_AddItemToArray(j_content, j_entry)) {
+            cJSON_Delete(j_lp);
+            cJSON_Delete(j_entry);
+            return KG_ENOMEM;
+        }
     }
     char *s = strndup(t->text, t->text_len);
-    int rc = s ? chat_chunk(job, i, 0, s, j_lp, NULL) : (cJSON_Delete(j_lp), KG_ENOMEM);
+    if (!s) {
+        cJSON_Delete(j_lp);
+        return KG_ENOMEM;
+    }
+    int rc = chat_chunk(job, i, 0, s, j_lp, NULL);
     free(s);
     return rc;
+}
+
+static int chat_token(Job *job, size_t i, const SchedToken *t) {
+    Chat *ch = job->ctx;
+    cJSON *j_entry = NULL;
+    if (ch->want_logprobs) {
+        j_entry = chat_logprob_entry(job->app->tok, t);
+        if (!j_entry) return KG_ENOMEM;
+    }
+    if (!job->stream) return chat_logprobs_keep(ch, i, j_entry);
+    return chat_token_chunk(job, i, t, j_entry);
 }
 
 static int chat_choice_end(Job *job, size_t i) {
@@ -117,36 +187,46 @@ static int chat_choice_end(Job *job, size_t i) {
 
 static int chat_stream_end(Job *job) {
     Chat *ch = job->ctx;
-    cJSON *j_choices;
-    if (ch->include_usage &&
-        job_sse_usage(job, job_openai_object(job, "chat.completion.chunk", &j_choices)))
-        return KG_ENOMEM;
-    return job_sse_raw(job, "data: [DONE]\n\n");
+    return openai_stream_end(job, "chat.completion.chunk", ch->include_usage);
+}
+
+// Choice i of the whole reply: {"index", "message": {role, content}, "logprobs" (moved into
+// the reply), "finish_reason"} into j_choices.
+static int chat_reply_choice(Job *job, cJSON *j_choices, size_t i) {
+    Chat *ch = job->ctx;
+    const char *text = job->choices[i].text.p ? job->choices[i].text.p : "";
+    cJSON *j_lp = NULL;
+    if (ch->j_logprobs) {
+        j_lp = ch->j_logprobs[i];
+        ch->j_logprobs[i] = NULL; // moved into the reply
+    }
+    cJSON *j_c = cJSON_CreateObject();
+    cJSON *j_m = NULL;
+    if (!j_c || !cJSON_AddItemToArray(j_choices, j_c)) {
+        cJSON_Delete(j_c);
+        goto oom;
+    }
+    if (!cJSON_AddNumberToObject(j_c, "index", (double)i)) goto oom;
+    j_m = cJSON_AddObjectToObject(j_c, "message");
+    if (!j_m || !cJSON_AddStringToObject(j_m, "role", "assistant") ||
+        !cJSON_AddStringToObject(j_m, "content", text))
+        goto oom;
+    if (openai_add_logprobs(j_c, j_lp)) return KG_ENOMEM;
+    return openai_add_finish(j_c, job_finish_reason(job, i, 1));
+oom:
+    cJSON_Delete(j_lp);
+    return KG_ENOMEM;
 }
 
 static cJSON *chat_reply(Job *job) {
-    Chat *ch = job->ctx;
     size_t prompt, generated;
     job_usage(job, &prompt, &generated);
-    cJSON *j_choices, *j_root = job_openai_object(job, "chat.completion", &j_choices);
-    for (size_t i = 0; j_root && i < job->n_choices; i++) {
-        cJSON *j_c = cJSON_CreateObject(), *j_m = NULL;
-        if (!j_c || !cJSON_AddItemToArray(j_choices, j_c)) {
-            cJSON_Delete(j_c);
-            goto oom;
-        }
-        const char *text = job->choices[i].text.p ? job->choices[i].text.p : "";
-        if (!cJSON_AddNumberToObject(j_c, "index", (double)i) ||
-            !(j_m = cJSON_AddObjectToObject(j_c, "message")) ||
-            !cJSON_AddStringToObject(j_m, "role", "assistant") ||
-            !cJSON_AddStringToObject(j_m, "content", text) ||
-            !(ch->j_logprobs ? cJSON_AddItemToObject(j_c, "logprobs", ch->j_logprobs[i])
-                             : cJSON_AddNullToObject(j_c, "logprobs") != NULL))
-            goto oom;
-        if (ch->j_logprobs) ch->j_logprobs[i] = NULL; // moved into the reply
-        if (!cJSON_AddStringToObject(j_c, "finish_reason", job_finish_reason(job, i, 1))) goto oom;
-    }
-    if (j_root && !api_add_usage(j_root, prompt, generated)) goto oom;
+    cJSON *j_choices;
+    cJSON *j_root = job_openai_object(job, "chat.completion", &j_choices);
+    if (!j_root) return NULL;
+    for (size_t i = 0; i < job->n_choices; i++)
+        if (chat_reply_choice(job, j_choices, i)) goto oom;
+    if (!api_add_usage(j_root, prompt, generated)) goto oom;
     return j_root;
 oom:
     cJSON_Delete(j_root);
@@ -169,18 +249,8 @@ static const JobHooks CHAT_HOOKS = {.token = chat_token,
                                     .reply = chat_reply,
                                     .free = chat_free};
 
-// A message's content: a string, or an array of {"type": "text", "text"} parts (joined).
-// *out is malloc'd.
-static int chat_content(const cJSON *j_msg, size_t index, char **out, char *err) {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(j_msg, "content");
-    if (cJSON_IsString(j)) return (*out = strdup(j->valuestring)) ? KG_OK : KG_ENOMEM;
-    if (!j || cJSON_IsNull(j)) return (*out = strdup("")) ? KG_OK : KG_ENOMEM;
-    if (!cJSON_IsArray(j))
-        return kg_err(err, KG_EINVAL,
-                      "messages[%zu].content must be a string or an array of "
-                      "text parts",
-                      index);
-    size_t len = 0;
+// Text parts [{"type": "text", "text"}, ...] joined into *out (malloc'd).
+static int chat_content_parts(const cJSON *j, size_t index, char **out, char *err) {
     for (const cJSON *p = j->child; p; p = p->next) {
         const cJSON *j_type = cJSON_GetObjectItemCaseSensitive(p, "type");
         const cJSON *j_text = cJSON_GetObjectItemCaseSensitive(p, "text");
@@ -188,12 +258,47 @@ static int chat_content(const cJSON *j_msg, size_t index, char **out, char *err)
             !cJSON_IsString(j_text))
             return kg_err(err, KG_EUNSUP, "messages[%zu].content: only text parts are supported",
                           index);
-        len += strlen(j_text->valuestring);
     }
-    if (!(*out = malloc(len + 1))) return KG_ENOMEM;
-    (*out)[0] = '\0';
-    for (const cJSON *p = j->child; p; p = p->next)
-        strcat(*out, cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring);
+    KgBuf text = {0};
+    for (const cJSON *p = j->child; p; p = p->next) {
+        const char *part = cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring;
+        if (buf_append(&text, part, strlen(part))) {
+            buf_free(&text);
+            return KG_ENOMEM;
+        }
+    }
+    *out = buf_take(&text, NULL);
+    return *out ? KG_OK : KG_ENOMEM;
+}
+
+// A message's content: a string, or an array of {"type": "text", "text"} parts (joined).
+// *out is malloc'd. KG_ENOMEM leaves err alone.
+static int chat_content(const cJSON *j_msg, size_t index, char **out, char *err) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(j_msg, "content");
+    if (cJSON_IsArray(j)) return chat_content_parts(j, index, out, err);
+    if (j && !cJSON_IsNull(j) && !cJSON_IsString(j))
+        return kg_err(err, KG_EINVAL,
+                      "messages[%zu].content must be a string or an array of "
+                      "text parts",
+                      index);
+    *out = strdup(cJSON_IsString(j) ? j->valuestring : ""); // absent or null: ""
+    return *out ? KG_OK : KG_ENOMEM;
+}
+
+// Message i: its role and its content (*content, malloc'd) into *msg.
+static int chat_message(const cJSON *m, size_t i, ChatMessage *msg, char **content, char *err) {
+    const cJSON *j_role = cJSON_GetObjectItemCaseSensitive(m, "role");
+    if (!cJSON_IsObject(m) || !cJSON_IsString(j_role))
+        return kg_err(err, KG_EINVAL, "messages[%zu] must be an object with a string role", i);
+    if (!json_utf8_valid(j_role->valuestring, strlen(j_role->valuestring), NULL))
+        return kg_err(err, KG_EINVAL, "messages[%zu].role: invalid UTF-8", i);
+    int rc = chat_content(m, i, content, err);
+    if (rc == KG_ENOMEM) return kg_err(err, KG_ENOMEM, "out of memory");
+    if (rc) return rc;
+    size_t bad;
+    if (!json_utf8_valid(*content, strlen(*content), &bad))
+        return kg_err(err, KG_EINVAL, "messages[%zu].content: invalid UTF-8 at byte %zu", i, bad);
+    *msg = (ChatMessage){.role = j_role->valuestring, .content = *content};
     return KG_OK;
 }
 
@@ -209,19 +314,8 @@ static int chat_prompt(const SrvApp *app, const cJSON *j_req, Chat *ch, char *er
     char **contents = calloc(n, sizeof *contents);
     int rc = msgs && contents ? KG_OK : kg_err(err, KG_ENOMEM, "out of memory");
     size_t i = 0;
-    for (const cJSON *m = j->child; !rc && m; m = m->next, i++) {
-        const cJSON *j_role = cJSON_GetObjectItemCaseSensitive(m, "role");
-        if (!cJSON_IsObject(m) || !cJSON_IsString(j_role))
-            rc = kg_err(err, KG_EINVAL, "messages[%zu] must be an object with a string role", i);
-        else if (!json_utf8_valid(j_role->valuestring, strlen(j_role->valuestring), NULL))
-            rc = kg_err(err, KG_EINVAL, "messages[%zu].role: invalid UTF-8", i);
-        else if ((rc = chat_content(m, i, &contents[i], err)) == KG_ENOMEM)
-            kg_err(err, KG_ENOMEM, "out of memory");
-        size_t bad;
-        if (!rc && !json_utf8_valid(contents[i], strlen(contents[i]), &bad))
-            rc = kg_err(err, KG_EINVAL, "messages[%zu].content: invalid UTF-8 at byte %zu", i, bad);
-        if (!rc) msgs[i] = (ChatMessage){.role = j_role->valuestring, .content = contents[i]};
-    }
+    for (const cJSON *m = j->child; !rc && m; m = m->next, i++)
+        rc = chat_message(m, i, &msgs[i], &contents[i], err);
     char *text = NULL;
     size_t len = 0;
     if (!rc)
@@ -237,23 +331,45 @@ static int chat_prompt(const SrvApp *app, const cJSON *j_req, Chat *ch, char *er
     return rc;
 }
 
-// What a base model cannot do is refused by name, never ignored: tools and functions, and a
-// response_format other than text (LangChain's bindTools and withStructuredOutput send them).
-static int chat_unsupported(const cJSON *j_req, const char **param, char *err) {
-    static const char *const FIELDS[] = {"tools", "tool_choice", "functions", "function_call"};
-    for (size_t i = 0; i < sizeof FIELDS / sizeof *FIELDS; i++) {
-        const cJSON *j = cJSON_GetObjectItemCaseSensitive(j_req, FIELDS[i]);
-        if (j && !cJSON_IsNull(j))
-            return *param = FIELDS[i],
-                   kg_err(err, KG_EUNSUP, "%s: tool calls are not supported by this model",
-                          FIELDS[i]);
+// Non-streamed logprobs: one {"content": []} per choice, filled token by token.
+static int chat_logprobs_new(Chat *ch, char *err) {
+    ch->j_logprobs = calloc(ch->n_choices, sizeof *ch->j_logprobs);
+    if (!ch->j_logprobs) return kg_err(err, KG_ENOMEM, "out of memory");
+    for (size_t i = 0; i < ch->n_choices; i++) {
+        ch->j_logprobs[i] = cJSON_CreateObject();
+        if (!ch->j_logprobs[i] || !cJSON_AddArrayToObject(ch->j_logprobs[i], "content"))
+            return kg_err(err, KG_ENOMEM, "out of memory");
     }
-    const cJSON *j_type = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(j_req, "response_format"), "type");
-    if (cJSON_IsString(j_type) && strcmp(j_type->valuestring, "text"))
-        return *param = "response_format",
-               kg_err(err, KG_EUNSUP, "response_format %.*s is not supported (only text)",
-                      api_quote_len(j_type->valuestring, 32), j_type->valuestring);
+    return KG_OK;
+}
+
+// The request into ch and s. KG_OK, or the error with *param naming the field at fault.
+static int chat_parse(const SrvApp *app, const cJSON *j_req, Chat *ch, ApiSampling *s,
+                      const char **param, char *err) {
+    const ApiRequest q = {.app = app, .j_req = j_req};
+    ChatFields f;
+    *param = "model";
+    int rc = api_model(app, j_req, err);
+    if (rc) return rc;
+    if (!app->chat_template) {
+        *param = NULL;
+        return kg_err(err, KG_EUNSUP, "%s", app->chat_error);
+    }
+    rc = api_fields(&q, CHAT_FIELDS, sizeof CHAT_FIELDS / sizeof *CHAT_FIELDS, &f, param, err);
+    if (!rc) rc = api_sampling(app, j_req, s, 16, 1, param, err);
+    if (rc) return rc;
+    // "max_completion_tokens", the newer name of max_tokens, wins when both are given
+    *param = "max_completion_tokens";
+    rc = json_int(j_req, "max_completion_tokens", &s->max_tokens, s->max_tokens, 1,
+                  (long long)app->n_ctx, err);
+    if (rc) return rc;
+    *param = "messages";
+    rc = chat_prompt(app, j_req, ch, err);
+    if (rc) return rc;
+    ch->want_logprobs = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j_req, "logprobs"));
+    ch->include_usage = s->include_usage;
+    ch->n_choices = (size_t)f.n;
+    if (ch->want_logprobs && !s->stream) return chat_logprobs_new(ch, err);
     return KG_OK;
 }
 
@@ -264,43 +380,20 @@ enum MHD_Result ep_chat_completions(SrvReq *r, const cJSON *j_req) {
     char err[KG_ERRLEN];
     const char *param = "model";
     ApiSampling s = {0};
-    long long n = 1;
     Job *job = NULL;
     SchedParams params[API_MAX_CHOICES];
     Chat *ch = calloc(1, sizeof *ch);
-    const cJSON *j_max = cJSON_GetObjectItemCaseSensitive(j_req, "max_completion_tokens");
-    int rc = ch ? api_model(app, j_req, err) : kg_err(err, KG_ENOMEM, "out of memory");
-    if (!rc && !app->chat_template)
-        param = NULL, rc = kg_err(err, KG_EUNSUP, "%s", app->chat_error);
-    if (!rc) rc = chat_unsupported(j_req, &param, err);
-    if (!rc) rc = json_int(j_req, param = "n", &n, 1, 1, API_MAX_CHOICES, err);
-    if (!rc) rc = api_sampling(app, j_req, &s, 16, 1, &param, err);
-    // the newer name of max_tokens wins when both are given
-    long long max_completion;
-    if (!rc && j_max && !cJSON_IsNull(j_max) &&
-        !(rc = json_int(j_req, param = "max_completion_tokens", &max_completion, 16, 1,
-                        (long long)app->n_ctx, err)))
-        s.max_tokens = max_completion;
-    if (!rc) rc = chat_prompt(app, j_req, ch, err), param = "messages";
-    const cJSON *j_lp = cJSON_GetObjectItemCaseSensitive(j_req, "logprobs");
-    if (!rc) ch->want_logprobs = cJSON_IsTrue(j_lp), ch->include_usage = s.include_usage;
-    if (!rc) ch->n_choices = (size_t)n;
-    if (!rc && ch->want_logprobs && !s.stream &&
-        !(ch->j_logprobs = calloc((size_t)n, sizeof *ch->j_logprobs)))
-        rc = kg_err(err, KG_ENOMEM, "out of memory");
-    for (size_t i = 0; !rc && ch->j_logprobs && i < (size_t)n; i++)
-        if (!(ch->j_logprobs[i] = cJSON_CreateObject()) ||
-            !cJSON_AddArrayToObject(ch->j_logprobs[i], "content"))
-            rc = kg_err(err, KG_ENOMEM, "out of memory");
-    if (!rc && !(job = job_new(app, &CHAT_HOOKS, ch, (size_t)n, "chatcmpl", s.stream)))
-        rc = kg_err(err, KG_ENOMEM, "out of memory");
-    if (!rc) job->n_per_prompt = (size_t)n; // one prompt: usage counts it once
+    int rc =
+        ch ? chat_parse(app, j_req, ch, &s, &param, err) : kg_err(err, KG_ENOMEM, "out of memory");
+    if (!rc) job = job_new(app, &CHAT_HOOKS, ch, ch->n_choices, "chatcmpl", s.stream);
+    if (!rc && !job) rc = kg_err(err, KG_ENOMEM, "out of memory");
     if (rc) {
         chat_free(ch);
         api_sampling_free(&s);
         return srv_reply_kg(r, rc, err, param);
     }
-    for (size_t i = 0; i < (size_t)n; i++) {
+    job->n_per_prompt = ch->n_choices; // one prompt: usage counts it once
+    for (size_t i = 0; i < ch->n_choices; i++) {
         params[i] = api_sched_params(&s, ch->prompt, ch->n_prompt);
         params[i].seed = (uint64_t)s.seed + i; // each sample its own stream
         params[i].stop_tokens = &app->chat_stop_id;
@@ -321,20 +414,21 @@ static int chat_config_template(const char *model_dir, char **source, char *err)
         return KG_OK;
     int rc = kg_read_file(path, 16 << 20, &text, NULL, err);
     if (rc) return rc;
-    cJSON *j_root = cJSON_Parse(text),
-          *j = cJSON_GetObjectItemCaseSensitive(j_root, "chat_template");
+    cJSON *j_root = cJSON_Parse(text);
+    free(text);
+    if (!j_root) return kg_err(err, KG_EFORMAT, "%s: not JSON", path);
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(j_root, "chat_template");
     if (cJSON_IsArray(j))
         for (const cJSON *e = j->child; e; e = e->next) {
             const cJSON *j_name = cJSON_GetObjectItemCaseSensitive(e, "name");
             if (cJSON_IsString(j_name) && !strcmp(j_name->valuestring, "default"))
                 j = cJSON_GetObjectItemCaseSensitive(e, "template");
         }
-    if (!j_root)
-        rc = kg_err(err, KG_EFORMAT, "%s: not JSON", path);
-    else if (cJSON_IsString(j) && !(*source = strdup(j->valuestring)))
-        rc = kg_err(err, KG_ENOMEM, "out of memory");
+    if (cJSON_IsString(j)) {
+        *source = strdup(j->valuestring);
+        if (!*source) rc = kg_err(err, KG_ENOMEM, "out of memory");
+    }
     cJSON_Delete(j_root);
-    free(text);
     return rc;
 }
 
@@ -353,8 +447,9 @@ int ep_chat_setup(SrvApp *app, const char *model_dir, const char *template_file,
     if (template_file) {
         rc = kg_read_file(template_file, 1 << 20, &source, NULL, err);
         what = template_file;
-    } else if (!(rc = chat_config_template(model_dir, &source, err)) && source) {
-        what = "tokenizer_config.json's chat_template";
+    } else {
+        rc = chat_config_template(model_dir, &source, err);
+        if (source) what = "tokenizer_config.json's chat_template";
     }
     if (rc) return rc;
     const char *text = source                 ? source

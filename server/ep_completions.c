@@ -13,12 +13,15 @@
 //   echo with logprobs scores the prompt too (how evaluation harnesses ask for likelihoods):
 //   its tokens lead the logprobs, the first with null; max_tokens may then be 0; not streamed.
 //   logprobs: OpenAI's parallel arrays; text_offset counts characters, as OpenAI's does.
+//   The request's own fields are COMPLETIONS_FIELDS (a table, as params.c reads it); the
+//   stream ends as openai.h has it.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "job.h"
 #include "json_in.h"
+#include "openai.h"
 
 // One prompt of the request; its n samples share it.
 typedef struct {
@@ -42,6 +45,21 @@ typedef struct {
     int want_logprobs, include_usage;
 } Completions;
 
+// The request's own fields (COMPLETIONS_FIELDS), beside the sampling ones.
+typedef struct {
+    long long n, best_of; // samples per prompt; best_of > 1 is refused
+    int echo;             // the prompt leads each choice's text
+} CompletionsFields;
+
+#define COMPLETIONS(m) offsetof(CompletionsFields, m)
+
+static const ApiField COMPLETIONS_FIELDS[] = {
+    {"suffix", API_REFUSED, .why = "suffix (insertion) is not supported"},
+    {"n", API_INT, COMPLETIONS(n), .def = 1, .lo = 1, .hi = API_MAX_CHOICES},
+    {"best_of", API_INT, COMPLETIONS(best_of), .def = 1, .lo = 1, .hi = 1},
+    {"echo", API_BOOL, COMPLETIONS(echo), .def = 0},
+};
+
 // OpenAI's legacy logprobs object: parallel arrays tokens, token_logprobs, top_logprobs
 // (objects keyed by token text), text_offset.
 static cJSON *completions_logprobs_new(void) {
@@ -56,20 +74,30 @@ static cJSON *completions_logprobs_new(void) {
     return j_lp;
 }
 
-// Appends token t to a logprobs object at character offset off.
-static int completions_logprobs_add(cJSON *j_lp, const Tokenizer *tok, const SchedToken *t,
-                                    size_t off) {
-    int first = isnan(t->logprob); // the prompt's first token has no score: null, as OpenAI
-    cJSON *j_top = first ? cJSON_CreateNull() : cJSON_CreateObject();
-    for (size_t k = 0; !first && j_top && k < t->n_candidates; k++) {
+// Token t's top_logprobs entry: {token text: logprob} of its candidates, or null for the
+// prompt's first token, which has no score (as OpenAI has it). NULL on OOM.
+static cJSON *completions_top_logprobs(const Tokenizer *tok, const SchedToken *t) {
+    if (isnan(t->logprob)) return cJSON_CreateNull();
+    cJSON *j_top = cJSON_CreateObject();
+    for (size_t k = 0; j_top && k < t->n_candidates; k++) {
         char *key = tok_piece_text(tok, t->candidates[k].id);
-        if (!key || (!cJSON_GetObjectItemCaseSensitive(j_top, key) &&
-                     !cJSON_AddNumberToObject(j_top, key, t->candidates[k].logprob))) {
+        int ok = key != NULL;
+        if (ok && !cJSON_GetObjectItemCaseSensitive(j_top, key)) // the first of equal texts
+            ok = cJSON_AddNumberToObject(j_top, key, t->candidates[k].logprob) != NULL;
+        free(key);
+        if (!ok) {
             cJSON_Delete(j_top);
             j_top = NULL;
         }
-        free(key);
     }
+    return j_top;
+}
+
+// Appends token t to a logprobs object at character offset off.
+static int completions_logprobs_add(cJSON *j_lp, const Tokenizer *tok, const SchedToken *t,
+                                    size_t off) {
+    int first = isnan(t->logprob);
+    cJSON *j_top = completions_top_logprobs(tok, t);
     char *s = strndup(t->text, t->text_len);
     cJSON *j_s = s ? cJSON_CreateString(s) : NULL;
     free(s);
@@ -98,27 +126,49 @@ static int completions_add_choice(cJSON *j_choices, size_t index, const char *te
         return KG_ENOMEM;
     }
     if (!cJSON_AddStringToObject(j_c, "text", text) ||
-        !cJSON_AddNumberToObject(j_c, "index", (double)index) ||
-        !(j_lp ? cJSON_AddItemToObject(j_c, "logprobs", j_lp)
-               : cJSON_AddNullToObject(j_c, "logprobs") != NULL)) {
+        !cJSON_AddNumberToObject(j_c, "index", (double)index)) {
         cJSON_Delete(j_lp); // not attached
         return KG_ENOMEM;
     }
-    return (finish ? cJSON_AddStringToObject(j_c, "finish_reason", finish)
-                   : cJSON_AddNullToObject(j_c, "finish_reason"))
-               ? KG_OK
-               : KG_ENOMEM;
+    if (openai_add_logprobs(j_c, j_lp)) return KG_ENOMEM;
+    return openai_add_finish(j_c, finish);
 }
 
-// One chunk of a stream: choice i's text (and logprobs), or its finish_reason.
+// One chunk of a stream: choice i's text (and logprobs, consumed), or its finish_reason.
 static int completions_chunk(Job *job, size_t i, const char *text, cJSON *j_lp,
                              const char *finish) {
-    cJSON *j_choices, *j = job_openai_object(job, "text_completion", &j_choices);
-    if (!j || completions_add_choice(j_choices, i, text, j_lp, finish)) {
+    cJSON *j_choices;
+    cJSON *j = job_openai_object(job, "text_completion", &j_choices);
+    if (!j) {
+        cJSON_Delete(j_lp);
+        return KG_ENOMEM;
+    }
+    if (completions_add_choice(j_choices, i, text, j_lp, finish)) {
         cJSON_Delete(j);
         return KG_ENOMEM;
     }
     return job_sse_json(job, j);
+}
+
+// Streaming: a chunk with token t's text at character offset off, and its logprobs if asked.
+static int completions_token_chunk(Job *job, size_t i, const SchedToken *t, size_t off) {
+    Completions *c = job->ctx;
+    cJSON *j_lp = NULL;
+    if (c->want_logprobs) {
+        j_lp = completions_logprobs_new();
+        if (!j_lp || completions_logprobs_add(j_lp, job->app->tok, t, off)) {
+            cJSON_Delete(j_lp);
+            return KG_ENOMEM;
+        }
+    }
+    char *s = strndup(t->text, t->text_len);
+    if (!s) {
+        cJSON_Delete(j_lp);
+        return KG_ENOMEM;
+    }
+    int rc = completions_chunk(job, i, s, j_lp, NULL);
+    free(s);
+    return rc;
 }
 
 static int completions_token(Job *job, size_t i, const SchedToken *t) {
@@ -126,8 +176,8 @@ static int completions_token(Job *job, size_t i, const SchedToken *t) {
     CompletionChoice *ch = &c->choices[i];
     const Tokenizer *tok = job->app->tok;
     if (t->prompt) { // a prompt token's score (echo + logprobs): logprobs only
-        int rc = ch->j_logprobs ? completions_logprobs_add(ch->j_logprobs, tok, t, ch->scored_chars)
-                                : KG_OK;
+        int rc = KG_OK;
+        if (ch->j_logprobs) rc = completions_logprobs_add(ch->j_logprobs, tok, t, ch->scored_chars);
         ch->scored_chars += api_utf8_chars(t->text, t->text_len);
         return rc;
     }
@@ -136,16 +186,7 @@ static int completions_token(Job *job, size_t i, const SchedToken *t) {
     ch->text_chars += api_utf8_chars(t->text, t->text_len);
     if (ch->j_logprobs && completions_logprobs_add(ch->j_logprobs, tok, t, off)) return KG_ENOMEM;
     if (!job->stream) return KG_OK;
-    cJSON *j_lp = NULL;
-    if (c->want_logprobs &&
-        (!(j_lp = completions_logprobs_new()) || completions_logprobs_add(j_lp, tok, t, off))) {
-        cJSON_Delete(j_lp);
-        return KG_ENOMEM;
-    }
-    char *s = strndup(t->text, t->text_len);
-    int rc = s ? completions_chunk(job, i, s, j_lp, NULL) : (cJSON_Delete(j_lp), KG_ENOMEM);
-    free(s);
-    return rc;
+    return completions_token_chunk(job, i, t, off);
 }
 
 static int completions_choice_end(Job *job, size_t i) {
@@ -154,41 +195,45 @@ static int completions_choice_end(Job *job, size_t i) {
 
 static int completions_stream_end(Job *job) {
     Completions *c = job->ctx;
-    cJSON *j_choices;
-    if (c->include_usage &&
-        job_sse_usage(job, job_openai_object(job, "text_completion", &j_choices)))
-        return KG_ENOMEM;
-    return job_sse_raw(job, "data: [DONE]\n\n");
+    return openai_stream_end(job, "text_completion", c->include_usage);
+}
+
+// Choice i of the whole reply: its echoed prompt and text, its logprobs (moved into it).
+static int completions_reply_choice(Job *job, cJSON *j_choices, size_t i) {
+    Completions *c = job->ctx;
+    const char *echo = c->prompts[i / c->n].echo;
+    const char *text = job->choices[i].text.p ? job->choices[i].text.p : "";
+    cJSON *j_lp = c->choices[i].j_logprobs;
+    c->choices[i].j_logprobs = NULL; // moved into the reply
+    char *full = NULL;
+    if (echo) {
+        full = malloc(strlen(echo) + strlen(text) + 1);
+        if (!full) {
+            cJSON_Delete(j_lp);
+            return KG_ENOMEM;
+        }
+        strcpy(full, echo);
+        strcat(full, text);
+    }
+    int rc = completions_add_choice(j_choices, i, full ? full : text, j_lp,
+                                    job_finish_reason(job, i, 1));
+    free(full);
+    return rc;
 }
 
 static cJSON *completions_reply(Job *job) {
-    Completions *c = job->ctx;
     size_t prompt, generated;
     job_usage(job, &prompt, &generated);
-    cJSON *j_choices, *j_root = job_openai_object(job, "text_completion", &j_choices);
-    for (size_t i = 0; j_root && i < job->n_choices; i++) {
-        CompletionChoice *ch = &c->choices[i];
-        const char *echo = c->prompts[i / c->n].echo;
-        const char *text = job->choices[i].text.p ? job->choices[i].text.p : "";
-        char *full = NULL;
-        if (echo && (full = malloc(strlen(echo) + strlen(text) + 1)))
-            strcat(strcpy(full, echo), text);
-        cJSON *j_lp = ch->j_logprobs;
-        ch->j_logprobs = NULL; // moved into the reply
-        int rc = echo && !full ? (cJSON_Delete(j_lp), KG_ENOMEM)
-                               : completions_add_choice(j_choices, i, full ? full : text, j_lp,
-                                                        job_finish_reason(job, i, 1));
-        free(full);
-        if (rc) {
-            cJSON_Delete(j_root);
-            return NULL;
-        }
-    }
-    if (j_root && !api_add_usage(j_root, prompt, generated)) {
-        cJSON_Delete(j_root);
-        return NULL;
-    }
+    cJSON *j_choices;
+    cJSON *j_root = job_openai_object(job, "text_completion", &j_choices);
+    if (!j_root) return NULL;
+    for (size_t i = 0; i < job->n_choices; i++)
+        if (completions_reply_choice(job, j_choices, i)) goto oom;
+    if (!api_add_usage(j_root, prompt, generated)) goto oom;
     return j_root;
+oom:
+    cJSON_Delete(j_root);
+    return NULL;
 }
 
 static void completions_free(void *ctx) {
@@ -211,28 +256,43 @@ static const JobHooks COMPLETIONS_HOOKS = {.token = completions_token,
                                            .reply = completions_reply,
                                            .free = completions_free};
 
+// A prompt given as a string: its text, checked for UTF-8.
+static int completions_prompt_text(const cJSON *j, const char **text, size_t *len, char *err) {
+    *text = j->valuestring;
+    *len = strlen(*text);
+    size_t bad;
+    if (!json_utf8_valid(*text, *len, &bad))
+        return kg_err(err, KG_EINVAL, "prompt: invalid UTF-8 at byte %zu", bad);
+    return KG_OK;
+}
+
+// The text a prompt echoes: its own, or its ids decoded.
+static int completions_prompt_echo(const SrvApp *app, const char *text, CompletionPrompt *pr,
+                                   char *err) {
+    if (text) {
+        pr->echo = strdup(text);
+        if (!pr->echo) return kg_err(err, KG_ENOMEM, "prompt: out of memory");
+    } else {
+        int rc = tok_decode(app->tok, pr->ids, pr->n_ids, &pr->echo, NULL, err);
+        if (rc) return rc;
+    }
+    pr->echo_chars = api_utf8_chars(pr->echo, strlen(pr->echo));
+    return KG_OK;
+}
+
 // One prompt: a string or an array of ids.
 static int completions_prompt(const SrvApp *app, const cJSON *j, CompletionPrompt *pr, int echo,
                               char *err) {
     const char *text = NULL;
     size_t len = 0;
-    if (cJSON_IsString(j)) {
-        text = j->valuestring;
-        len = strlen(text);
-        size_t bad;
-        if (!json_utf8_valid(text, len, &bad))
-            return kg_err(err, KG_EINVAL, "prompt: invalid UTF-8 at byte %zu", bad);
-    } else if (!cJSON_IsArray(j)) {
+    if (!cJSON_IsString(j) && !cJSON_IsArray(j))
         return kg_err(err, KG_EINVAL,
                       "prompt must be a string, an array of token ids, or an "
                       "array of those");
-    }
-    int rc = api_prompt_from(app, text, len, j, "prompt", &pr->ids, &pr->n_ids, err);
+    int rc = cJSON_IsString(j) ? completions_prompt_text(j, &text, &len, err) : KG_OK;
+    if (!rc) rc = api_prompt_from(app, text, len, j, "prompt", &pr->ids, &pr->n_ids, err);
     if (rc || !echo) return rc;
-    if (text && !(pr->echo = strdup(text))) return kg_err(err, KG_ENOMEM, "prompt: out of memory");
-    if (!text && (rc = tok_decode(app->tok, pr->ids, pr->n_ids, &pr->echo, NULL, err))) return rc;
-    pr->echo_chars = api_utf8_chars(pr->echo, strlen(pr->echo));
-    return KG_OK;
+    return completions_prompt_echo(app, text, pr, err);
 }
 
 // "prompt": one (a string or ids) or a batch (an array of strings or of id arrays).
@@ -245,9 +305,9 @@ static int completions_prompts(const SrvApp *app, const cJSON *j_req, Completion
     if (c->n_prompts * c->n > API_MAX_CHOICES)
         return kg_err(err, KG_ERANGE, "at most %d choices per request (prompts x n: %zu x %zu)",
                       API_MAX_CHOICES, c->n_prompts, c->n);
-    if (!(c->prompts = calloc(c->n_prompts, sizeof *c->prompts)) ||
-        !(c->choices = calloc(c->n_prompts * c->n, sizeof *c->choices)))
-        return kg_err(err, KG_ENOMEM, "out of memory");
+    c->prompts = calloc(c->n_prompts, sizeof *c->prompts);
+    c->choices = calloc(c->n_prompts * c->n, sizeof *c->choices);
+    if (!c->prompts || !c->choices) return kg_err(err, KG_ENOMEM, "out of memory");
     const cJSON *j_p = batch ? j->child : j;
     for (size_t i = 0; i < c->n_prompts; i++, j_p = j_p->next) {
         int rc = completions_prompt(app, j_p, &c->prompts[i], echo, err);
@@ -258,6 +318,56 @@ static int completions_prompts(const SrvApp *app, const cJSON *j_req, Completion
     return KG_OK;
 }
 
+// One engine request per choice (prompt i / n, sample i % n: its own seed stream, seed + k),
+// and the logprobs object of each when they are asked for and not streamed.
+static int completions_params(Completions *c, const ApiSampling *s, int scoring, SchedParams **out,
+                              char *err) {
+    size_t n_choices = c->n_prompts * c->n;
+    SchedParams *params = calloc(n_choices, sizeof *params);
+    *out = params;
+    if (!params) return kg_err(err, KG_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n_choices; i++) {
+        const CompletionPrompt *pr = &c->prompts[i / c->n];
+        params[i] = api_sched_params(s, pr->ids, pr->n_ids);
+        params[i].seed = (uint64_t)s->seed + i % c->n; // each sample its own stream
+        params[i].score_prompt = scoring;
+    }
+    if (!c->want_logprobs || s->stream) return KG_OK; // a stream's chunks carry their own
+    for (size_t i = 0; i < n_choices; i++) {
+        c->choices[i].j_logprobs = completions_logprobs_new();
+        if (!c->choices[i].j_logprobs) return kg_err(err, KG_ENOMEM, "out of memory");
+    }
+    return KG_OK;
+}
+
+// The request into c, s and *params (one per choice, malloc'd). KG_OK, or the error with
+// *param naming the field at fault.
+static int completions_parse(const SrvApp *app, const cJSON *j_req, Completions *c, ApiSampling *s,
+                             SchedParams **params, const char **param, char *err) {
+    const ApiRequest q = {.app = app, .j_req = j_req};
+    const size_t n_fields = sizeof COMPLETIONS_FIELDS / sizeof *COMPLETIONS_FIELDS;
+    CompletionsFields f;
+    *param = "model";
+    int rc = api_model(app, j_req, err);
+    if (!rc) rc = api_fields(&q, COMPLETIONS_FIELDS, n_fields, &f, param, err);
+    if (rc) return rc;
+    const cJSON *j_lp = cJSON_GetObjectItemCaseSensitive(j_req, "logprobs");
+    c->n = (size_t)f.n;
+    c->want_logprobs = j_lp && !cJSON_IsNull(j_lp);
+    int scoring = f.echo && c->want_logprobs; // scores the prompt: max_tokens 0 is "score only"
+    rc = api_sampling(app, j_req, s, 16, scoring ? 0 : 1, param, err);
+    if (rc) return rc;
+    if (scoring && s->stream) {
+        *param = "stream";
+        return kg_err(err, KG_EUNSUP, "echo with logprobs (prompt scoring) is not streamed");
+    }
+    c->include_usage = s->include_usage;
+    *param = "prompt";
+    rc = completions_prompts(app, j_req, c, f.echo, err);
+    if (rc) return rc;
+    return completions_params(c, s, scoring, params, err);
+}
+
 enum MHD_Result ep_completions(SrvReq *r, const cJSON *j_req) {
     enum MHD_Result ret = MHD_NO;
     SrvApp *app = api_ready(r, &ret);
@@ -265,54 +375,25 @@ enum MHD_Result ep_completions(SrvReq *r, const cJSON *j_req) {
     char err[KG_ERRLEN];
     const char *param = "model";
     ApiSampling s = {0};
-    long long n, best_of;
-    int echo = 0;
     Job *job = NULL;
     SchedParams *params = NULL;
     Completions *c = calloc(1, sizeof *c);
-    const cJSON *j_lp = cJSON_GetObjectItemCaseSensitive(j_req, "logprobs");
-    const cJSON *j_suffix = cJSON_GetObjectItemCaseSensitive(j_req, "suffix");
-    int rc = c ? api_model(app, j_req, err) : kg_err(err, KG_ENOMEM, "out of memory");
-    if (!rc && j_suffix && !cJSON_IsNull(j_suffix))
-        param = "suffix", rc = kg_err(err, KG_EUNSUP, "suffix (insertion) is not supported");
-    if (!rc) rc = json_int(j_req, param = "n", &n, 1, 1, API_MAX_CHOICES, err);
-    if (!rc) rc = json_int(j_req, param = "best_of", &best_of, 1, 1, 1, err);
-    if (!rc) rc = json_bool(j_req, param = "echo", &echo, 0, err);
-    if (!rc) c->n = (size_t)n, c->want_logprobs = j_lp && !cJSON_IsNull(j_lp);
-    // echo with logprobs scores the prompt; max_tokens 0 then means "score only"
-    int scoring = !rc && echo && c->want_logprobs;
-    if (!rc) rc = api_sampling(app, j_req, &s, 16, scoring ? 0 : 1, &param, err);
-    if (!rc && scoring && s.stream)
-        param = "stream",
-        rc = kg_err(err, KG_EUNSUP, "echo with logprobs (prompt scoring) is not streamed");
-    if (!rc) rc = completions_prompts(app, j_req, c, echo, err), param = "prompt";
+    int rc = c ? completions_parse(app, j_req, c, &s, &params, &param, err)
+               : kg_err(err, KG_ENOMEM, "out of memory");
     size_t n_choices = rc ? 0 : c->n_prompts * c->n;
-    if (!rc && !(params = calloc(n_choices, sizeof *params)))
-        rc = kg_err(err, KG_ENOMEM, "out of memory");
-    for (size_t i = 0; !rc && i < n_choices; i++) {
-        const CompletionPrompt *pr = &c->prompts[i / c->n];
-        if (c->want_logprobs && !s.stream && // a stream's chunks carry their own
-            !(c->choices[i].j_logprobs = completions_logprobs_new()))
-            rc = kg_err(err, KG_ENOMEM, "out of memory");
-        params[i] = api_sched_params(&s, pr->ids, pr->n_ids);
-        params[i].seed = (uint64_t)s.seed + i % c->n; // each sample its own stream
-        params[i].score_prompt = scoring;
-    }
-    if (!rc) c->include_usage = s.include_usage;
-    if (!rc && !(job = job_new(app, &COMPLETIONS_HOOKS, c, n_choices, "cmpl", s.stream)))
-        rc = kg_err(err, KG_ENOMEM, "out of memory");
-    if (!rc) job->n_per_prompt = c->n; // usage counts each prompt once, not n times
+    if (!rc) job = job_new(app, &COMPLETIONS_HOOKS, c, n_choices, "cmpl", s.stream);
+    if (!rc && !job) rc = kg_err(err, KG_ENOMEM, "out of memory");
     if (rc) {
         completions_free(c);
         api_sampling_free(&s);
         free(params);
         return srv_reply_kg(r, rc, err, param);
     }
-    if (s.stream) // the echoed prompts lead their choices' streams
-        for (size_t i = 0; i < n_choices; i++) {
-            const char *echo = c->prompts[i / c->n].echo;
-            if (echo && completions_chunk(job, i, echo, NULL, NULL)) job->oom = 1;
-        }
+    job->n_per_prompt = c->n; // usage counts each prompt once, not n times
+    for (size_t i = 0; s.stream && i < n_choices; i++) { // the echoed prompts lead the streams
+        const char *echo = c->prompts[i / c->n].echo;
+        if (echo && completions_chunk(job, i, echo, NULL, NULL)) job->oom = 1;
+    }
     ret = job_run(r, job, params);
     api_sampling_free(&s); // sched_submit copied what it keeps
     free(params);

@@ -19,9 +19,9 @@
 typedef struct {
     int *prompt; // (n_prompt) ids
     size_t n_prompt;
-    size_t n_candidates; // top logprobs per token
-    cJSON *j_ids;        // generated ids
-    cJSON *j_logprobs;   // per-token objects (when n_candidates > 0)
+    size_t n_logprobs; // top logprobs per token
+    cJSON *j_ids;      // generated ids
+    cJSON *j_logprobs; // per-token objects (when n_logprobs > 0)
 } Generate;
 
 // {"id", "text", "logprob", "top": [{id, text, logprob}...]} of one generated token.
@@ -33,8 +33,8 @@ static cJSON *generate_token_json(const Tokenizer *tok, const SchedToken *t, int
         !cJSON_AddNumberToObject(j_t, "logprob", t->logprob) ||
         (with_top && !(j_top = cJSON_AddArrayToObject(j_t, "top"))))
         goto fail;
-    for (size_t k = 0; j_top && k < t->n_candidates; k++) {
-        const KgCandidate *c = &t->candidates[k];
+    for (size_t r = 0; j_top && r < t->n_candidates; r++) {
+        const KgCandidate *c = &t->candidates[r];
         char *text = tok_piece_text(tok, c->id);
         cJSON *j_c = cJSON_CreateObject();
         int ok = text && cJSON_AddItemToArray(j_top, j_c) &&
@@ -60,7 +60,7 @@ static int generate_token(Job *job, size_t i, const SchedToken *t) {
         !cJSON_AddItemToArray(g->j_logprobs, generate_token_json(job->app->tok, t, 1)))
         return KG_ENOMEM;
     if (job->stream)
-        return job_sse_json(job, generate_token_json(job->app->tok, t, g->n_candidates > 0));
+        return job_sse_json(job, generate_token_json(job->app->tok, t, g->n_logprobs > 0));
     return KG_OK;
 }
 
@@ -124,9 +124,9 @@ enum MHD_Result ep_generate(SrvReq *r, const cJSON *j_req) {
                : kg_err(err, KG_ENOMEM, "out of memory");
     if (!rc) rc = api_prompt(app, j_req, &g->prompt, &g->n_prompt, &param, err);
     if (!rc) {
-        g->n_candidates = (size_t)s.n_candidates;
+        g->n_logprobs = (size_t)s.n_logprobs;
         if (!(g->j_ids = cJSON_CreateArray()) ||
-            (g->n_candidates && !(g->j_logprobs = cJSON_CreateArray())) ||
+            (g->n_logprobs && !(g->j_logprobs = cJSON_CreateArray())) ||
             !(job = job_new(app, &GENERATE_HOOKS, g, 1, "gen", s.stream)))
             rc = kg_err(err, KG_ENOMEM, "out of memory");
     }

@@ -4,7 +4,8 @@
 //   -> {model, tokens, candidates [{id, piece, text, prob, logprob}] best first,
 //       prompt_tokens, cached_tokens, timings {total_ms, queue_ms, prefill_ms, decode_ms}}
 //
-// Probabilities are the full-vocabulary softmax of the logits divided by temperature.
+// "top_k" is the answer's size: n_candidates from here to the engine (SchedParams). The
+// probabilities are the full-vocabulary softmax of the logits divided by temperature.
 // "speculate": when idle, the engine precomputes the answers for the top candidates, so that
 // asking next with one of them appended is answered from the prefix cache (the next click).
 #include <stdlib.h>
@@ -39,9 +40,9 @@ static cJSON *next_candidate_json(const Tokenizer *tok, const KgCandidate *c) {
 static int next_token(Job *job, size_t i, const SchedToken *t) {
     (void)i;
     NextToken *nt = job->ctx;
-    for (size_t k = 0; k < t->n_candidates; k++)
+    for (size_t r = 0; r < t->n_candidates; r++) // best first
         if (!cJSON_AddItemToArray(nt->j_candidates,
-                                  next_candidate_json(job->app->tok, &t->candidates[k])))
+                                  next_candidate_json(job->app->tok, &t->candidates[r])))
             return KG_ENOMEM;
     return KG_OK;
 }

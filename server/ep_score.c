@@ -11,41 +11,21 @@
 // predicts, has logprob, prob, rank and top null.
 //
 // Cost. A position's score depends only on the tokens up to it, so positions of an earlier
-// request sharing the prefix come from a small memo (cached_tokens counts them). When at most
-// SCORE_TAIL positions are left (a click appends one token; typing changes the last one or
-// two), each is a next-token job at its prefix, answered from the engine's prefix cache when
-// the Explorer has asked there (no forward pass). More are one prompt-scoring job: one forward
-// pass over the whole prompt.
+// request sharing the prefix come from the app's memo (score_memo.h; cached_tokens counts
+// them). The positions left become engine jobs, and which kind is this endpoint's choice
+// (score_jobs): when at most SCORE_TAIL are left (a click appends one token; typing changes the
+// last one or two), each is a next-token job at its prefix, answered from the engine's prefix
+// cache when the Explorer has asked there (no forward pass). More are one prompt-scoring job:
+// one forward pass over the whole prompt. The engine's batch planner then schedules either
+// kind as it does every job.
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "job.h"
+#include "score_memo.h"
 
 #define SCORE_TOP_RANK 100 // ranks reported exactly; beyond is null
 #define SCORE_TAIL     2   // positions left that go through the prefix cache
-#define SCORE_MEMO_N   16  // prompts whose scores are remembered
-
-typedef struct {
-    int id, top_id;
-    int rank; // 1.., 0: beyond SCORE_TOP_RANK or not scored (the first token)
-    float logprob, top_logprob;
-    int scored; // 0 for the first token
-} ScorePos;
-
-typedef struct {
-    int *tokens; // (n)
-    ScorePos *pos;
-    size_t n;
-} ScoreMemoEntry;
-
-// The prompts last scored, one memo per app (SrvApp.score_memo, made at start-up).
-struct ScoreMemo {
-    pthread_mutex_t mu;
-    ScoreMemoEntry entries[SCORE_MEMO_N];
-    size_t next; // the entry to replace next (the oldest)
-};
 
 typedef struct {
     int *prompt; // (n_prompt) ids
@@ -56,62 +36,6 @@ typedef struct {
     size_t next_prompt; // whole: the next prompt position the engine reports
     ScoreMemo *memo;    // the app's; NULL (out of memory): nothing is remembered
 } Score;
-
-ScoreMemo *ep_score_memo_new(void) {
-    ScoreMemo *m = calloc(1, sizeof *m);
-    if (m) pthread_mutex_init(&m->mu, NULL);
-    return m;
-}
-
-void ep_score_memo_free(ScoreMemo *m) {
-    if (!m) return;
-    for (size_t i = 0; i < SCORE_MEMO_N; i++) {
-        free(m->entries[i].tokens);
-        free(m->entries[i].pos);
-    }
-    pthread_mutex_destroy(&m->mu);
-    free(m);
-}
-
-// Copies the memo's scores of the longest remembered prefix of s->prompt into s->pos.
-static void score_memo_lookup(Score *s) {
-    ScoreMemo *m = s->memo;
-    s->n_known = 0;
-    if (!m) return;
-    pthread_mutex_lock(&m->mu);
-    size_t best = 0, best_i = 0;
-    for (size_t i = 0; i < SCORE_MEMO_N; i++) {
-        const ScoreMemoEntry *e = &m->entries[i];
-        size_t k = 0;
-        while (k < e->n && k < s->n_prompt && e->tokens[k] == s->prompt[k])
-            k++;
-        if (k > best) best = k, best_i = i;
-    }
-    if (best) memcpy(s->pos, m->entries[best_i].pos, best * sizeof *s->pos);
-    s->n_known = best;
-    pthread_mutex_unlock(&m->mu);
-}
-
-// Remembers s's scores (replacing the oldest entry); on OOM nothing is remembered.
-static void score_memo_insert(const Score *s) {
-    ScoreMemo *m = s->memo;
-    if (!m) return;
-    int *tokens = malloc(s->n_prompt * sizeof *tokens);
-    ScorePos *pos = malloc(s->n_prompt * sizeof *pos);
-    if (!tokens || !pos) {
-        free(tokens);
-        free(pos);
-        return;
-    }
-    memcpy(tokens, s->prompt, s->n_prompt * sizeof *tokens);
-    memcpy(pos, s->pos, s->n_prompt * sizeof *pos);
-    pthread_mutex_lock(&m->mu);
-    ScoreMemoEntry *e = &m->entries[m->next++ % SCORE_MEMO_N];
-    free(e->tokens);
-    free(e->pos);
-    *e = (ScoreMemoEntry){tokens, pos, s->n_prompt};
-    pthread_mutex_unlock(&m->mu);
-}
 
 // Position k's score from the candidates there (best first): the token's rank, and its
 // logprob when found among them (else the caller's).
@@ -212,7 +136,7 @@ static cJSON *score_reply(Job *job) {
     Score *s = job->ctx;
     for (size_t k = 1; k < s->n_prompt; k++)
         if (!s->pos[k].scored) return NULL; // the engine left a position out: 503
-    score_memo_insert(s);
+    score_memo_insert(s->memo, s->prompt, s->pos, s->n_prompt);
     return score_reply_of(job->app, s, job);
 }
 
@@ -226,6 +150,33 @@ static void score_free(void *ctx) {
 
 static const JobHooks SCORE_HOOKS = {
     .token = score_token, .reply = score_reply, .free = score_free};
+
+// The engine jobs that score positions s->n_known .. (at least one is left): one next-token
+// job at each prefix when at most SCORE_TAIL are left (the prefix cache may answer them), else
+// one prompt-scoring job. Sets s->whole; returns how many jobs p holds.
+static size_t score_jobs(const SrvApp *app, Score *s, SchedParams p[SCORE_TAIL]) {
+    size_t n_left = s->n_prompt - s->n_known;
+    s->whole = n_left > SCORE_TAIL;
+    if (s->whole) { // every position's candidates in one pass
+        p[0] = (SchedParams){.kind = SCHED_GENERATE,
+                             .tokens = s->prompt,
+                             .n_tokens = s->n_prompt,
+                             .n_logprobs = SCORE_TOP_RANK < app->vocab_size ? SCORE_TOP_RANK
+                                                                            : app->vocab_size,
+                             .temperature = 1,
+                             .top_p = 1,
+                             .score_prompt = 1};
+        return 1;
+    }
+    // the whole vocabulary ranked at each prefix: the token's logprob is always found
+    for (size_t i = 0; i < n_left; i++)
+        p[i] = (SchedParams){.kind = SCHED_NEXT_TOKEN,
+                             .tokens = s->prompt,
+                             .n_tokens = s->n_known + i,
+                             .n_candidates = app->vocab_size,
+                             .temperature = 1};
+    return n_left;
+}
 
 enum MHD_Result ep_score(SrvReq *r, const cJSON *j_req) {
     enum MHD_Result ret = MHD_NO;
@@ -245,38 +196,19 @@ enum MHD_Result ep_score(SrvReq *r, const cJSON *j_req) {
     for (size_t k = 0; k < s->n_prompt; k++)
         s->pos[k] = (ScorePos){.id = s->prompt[k], .top_id = -1};
     s->memo = app->score_memo;
-    score_memo_lookup(s);
+    s->n_known = score_memo_lookup(s->memo, s->prompt, s->n_prompt, s->pos);
     if (s->n_known == 0) s->n_known = 1; // the first token has no score
-    size_t n_left = s->n_prompt - s->n_known;
-    if (n_left == 0) { // all remembered: no engine work
+    if (s->n_known == s->n_prompt) {     // all remembered: no engine work
         enum MHD_Result out = srv_reply_json(r, 200, score_reply_of(app, s, NULL));
         score_free(s);
         return out;
     }
-    s->whole = n_left > SCORE_TAIL;
-    size_t n_jobs = s->whole ? 1 : n_left;
+    SchedParams p[SCORE_TAIL];
+    size_t n_jobs = score_jobs(app, s, p);
     Job *job = job_new(app, &SCORE_HOOKS, s, n_jobs, "score", 0);
     if (!job) {
         score_free(s);
         return srv_reply_kg(r, KG_ENOMEM, "out of memory", NULL);
-    }
-    SchedParams p[SCORE_TAIL];
-    if (s->whole) { // every position's candidates in one pass
-        p[0] = (SchedParams){.kind = SCHED_GENERATE,
-                             .tokens = s->prompt,
-                             .n_tokens = s->n_prompt,
-                             .n_candidates = SCORE_TOP_RANK < app->vocab_size ? SCORE_TOP_RANK
-                                                                              : app->vocab_size,
-                             .temperature = 1,
-                             .top_p = 1,
-                             .score_prompt = 1};
-    } else { // the whole vocabulary ranked at each prefix: the token's logprob is always found
-        for (size_t i = 0; i < n_jobs; i++)
-            p[i] = (SchedParams){.kind = SCHED_NEXT_TOKEN,
-                                 .tokens = s->prompt,
-                                 .n_tokens = s->n_known + i,
-                                 .n_candidates = app->vocab_size,
-                                 .temperature = 1};
     }
     return job_run(r, job, p);
 }

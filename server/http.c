@@ -120,10 +120,13 @@ static SrvAddr srv_conn_addr(struct MHD_Connection *conn) {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     const struct sockaddr *sa = ci ? ci->client_addr : NULL;
-    if (sa && sa->sa_family == AF_INET)
-        memcpy(a.bytes, &((const struct sockaddr_in *)sa)->sin_addr, 4), a.family = AF_INET;
-    else if (sa && sa->sa_family == AF_INET6)
-        memcpy(a.bytes, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16), a.family = AF_INET6;
+    if (sa && sa->sa_family == AF_INET) {
+        memcpy(a.bytes, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+        a.family = AF_INET;
+    } else if (sa && sa->sa_family == AF_INET6) {
+        memcpy(a.bytes, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+        a.family = AF_INET6;
+    }
     return a;
 }
 
@@ -254,7 +257,10 @@ static void *srv_watchdog(void *arg) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         ts.tv_nsec += 250 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000 * 1000 * 1000) ts.tv_sec++, ts.tv_nsec -= 1000 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000 * 1000 * 1000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000 * 1000 * 1000;
+        }
         pthread_cond_timedwait(&s->conns_cv, &s->conns_mu, &ts);
         double now = srv_now(), timeout = (double)s->opt.request_timeout_s;
         size_t n_cut = 0, n_refused_cut = 0;
@@ -319,10 +325,14 @@ static enum MHD_Result srv_queue(SrvReq *r, int status, struct MHD_Response *res
     enum MHD_Result ret = MHD_NO;
     int held = 0;
     if (srv_add_common_headers(r, resp)) {
-        if (r->work.state != SRV_WORK_RUNNING)
+        if (r->work.state != SRV_WORK_RUNNING) {
             ret = MHD_queue_response(r->conn, status, resp);
-        else if (!r->work.resp) // (a second reply is refused, as MHD refuses it)
-            r->work.resp = resp, r->work.status = status, ret = MHD_YES, held = 1;
+        } else if (!r->work.resp) { // (a second reply is refused, as MHD refuses it)
+            r->work.resp = resp;
+            r->work.status = status;
+            ret = MHD_YES;
+            held = 1;
+        }
     }
     if (!held) MHD_destroy_response(resp);
     if (ret == MHD_YES) {
@@ -452,7 +462,7 @@ int srv_client_gone(SrvReq *r) {
 static enum MHD_Result srv_run_handler(SrvReq *r) {
     char err[KG_ERRLEN];
     cJSON *j_req;
-    int rc = json_parse_object(r->body ? r->body : "", r->len, &j_req, err);
+    int rc = json_parse_object(r->body.p ? r->body.p : "", r->body.len, &j_req, err);
     if (rc) return srv_reply_kg(r, rc, err, NULL);
     enum MHD_Result ret = r->route->handler(r, j_req);
     cJSON_Delete(j_req);
@@ -544,27 +554,13 @@ enum MHD_Result srv_stream_start(SrvReq *r, SrvPull pull) {
 // Appends one chunk of the body; over max_body it stops keeping bytes (still drained).
 // Returns 0, or -1 when the body is so far over the limit that the connection should close.
 static int srv_body_feed(SrvReq *r, const char *data, size_t n) {
-    if (r->body_state == SRV_BODY_OK && n > r->srv->opt.max_body - r->len)
+    if (r->body_state == SRV_BODY_OK && n > r->srv->opt.max_body - r->body.len)
         r->body_state = SRV_BODY_TOO_LARGE;
     if (r->body_state != SRV_BODY_OK) { // we already know the answer: drop the rest
         r->dropped += n;
         return r->dropped > SRV_LINGER_BYTES ? -1 : 0;
     }
-    if (r->len + n + 1 > r->cap) {
-        size_t cap = r->cap ? r->cap : 1024;
-        while (cap < r->len + n + 1)
-            cap *= 2;
-        char *body = realloc(r->body, cap);
-        if (!body) {
-            r->body_state = SRV_BODY_NO_MEMORY;
-            return 0;
-        }
-        r->body = body; // body may move
-        r->cap = cap;
-    }
-    memcpy(r->body + r->len, data, n);
-    r->len += n;
-    r->body[r->len] = '\0';
+    if (buf_append(&r->body, data, n)) r->body_state = SRV_BODY_NO_MEMORY; // answered 503
     return 0;
 }
 
@@ -687,10 +683,12 @@ static enum MHD_Result srv_dispatch(SrvReq *r, const char *url) {
 // MHD_get_connection_values' iterator: counts Content-Length headers into *cls, up to 2.
 static enum MHD_Result srv_count_content_length(void *cls, enum MHD_ValueKind kind, const char *key,
                                                 const char *value) {
-    (void)kind, (void)value;
+    (void)kind;
+    (void)value;
     int *seen = cls;
     if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) return MHD_YES;
-    return ++*seen > 1 ? MHD_NO : MHD_YES;
+    *seen += 1;
+    return *seen > 1 ? MHD_NO : MHD_YES;
 }
 
 // The first call: state only, except that a connection over max_connections (503), a
@@ -827,7 +825,7 @@ static void srv_completed(void *cls, struct MHD_Connection *conn, void **req_cls
     srv_conn_arm(s, r->sc, 1); // the next request on this connection has its own deadline
     if (r->work.resp) MHD_destroy_response(r->work.resp); // held when the daemon stopped
     pthread_mutex_destroy(&r->mu);
-    free(r->body);
+    buf_free(&r->body);
     free(r);
     *req_cls = NULL;
     atomic_fetch_sub(&s->in_flight, 1);

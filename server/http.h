@@ -39,6 +39,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "base/buf.h"
 #include "base/kg.h"
 
 #define SRV_MAX_BODY        (1u << 20)  // default --max-body
@@ -98,8 +99,7 @@ struct SrvReq {
     char method[8];
     char path[256]; // truncated for logs and metrics only; routing uses the full URL
     double t_start; // monotonic seconds
-    char *body;     // NUL-terminated, len bytes
-    size_t len, cap;
+    KgBuf body;     // the body so far (at most max_body bytes), NUL-terminated
     size_t dropped; // body bytes read past the limit and dropped
     SrvBodyState body_state;
     int status; // set when a reply is queued

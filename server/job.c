@@ -10,24 +10,7 @@
 
 #define JOB_READ_BATCH 32 // tokens copied out of the engine per sched_job_read
 
-int job_buf_add(JobBuf *b, const char *s, size_t n) {
-    if (n == 0) return KG_OK; // (s may then be NULL: an entry with no text)
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) return KG_ENOMEM;
-        b->p = p; // p may move
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-    return KG_OK;
-}
-
-int job_sse_raw(Job *job, const char *s) { return job_buf_add(&job->out, s, strlen(s)); }
+int job_sse_raw(Job *job, const char *s) { return buf_append(&job->out, s, strlen(s)); }
 
 int job_sse_json(Job *job, cJSON *j) {
     char *text = j ? cJSON_PrintUnformatted(j) : NULL;
@@ -113,7 +96,9 @@ static void job_poll_choice(Job *job, size_t i) {
                 metrics_first_token(srv_now() - job->t_start);
             }
             if (!t->prompt && t->id >= 0) c->n_generated++;
-            if (!t->prompt && job_buf_add(&c->text, t->text, t->text_len)) job->oom = 1;
+            // (an entry with no text adds nothing: its text may be NULL)
+            if (!t->prompt && t->text_len && buf_append(&c->text, t->text, t->text_len))
+                job->oom = 1;
             if (job->hooks->token(job, i, t)) job->oom = 1;
         }
     } while (n == JOB_READ_BATCH);
@@ -252,8 +237,8 @@ void job_free(Job *job) {
     if (!job) return;
     job->hooks->free(job->ctx);
     for (size_t i = 0; i < job->n_choices; i++)
-        free(job->choices[i].text.p);
+        buf_free(&job->choices[i].text);
     free(job->choices);
-    free(job->out.p);
+    buf_free(&job->out);
     free(job);
 }

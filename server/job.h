@@ -12,22 +12,14 @@
 #include <time.h>
 
 #include "api.h"
-
-// A growing byte buffer (NUL-terminated).
-typedef struct {
-    char *p;
-    size_t len, cap;
-} JobBuf;
-
-// Appends n bytes; KG_ENOMEM leaves b as it was.
-int job_buf_add(JobBuf *b, const char *s, size_t n);
+#include "base/buf.h"
 
 // One choice: its engine job and what it has produced.
 typedef struct {
     SchedJob *sched_job;
     SchedState state;
     size_t n_generated; // generated tokens read from the engine
-    JobBuf text;        // generated text
+    KgBuf text;         // generated text (p NULL until some arrives)
     int ended;          // its end has been handled (hooks->choice_end)
 } JobChoice;
 
@@ -55,7 +47,7 @@ struct Job {
     size_t n_choices;
     JobChoice *choices;
     size_t n_per_prompt; // choices i*n .. i*n+n-1 share prompt i (n samples; 1 from job_new)
-    JobBuf out;          // SSE bytes waiting for the stream reader
+    KgBuf out;           // SSE bytes waiting for the stream reader
     size_t out_pos;
     char id[48]; // the reply's id: prefix + time + sequence ("cmpl-...", "chatcmpl-...")
     time_t created;

@@ -51,11 +51,17 @@ int json_utf8_valid(const char *s, size_t n, size_t *bad_at) {
             i++;
             continue;
         } else if ((c & 0xE0) == 0xC0) {
-            k = 1, cp = c & 0x1F, min = 0x80;
+            k = 1;
+            cp = c & 0x1F;
+            min = 0x80;
         } else if ((c & 0xF0) == 0xE0) {
-            k = 2, cp = c & 0x0F, min = 0x800;
+            k = 2;
+            cp = c & 0x0F;
+            min = 0x800;
         } else if ((c & 0xF8) == 0xF0) {
-            k = 3, cp = c & 0x07, min = 0x10000;
+            k = 3;
+            cp = c & 0x07;
+            min = 0x10000;
         } else {
             goto bad;
         }

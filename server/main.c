@@ -22,13 +22,14 @@
 
 #include "api.h"
 #include "base/kg.h"
-#include "chat_template.h"
+#include "chat_template/chat_template.h"
 #include "http.h"
 #include "metrics.h"
 #include "model/backend.h"
 #include "model/gpt2.h"
 #include "model/hfcache.h"
 #include "sched.h"
+#include "score_memo.h"
 #include "tokenizer/tokenizer.h"
 
 #ifndef KG_WEB_DIR
@@ -430,7 +431,7 @@ int main(int argc, char **argv) {
     const char *endpoints[METRICS_MAX_ENDPOINTS];
     metrics_init(endpoints, api_endpoints(endpoints, METRICS_MAX_ENDPOINTS - 2));
     app.web_dir = main_web_dir(a.web_dir, web_buf, sizeof web_buf);
-    app.score_memo = ep_score_memo_new();
+    app.score_memo = score_memo_new(); // made before the server starts
     size_t n_routes;
     const SrvRoute *routes = api_routes(&n_routes);
 
@@ -538,7 +539,7 @@ out:
     srv_stop(srv); // joins every HTTP thread: nothing can reach the engine after this
     sched_free(sched);
     chat_template_free(chat);
-    ep_score_memo_free(app.score_memo);
+    score_memo_free(app.score_memo); // once the HTTP server has stopped
     if (model_open) gpt2_close(&model);
     if (be) kg_backend_free(be);
     tok_free(tok);

@@ -1,15 +1,18 @@
-// metrics.c — counters and histograms behind one mutex; rendered as Prometheus text.
+// metrics.c — counters and histograms behind one mutex; rendered as Prometheus text into one
+// KgBuf (base/buf.h).
 #include "metrics.h"
 
 #include <dirent.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "base/buf.h"
+#include "base/kg.h"
 
 // Latency buckets in seconds: a cached click is ~1 ms, a long generation tens of seconds
 // (also those of the time to first token).
@@ -122,100 +125,110 @@ void metrics_reject(MetricsReject why, size_t n) {
     pthread_mutex_unlock(&M.mu);
 }
 
-// A growing output buffer; on OOM it stops growing and remembers the failure.
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int oom;
-} MetricsBuf;
+// --- the text exposition: each part returns KG_OK or KG_ENOMEM (b then holds a part) ---
 
-static void mb_printf(MetricsBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void mb_printf(MetricsBuf *b, const char *fmt, ...) {
-    if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->oom = 1;
-            return;
-        }
-        if ((size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap * 2 + (size_t)n + 1;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p; // p may move
-        b->cap = cap;
-    }
-}
-
-static void mb_gauge(MetricsBuf *b, const char *name, const char *help, double v) {
-    mb_printf(b, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name, name, v);
+static int mb_gauge(KgBuf *b, const char *name, const char *help, double v) {
+    return buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name, name, v);
 }
 
 // One histogram's _bucket, _sum and _count lines; label is "" or `name="value"`.
-static void mb_hist(MetricsBuf *b, const char *name, const char *label, const MetricsHist *h,
-                    const double *bounds, size_t n) {
+static int mb_hist(KgBuf *b, const char *name, const char *label, const MetricsHist *h,
+                   const double *bounds, size_t n) {
     const char *sep = label[0] ? "," : "";
     uint64_t cum = 0;
     for (size_t k = 0; k < n; k++) {
         cum += h->bucket[k];
-        mb_printf(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, label, sep, bounds[k],
-                  (unsigned long long)cum);
+        if (buf_printf(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, label, sep, bounds[k],
+                       (unsigned long long)cum))
+            return KG_ENOMEM;
     }
-    mb_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, label, sep,
-              (unsigned long long)h->count);
+    if (buf_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, label, sep,
+                   (unsigned long long)h->count))
+        return KG_ENOMEM;
     if (label[0])
-        mb_printf(b, "%s_sum{%s} %.9g\n%s_count{%s} %llu\n", name, label, h->sum, name, label,
-                  (unsigned long long)h->count);
-    else
-        mb_printf(b, "%s_sum %.9g\n%s_count %llu\n", name, h->sum, name,
-                  (unsigned long long)h->count);
+        return buf_printf(b, "%s_sum{%s} %.9g\n%s_count{%s} %llu\n", name, label, h->sum, name,
+                          label, (unsigned long long)h->count);
+    return buf_printf(b, "%s_sum %.9g\n%s_count %llu\n", name, h->sum, name,
+                      (unsigned long long)h->count);
 }
 
-// Caller holds M.mu.
-static void metrics_render_requests(MetricsBuf *b) {
-    mb_printf(b, "# HELP kogpt2_requests_total HTTP requests by endpoint and status code.\n"
-                 "# TYPE kogpt2_requests_total counter\n");
+// Requests, durations and tokens by endpoint. Caller holds M.mu.
+static int metrics_render_requests(KgBuf *b) {
+    if (buf_printf(b, "# HELP kogpt2_requests_total HTTP requests by endpoint and status code.\n"
+                      "# TYPE kogpt2_requests_total counter\n"))
+        return KG_ENOMEM;
     for (size_t i = 0; i < M.n_ep; i++)
         for (size_t c = 0; c < M.ep[i].n_codes; c++)
-            mb_printf(b, "kogpt2_requests_total{endpoint=\"%s\",code=\"%d\"} %llu\n", M.ep[i].name,
-                      M.ep[i].codes[c], (unsigned long long)M.ep[i].code_count[c]);
-    mb_printf(b, "# HELP kogpt2_request_duration_seconds Time from request to last byte.\n"
-                 "# TYPE kogpt2_request_duration_seconds histogram\n");
+            if (buf_printf(b, "kogpt2_requests_total{endpoint=\"%s\",code=\"%d\"} %llu\n",
+                           M.ep[i].name, M.ep[i].codes[c],
+                           (unsigned long long)M.ep[i].code_count[c]))
+                return KG_ENOMEM;
+    if (buf_printf(b, "# HELP kogpt2_request_duration_seconds Time from request to last byte.\n"
+                      "# TYPE kogpt2_request_duration_seconds histogram\n"))
+        return KG_ENOMEM;
     for (size_t i = 0; i < M.n_ep; i++) {
         char label[96];
         snprintf(label, sizeof label, "endpoint=\"%s\"", M.ep[i].name);
-        mb_hist(b, "kogpt2_request_duration_seconds", label, &M.ep[i].duration, METRICS_BUCKETS,
-                METRICS_N_BUCKETS);
+        if (mb_hist(b, "kogpt2_request_duration_seconds", label, &M.ep[i].duration, METRICS_BUCKETS,
+                    METRICS_N_BUCKETS))
+            return KG_ENOMEM;
     }
     static const char *const TOKENS[] = {
         "prompt",        "Prompt tokens of finished jobs.",
         "generated",     "Tokens generated.",
         "cached_prompt", "Prompt tokens served from the prefix cache."};
     for (size_t t = 0; t < 3; t++) {
-        mb_printf(b, "# HELP kogpt2_%s_tokens_total %s\n# TYPE kogpt2_%s_tokens_total counter\n",
-                  TOKENS[2 * t], TOKENS[2 * t + 1], TOKENS[2 * t]);
+        if (buf_printf(b,
+                       "# HELP kogpt2_%s_tokens_total %s\n# TYPE kogpt2_%s_tokens_total counter\n",
+                       TOKENS[2 * t], TOKENS[2 * t + 1], TOKENS[2 * t]))
+            return KG_ENOMEM;
         for (size_t i = 0; i < M.n_ep; i++) {
             const MetricsEndpoint *e = &M.ep[i];
             uint64_t v = t == 0   ? e->prompt_tokens
                          : t == 1 ? e->generated_tokens
                                   : e->cached_tokens;
-            mb_printf(b, "kogpt2_%s_tokens_total{endpoint=\"%s\"} %llu\n", TOKENS[2 * t], e->name,
-                      (unsigned long long)v);
+            if (buf_printf(b, "kogpt2_%s_tokens_total{endpoint=\"%s\"} %llu\n", TOKENS[2 * t],
+                           e->name, (unsigned long long)v))
+                return KG_ENOMEM;
         }
     }
+    return KG_OK;
+}
+
+// Time to first token, time per output token, decode time, and what the limits turned away.
+// Caller holds M.mu.
+static int metrics_render_engine(KgBuf *b) {
+    if (buf_printf(b, "# HELP kogpt2_time_to_first_token_seconds From a generation's submission "
+                      "to its first token.\n# TYPE kogpt2_time_to_first_token_seconds histogram\n"))
+        return KG_ENOMEM;
+    if (mb_hist(b, "kogpt2_time_to_first_token_seconds", "", &M.first_token, METRICS_BUCKETS,
+                METRICS_N_BUCKETS))
+        return KG_ENOMEM;
+    if (buf_printf(b, "# HELP kogpt2_time_per_output_token_seconds Decode time per generated "
+                      "token after the first, per job.\n"
+                      "# TYPE kogpt2_time_per_output_token_seconds histogram\n"))
+        return KG_ENOMEM;
+    if (mb_hist(b, "kogpt2_time_per_output_token_seconds", "", &M.per_output_token,
+                METRICS_TPOT_BUCKETS, METRICS_N_TPOT))
+        return KG_ENOMEM;
+    if (buf_printf(b,
+                   "# HELP kogpt2_decode_seconds_total Time jobs spent decoding; decode tokens per "
+                   "second = rate(kogpt2_generated_tokens_total) / rate(this).\n"
+                   "# TYPE kogpt2_decode_seconds_total counter\nkogpt2_decode_seconds_total %.6f\n",
+                   M.decode_seconds))
+        return KG_ENOMEM;
+    if (buf_printf(b, "# HELP kogpt2_rejected_total Requests and connections turned away by the "
+                      "server's limits, by reason.\n# TYPE kogpt2_rejected_total counter\n"))
+        return KG_ENOMEM;
+    for (size_t i = 0; i < METRICS_REJ_N; i++)
+        if (buf_printf(b, "kogpt2_rejected_total{reason=\"%s\"} %llu\n", METRICS_REJ_NAMES[i],
+                       (unsigned long long)M.rejected[i]))
+            return KG_ENOMEM;
+    return KG_OK;
 }
 
 // The standard process_* figures, from /proc (Linux).
-static void metrics_render_process(MetricsBuf *b) {
+static int metrics_render_process(KgBuf *b) {
     long page = sysconf(_SC_PAGESIZE);
     unsigned long long vm_pages = 0, rss_pages = 0;
     FILE *f = fopen("/proc/self/statm", "r");
@@ -231,76 +244,78 @@ static void metrics_render_process(MetricsBuf *b) {
     DIR *d = opendir("/proc/self/fd");
     for (struct dirent *e; d && (e = readdir(d));)
         fds += e->d_name[0] != '.';
-    if (d) closedir(d), fds--; // the directory's own descriptor
+    if (d) {
+        closedir(d);
+        fds--; // the directory's own descriptor
+    }
     struct rlimit rl;
     double max_fds = getrlimit(RLIMIT_NOFILE, &rl) ? 0 : (double)rl.rlim_cur;
-    mb_gauge(b, "process_resident_memory_bytes", "Resident memory size in bytes.",
-             (double)rss_pages * (double)page);
-    mb_gauge(b, "process_virtual_memory_bytes", "Virtual memory size in bytes.",
-             (double)vm_pages * (double)page);
-    mb_printf(b,
-              "# HELP process_cpu_seconds_total Total user and system CPU time in seconds.\n"
-              "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %.6f\n",
-              cpu);
-    mb_gauge(b, "process_open_fds", "Number of open file descriptors.", (double)fds);
-    mb_gauge(b, "process_max_fds", "Maximum number of open file descriptors.", max_fds);
-    mb_gauge(b, "process_start_time_seconds", "Start time of the process since the Unix epoch.",
-             (double)M.start_time);
+    if (mb_gauge(b, "process_resident_memory_bytes", "Resident memory size in bytes.",
+                 (double)rss_pages * (double)page))
+        return KG_ENOMEM;
+    if (mb_gauge(b, "process_virtual_memory_bytes", "Virtual memory size in bytes.",
+                 (double)vm_pages * (double)page))
+        return KG_ENOMEM;
+    if (buf_printf(b,
+                   "# HELP process_cpu_seconds_total Total user and system CPU time in seconds.\n"
+                   "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %.6f\n",
+                   cpu))
+        return KG_ENOMEM;
+    if (mb_gauge(b, "process_open_fds", "Number of open file descriptors.", (double)fds))
+        return KG_ENOMEM;
+    if (mb_gauge(b, "process_max_fds", "Maximum number of open file descriptors.", max_fds))
+        return KG_ENOMEM;
+    return mb_gauge(b, "process_start_time_seconds",
+                    "Start time of the process since the Unix epoch.", (double)M.start_time);
+}
+
+// The gauges sampled at scrape time, one (name, help, value) row each, in the page's order.
+static int metrics_render_gauges(KgBuf *b, const MetricsGauges *g) {
+    const struct {
+        const char *name, *help;
+        double v;
+    } ENGINE[] = {
+        {"kogpt2_queue_depth", "Jobs waiting for a batch slot.", (double)g->queue_depth},
+        {"kogpt2_running_jobs", "Jobs in the running batch.", (double)g->running},
+        {"kogpt2_batch_size", "Rows in the engine's last forward pass.", (double)g->batch_rows},
+        {"kogpt2_requests_in_flight", "HTTP requests begun and not completed.",
+         (double)g->in_flight},
+        {"kogpt2_cache_bytes", "Prefix cache memory in use.", (double)g->cache_bytes},
+        {"kogpt2_cache_capacity_bytes", "Prefix cache memory limit.", (double)g->cache_capacity},
+        {"kogpt2_cache_entries", "Prefixes held by the cache.", (double)g->cache_entries},
+    };
+    for (size_t i = 0; i < sizeof ENGINE / sizeof *ENGINE; i++)
+        if (mb_gauge(b, ENGINE[i].name, ENGINE[i].help, ENGINE[i].v)) return KG_ENOMEM;
+    if (buf_printf(b,
+                   "# HELP kogpt2_connections Open connections: admitted, or refused (answered "
+                   "503 and closed).\n# TYPE kogpt2_connections gauge\n"
+                   "kogpt2_connections{state=\"admitted\"} %zu\n"
+                   "kogpt2_connections{state=\"refused\"} %zu\n",
+                   g->conns_admitted, g->conns_refused))
+        return KG_ENOMEM;
+    if (mb_gauge(b, "kogpt2_work_queue_depth",
+                 "Requests waiting for a work thread (parsing, tokenizing, chat templates).",
+                 (double)g->work_queued))
+        return KG_ENOMEM;
+    if (mb_gauge(b, "kogpt2_work_running", "Requests on a work thread now.",
+                 (double)g->work_running))
+        return KG_ENOMEM;
+    return mb_gauge(b, "kogpt2_ready", "1 when the model is loaded and the server not draining.",
+                    g->ready);
 }
 
 char *metrics_render(const MetricsGauges *g, size_t *len) {
-    MetricsBuf b = {.cap = 8192};
-    if (!(b.p = malloc(b.cap))) return NULL;
-    b.p[0] = '\0';
+    KgBuf b = {0};
+    if (buf_reserve(&b, 8192)) return NULL; // most pages fit: one allocation
     pthread_mutex_lock(&M.mu);
-    metrics_render_requests(&b);
-    mb_printf(&b, "# HELP kogpt2_time_to_first_token_seconds From a generation's submission to "
-                  "its first token.\n# TYPE kogpt2_time_to_first_token_seconds histogram\n");
-    mb_hist(&b, "kogpt2_time_to_first_token_seconds", "", &M.first_token, METRICS_BUCKETS,
-            METRICS_N_BUCKETS);
-    mb_printf(&b, "# HELP kogpt2_time_per_output_token_seconds Decode time per generated token "
-                  "after the first, per job.\n"
-                  "# TYPE kogpt2_time_per_output_token_seconds histogram\n");
-    mb_hist(&b, "kogpt2_time_per_output_token_seconds", "", &M.per_output_token,
-            METRICS_TPOT_BUCKETS, METRICS_N_TPOT);
-    mb_printf(&b,
-              "# HELP kogpt2_decode_seconds_total Time jobs spent decoding; decode tokens per "
-              "second = rate(kogpt2_generated_tokens_total) / rate(this).\n"
-              "# TYPE kogpt2_decode_seconds_total counter\nkogpt2_decode_seconds_total %.6f\n",
-              M.decode_seconds);
-    mb_printf(&b, "# HELP kogpt2_rejected_total Requests and connections turned away by the "
-                  "server's limits, by reason.\n# TYPE kogpt2_rejected_total counter\n");
-    for (size_t i = 0; i < METRICS_REJ_N; i++)
-        mb_printf(&b, "kogpt2_rejected_total{reason=\"%s\"} %llu\n", METRICS_REJ_NAMES[i],
-                  (unsigned long long)M.rejected[i]);
+    int rc = metrics_render_requests(&b);
+    if (!rc) rc = metrics_render_engine(&b);
     pthread_mutex_unlock(&M.mu);
-    metrics_render_process(&b);
-    mb_gauge(&b, "kogpt2_queue_depth", "Jobs waiting for a batch slot.", (double)g->queue_depth);
-    mb_gauge(&b, "kogpt2_running_jobs", "Jobs in the running batch.", (double)g->running);
-    mb_gauge(&b, "kogpt2_batch_size", "Rows in the engine's last forward pass.",
-             (double)g->batch_rows);
-    mb_gauge(&b, "kogpt2_requests_in_flight", "HTTP requests begun and not completed.",
-             (double)g->in_flight);
-    mb_gauge(&b, "kogpt2_cache_bytes", "Prefix cache memory in use.", (double)g->cache_bytes);
-    mb_gauge(&b, "kogpt2_cache_capacity_bytes", "Prefix cache memory limit.",
-             (double)g->cache_capacity);
-    mb_gauge(&b, "kogpt2_cache_entries", "Prefixes held by the cache.", (double)g->cache_entries);
-    mb_printf(&b,
-              "# HELP kogpt2_connections Open connections: admitted, or refused (answered "
-              "503 and closed).\n# TYPE kogpt2_connections gauge\n"
-              "kogpt2_connections{state=\"admitted\"} %zu\n"
-              "kogpt2_connections{state=\"refused\"} %zu\n",
-              g->conns_admitted, g->conns_refused);
-    mb_gauge(&b, "kogpt2_work_queue_depth",
-             "Requests waiting for a work thread (parsing, tokenizing, chat templates).",
-             (double)g->work_queued);
-    mb_gauge(&b, "kogpt2_work_running", "Requests on a work thread now.", (double)g->work_running);
-    mb_gauge(&b, "kogpt2_ready", "1 when the model is loaded and the server not draining.",
-             g->ready);
-    if (b.oom) {
-        free(b.p);
+    if (!rc) rc = metrics_render_process(&b);
+    if (!rc) rc = metrics_render_gauges(&b, g);
+    if (rc) {
+        buf_free(&b);
         return NULL;
     }
-    if (len) *len = b.len;
-    return b.p;
+    return buf_take(&b, len);
 }

@@ -1,6 +1,8 @@
 // params.c — the request parsing every endpoint does the same way: readiness, the prompt,
-// the model name, the sampling parameters. Each check names the field at fault (*param),
-// so a 400 or 422 says which one.
+// the model name, and request fields read from a table (api_fields: one row per field, in the
+// order they are checked), the sampling parameters' table among them. Each check names the
+// field at fault (*param), so a 400 or 422 says which one.
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +60,62 @@ int api_model(const SrvApp *app, const cJSON *j_req, char *err) {
                   app->model_name);
 }
 
+// --- request fields as a table ---
+
+// A row's upper bound when it is the app's figure, not a constant.
+static double api_field_hi(const SrvApp *app, const ApiField *f) {
+    if (f->hi_is == API_HI_N_CTX) return (double)app->n_ctx;
+    if (f->hi_is == API_HI_VOCAB) return (double)app->vocab_size;
+    return f->hi;
+}
+
+// A number in lo..hi; with open_lo, lo itself is refused too ("top_p must be in (0, 1]").
+static int api_field_num(const cJSON *j_req, const ApiField *f, double hi, double *out, char *err) {
+    int rc = json_num(j_req, f->name, out, f->def, f->lo, hi, err);
+    if (rc || !f->open_lo || *out > f->lo) return rc;
+    return kg_err(err, KG_ERANGE, "%s must be in (%g, %g]", f->name, f->lo, hi);
+}
+
+// A field a base model cannot honour: given (and not null), it is refused with f->why.
+static int api_field_refused(const cJSON *j_req, const ApiField *f, char *err) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(j_req, f->name);
+    if (!j || cJSON_IsNull(j)) return KG_OK;
+    return kg_err(err, KG_EUNSUP, "%s", f->why);
+}
+
+// One row: its value from q->j_req into out + f->offset.
+static int api_field(const ApiRequest *q, const ApiField *f, void *out, const char **param,
+                     char *err) {
+    char *at = (char *)out + f->offset;
+    double hi = api_field_hi(q->app, f);
+    *param = f->name;
+    switch (f->kind) {
+    case API_INT:
+        return json_int(q->j_req, f->name, (long long *)at, (long long)f->def, (long long)f->lo,
+                        (long long)hi, err);
+    case API_NUM:
+        return api_field_num(q->j_req, f, hi, (double *)at, err);
+    case API_BOOL:
+        return json_bool(q->j_req, f->name, (int *)at, f->def != 0, err);
+    case API_REFUSED:
+        return api_field_refused(q->j_req, f, err);
+    case API_READ:
+        return f->read(q, f, out, param, err);
+    }
+    return kg_err(err, KG_EINVAL, "%s: no such kind of field", f->name); // not reached
+}
+
+int api_fields(const ApiRequest *q, const ApiField *fields, size_t n, void *out, const char **param,
+               char *err) {
+    for (size_t i = 0; i < n; i++) {
+        int rc = api_field(q, &fields[i], out, param, err);
+        if (rc) return rc;
+    }
+    return KG_OK;
+}
+
+// --- the sampling fields ---
+
 // A seed when the client gave none: different for every request.
 static uint64_t api_random_seed(void) {
     static atomic_ulong counter;
@@ -68,9 +126,36 @@ static uint64_t api_random_seed(void) {
     return x & ((1ull << 53) - 1);
 }
 
+// "max_tokens": the endpoint's default and minimum (q), at most the context.
+static int api_read_max_tokens(const ApiRequest *q, const ApiField *f, void *out,
+                               const char **param, char *err) {
+    (void)param;
+    ApiSampling *s = out;
+    return json_int(q->j_req, f->name, &s->max_tokens, q->max_tokens_default, q->max_tokens_min,
+                    (long long)q->app->n_ctx, err);
+}
+
+// "logprobs": a count 0..20 (completions, generate), or true with "top_logprobs" 0..20 (chat).
+static int api_read_logprobs(const ApiRequest *q, const ApiField *f, void *out, const char **param,
+                             char *err) {
+    ApiSampling *s = out;
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(q->j_req, f->name);
+    if (!cJSON_IsBool(j))
+        return json_int(q->j_req, f->name, &s->n_logprobs, 0, 0, API_MAX_LOGPROBS, err);
+    s->n_logprobs = 0;
+    if (cJSON_IsFalse(j)) return KG_OK;
+    *param = "top_logprobs";
+    int rc = json_int(q->j_req, "top_logprobs", &s->n_logprobs, 0, 0, API_MAX_LOGPROBS, err);
+    if (!rc && s->n_logprobs == 0) s->n_logprobs = 1; // true: the chosen token's own at least
+    return rc;
+}
+
 // OpenAI's logit_bias: {"token id": bias in [-100, 100], ...}.
-static int api_logit_bias(const SrvApp *app, const cJSON *j_req, ApiSampling *s, char *err) {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(j_req, "logit_bias");
+static int api_read_logit_bias(const ApiRequest *q, const ApiField *f, void *out,
+                               const char **param, char *err) {
+    (void)param;
+    ApiSampling *s = out;
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(q->j_req, f->name);
     if (!j || cJSON_IsNull(j)) return KG_OK;
     if (!cJSON_IsObject(j))
         return kg_err(err, KG_EINVAL, "logit_bias must be an object of token id: bias");
@@ -78,14 +163,15 @@ static int api_logit_bias(const SrvApp *app, const cJSON *j_req, ApiSampling *s,
     if (n > API_MAX_LOGIT_BIAS)
         return kg_err(err, KG_ERANGE, "logit_bias: at most %d entries (got %zu)",
                       API_MAX_LOGIT_BIAS, n);
-    if (n && !(s->logit_bias = calloc(n, sizeof *s->logit_bias)))
-        return kg_err(err, KG_ENOMEM, "out of memory");
+    if (n) s->logit_bias = calloc(n, sizeof *s->logit_bias);
+    if (n && !s->logit_bias) return kg_err(err, KG_ENOMEM, "out of memory");
+    size_t vocab = q->app->vocab_size;
     for (const cJSON *e = j->child; e; e = e->next) {
         char *end;
         long id = strtol(e->string, &end, 10);
-        if (end == e->string || *end || id < 0 || (size_t)id >= app->vocab_size)
+        if (end == e->string || *end || id < 0 || (size_t)id >= vocab)
             return kg_err(err, KG_ERANGE, "logit_bias: '%.*s' is not a token id (0..%zu)",
-                          api_quote_len(e->string, 32), e->string, app->vocab_size - 1);
+                          api_quote_len(e->string, 32), e->string, vocab - 1);
         if (!cJSON_IsNumber(e))
             return kg_err(err, KG_EINVAL, "logit_bias[%ld] must be a number", id);
         if (!(e->valuedouble >= -100 && e->valuedouble <= 100))
@@ -97,55 +183,62 @@ static int api_logit_bias(const SrvApp *app, const cJSON *j_req, ApiSampling *s,
     return KG_OK;
 }
 
-// "logprobs": a count 0..20 (completions, generate), or true with "top_logprobs" 0..20 (chat).
-static int api_n_candidates(const cJSON *j_req, long long *out, const char **param, char *err) {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(j_req, "logprobs");
-    *param = "logprobs";
-    if (cJSON_IsBool(j)) {
-        if (cJSON_IsFalse(j)) return *out = 0, KG_OK;
-        *param = "top_logprobs";
-        int rc = json_int(j_req, "top_logprobs", out, 0, 0, API_MAX_LOGPROBS, err);
-        if (!rc && *out == 0) *out = 1; // logprobs true: the chosen token's own at least
-        return rc;
-    }
-    return json_int(j_req, "logprobs", out, 0, 0, API_MAX_LOGPROBS, err);
+// "stream_options": null or an object; its "include_usage" a bool.
+static int api_read_stream_options(const ApiRequest *q, const ApiField *f, void *out,
+                                   const char **param, char *err) {
+    (void)param;
+    ApiSampling *s = out;
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(q->j_req, f->name);
+    if (j && !cJSON_IsNull(j) && !cJSON_IsObject(j))
+        return kg_err(err, KG_EINVAL, "stream_options must be an object");
+    return json_bool(j, "include_usage", &s->include_usage, 0, err); // j NULL: the default
 }
+
+// "stop": a string or up to API_MAX_STOP strings, each of at most API_MAX_STOP_LEN bytes.
+static int api_read_stop(const ApiRequest *q, const ApiField *f, void *out, const char **param,
+                         char *err) {
+    (void)param;
+    ApiSampling *s = out;
+    int rc = json_str_list(q->j_req, f->name, &s->stop, &s->n_stop, API_MAX_STOP, err);
+    if (rc) return rc;
+    for (size_t i = 0; i < s->n_stop; i++)
+        if (strlen(s->stop[i]) > API_MAX_STOP_LEN)
+            return kg_err(err, KG_ERANGE, "stop[%zu]: at most %d bytes", i, API_MAX_STOP_LEN);
+    return KG_OK;
+}
+
+#define API_SEED_MAX 9007199254740991.0 // 2^53 - 1: what a JSON number holds exactly
+#define SAMPLING(m)  offsetof(ApiSampling, m)
+
+// The sampling fields, checked in this order: the first bad one is the one reported.
+static const ApiField SAMPLING_FIELDS[] = {
+    {"max_tokens", API_READ, .read = api_read_max_tokens},
+    {"temperature", API_NUM, SAMPLING(temperature), .def = 1, .lo = 0, .hi = 100},
+    {"top_k", API_INT, SAMPLING(top_k), .def = 0, .lo = 0, .hi_is = API_HI_VOCAB},
+    {"top_p", API_NUM, SAMPLING(top_p), .def = 1, .lo = 0, .hi = 1, .open_lo = 1},
+    {"logprobs", API_READ, .read = api_read_logprobs},
+    {"seed", API_INT, SAMPLING(seed), .def = -1, .lo = 0, .hi = API_SEED_MAX}, // -1: random
+    {"presence_penalty", API_NUM, SAMPLING(presence_penalty), .def = 0, .lo = -2, .hi = 2},
+    {"frequency_penalty", API_NUM, SAMPLING(frequency_penalty), .def = 0, .lo = -2, .hi = 2},
+    {"repetition_penalty", API_NUM, SAMPLING(repetition_penalty), .def = 1, .lo = 0, .hi = 100,
+     .open_lo = 1},
+    {"logit_bias", API_READ, .read = api_read_logit_bias},
+    {"stream", API_BOOL, SAMPLING(stream), .def = 0},
+    {"stream_options", API_READ, .read = api_read_stream_options},
+    {"ignore_eos", API_BOOL, SAMPLING(ignore_eos), .def = 0},
+    {"stop", API_READ, .read = api_read_stop},
+};
 
 int api_sampling(const SrvApp *app, const cJSON *j_req, ApiSampling *s,
                  long long max_tokens_default, long long max_tokens_min, const char **param,
                  char *err) {
-    int rc;
-    const long long seed_max = (1ll << 53) - 1; // what a JSON number holds exactly
-    const cJSON *j_opts = cJSON_GetObjectItemCaseSensitive(j_req, "stream_options");
-    if ((rc = json_int(j_req, *param = "max_tokens", &s->max_tokens, max_tokens_default,
-                       max_tokens_min, (long long)app->n_ctx, err)) ||
-        (rc = json_num(j_req, *param = "temperature", &s->temperature, 1, 0, 100, err)) ||
-        (rc =
-             json_int(j_req, *param = "top_k", &s->top_k, 0, 0, (long long)app->vocab_size, err)) ||
-        (rc = json_num(j_req, *param = "top_p", &s->top_p, 1, 0, 1, err)) ||
-        (s->top_p <= 0 && (rc = kg_err(err, KG_ERANGE, "top_p must be in (0, 1]"))) ||
-        (rc = api_n_candidates(j_req, &s->n_candidates, param, err)) ||
-        (rc = json_int(j_req, *param = "seed", &s->seed, -1, 0, seed_max, err)) ||
-        (rc = json_num(j_req, *param = "presence_penalty", &s->presence_penalty, 0, -2, 2, err)) ||
-        (rc =
-             json_num(j_req, *param = "frequency_penalty", &s->frequency_penalty, 0, -2, 2, err)) ||
-        (rc = json_num(j_req, *param = "repetition_penalty", &s->repetition_penalty, 1, 0, 100,
-                       err)) ||
-        (s->repetition_penalty <= 0 &&
-         (rc = kg_err(err, KG_ERANGE, "repetition_penalty must be in (0, 100]"))) ||
-        (*param = "logit_bias", rc = api_logit_bias(app, j_req, s, err)) ||
-        (rc = json_bool(j_req, *param = "stream", &s->stream, 0, err)) ||
-        (j_opts && !cJSON_IsNull(j_opts) && !cJSON_IsObject(j_opts) &&
-         (*param = "stream_options",
-          rc = kg_err(err, KG_EINVAL, "stream_options must be an object"))) ||
-        (*param = "stream_options",
-         rc = json_bool(j_opts, "include_usage", &s->include_usage, 0, err)) ||
-        (rc = json_bool(j_req, *param = "ignore_eos", &s->ignore_eos, 0, err)) ||
-        (rc = json_str_list(j_req, *param = "stop", &s->stop, &s->n_stop, API_MAX_STOP, err)))
-        return rc;
-    for (size_t i = 0; i < s->n_stop; i++)
-        if (strlen(s->stop[i]) > API_MAX_STOP_LEN)
-            return kg_err(err, KG_ERANGE, "stop[%zu]: at most %d bytes", i, API_MAX_STOP_LEN);
+    const ApiRequest q = {.app = app,
+                          .j_req = j_req,
+                          .max_tokens_default = max_tokens_default,
+                          .max_tokens_min = max_tokens_min};
+    size_t n = sizeof SAMPLING_FIELDS / sizeof *SAMPLING_FIELDS;
+    int rc = api_fields(&q, SAMPLING_FIELDS, n, s, param, err);
+    if (rc) return rc;
     if (s->seed < 0) s->seed = (long long)api_random_seed();
     return KG_OK;
 }
@@ -161,7 +254,7 @@ SchedParams api_sched_params(const ApiSampling *s, const int *prompt, size_t n_p
     return (SchedParams){.kind = SCHED_GENERATE,
                          .tokens = prompt,
                          .n_tokens = n_prompt,
-                         .n_candidates = (size_t)s->n_candidates,
+                         .n_logprobs = (size_t)s->n_logprobs,
                          .temperature = (float)s->temperature,
                          .max_tokens = (size_t)s->max_tokens,
                          .top_k = (size_t)s->top_k,

@@ -1,3 +1,5 @@
+// pcache.c — the prefix cache (pcache.h): an unordered array of entries, a linear longest-prefix
+// search, least-recently-used eviction by a use counter.
 #include "pcache.h"
 
 #include <stdlib.h>
@@ -21,7 +23,7 @@ PCache *pcache_new(const Gpt2 *m, size_t capacity_bytes) {
     return c;
 }
 
-static void entry_free(PCache *c, PCacheEntry *e) {
+static void pcache_entry_free(PCache *c, PCacheEntry *e) {
     kv_free(&e->kv, c->m);
     free(e->tokens);
     free(e->logits);
@@ -30,12 +32,12 @@ static void entry_free(PCache *c, PCacheEntry *e) {
 void pcache_free(PCache *c) {
     if (!c) return;
     for (size_t i = 0; i < c->n; i++)
-        entry_free(c, &c->entries[i]);
+        pcache_entry_free(c, &c->entries[i]);
     free(c->entries);
     free(c);
 }
 
-static size_t common_prefix(const int *a, size_t na, const int *b, size_t nb) {
+static size_t pcache_common_prefix(const int *a, size_t na, const int *b, size_t nb) {
     size_t i = 0;
     while (i < na && i < nb && a[i] == b[i])
         i++;
@@ -46,10 +48,10 @@ const PCacheEntry *pcache_lookup(PCache *c, const int *tokens, size_t n, size_t 
     PCacheEntry *best = NULL;
     *match = 0;
     for (size_t i = 0; i < c->n; i++) {
-        size_t k = common_prefix(c->entries[i].tokens, c->entries[i].n, tokens, n);
+        size_t shared = pcache_common_prefix(c->entries[i].tokens, c->entries[i].n, tokens, n);
         // prefer the longer match; among equals the shorter entry (cheaper to copy)
-        if (k > *match || (k && k == *match && c->entries[i].n < best->n)) {
-            *match = k;
+        if (shared > *match || (shared && shared == *match && c->entries[i].n < best->n)) {
+            *match = shared;
             best = &c->entries[i];
         }
     }
@@ -57,12 +59,12 @@ const PCacheEntry *pcache_lookup(PCache *c, const int *tokens, size_t n, size_t 
     return best;
 }
 
-static void evict_lru(PCache *c) {
+static void pcache_evict_lru(PCache *c) {
     size_t lru = 0;
     for (size_t i = 1; i < c->n; i++)
         if (c->entries[i].stamp < c->entries[lru].stamp) lru = i;
     c->bytes -= c->entries[lru].bytes;
-    entry_free(c, &c->entries[lru]);
+    pcache_entry_free(c, &c->entries[lru]);
     c->entries[lru] = c->entries[--c->n];
 }
 
@@ -77,7 +79,7 @@ int pcache_insert(PCache *c, const int *tokens, size_t n, const KvCache *kv, con
             return KG_OK;
         }
     while (c->n && c->bytes + bytes > c->capacity)
-        evict_lru(c);
+        pcache_evict_lru(c);
     if (c->n == c->cap) {
         size_t cap = c->cap ? 2 * c->cap : 16;
         PCacheEntry *grown = realloc(c->entries, cap * sizeof *grown);
@@ -89,7 +91,7 @@ int pcache_insert(PCache *c, const int *tokens, size_t n, const KvCache *kv, con
     e.tokens = malloc(n * sizeof *e.tokens);
     e.logits = malloc(V * sizeof *e.logits);
     if (!e.tokens || !e.logits || kv_copy(&e.kv, kv, n, c->m, err)) {
-        entry_free(c, &e);
+        pcache_entry_free(c, &e);
         return kg_err(err, KG_ENOMEM, "prefix cache: out of memory");
     }
     memcpy(e.tokens, tokens, n * sizeof *tokens);

@@ -3,7 +3,8 @@
 //
 // A prompt that extends a cached one (the Explorer appends one token per click) copies the
 // cached keys and values and computes only the new tokens; a prompt that is cached whole
-// costs no forward pass at all. Only the engine thread uses it: no locking.
+// costs no forward pass at all. Only the engine thread uses it: no locking. (/v1/score's memo
+// of finished per-position scores, for the HTTP threads, is beside it: score_memo.h.)
 #ifndef PCACHE_H
 #define PCACHE_H
 

@@ -1,4 +1,5 @@
-// routes.c — kogpt2d's one route table: what is served, and where each endpoint is.
+// routes.c — kogpt2d's one route table: what is served, and where each endpoint is. A new
+// endpoint is a row here and its own ep_<name>.c (api.h lists the steps).
 //
 // Every endpoint reads top to bottom in its own file (its request, its reply, its hooks
 // into the engine job of job.c): ep_next_token.c, ep_score.c, ep_generate.c, ep_completions.c,

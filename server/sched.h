@@ -7,6 +7,13 @@
 // the top candidates' continuations, so the Explorer's likely next click is already answered;
 // a job that arrives meanwhile stops that pass (it runs again when the engine is next idle).
 //
+// Where the engine lives: sched.c runs the thread (queue, admission, each step's forward and
+// what each job does with its logits, speculation); sched_job.c is one job's record and the
+// sched_job_* calls below; the batch planner, which rows of which jobs go into a step (a new
+// batching policy goes there), is sched_plan.c; a generation's text, stop strings and
+// held-back bytes are gentext.c; the prefix cache is pcache.c, and /v1/score's memo of
+// finished scores beside it is score_memo.c.
+//
 // Threads: sched_* functions may be called from any thread. A job's notify callback runs
 // on the engine thread; it must only wake the job's owner (e.g. MHD_resume_connection).
 #ifndef SCHED_H
@@ -37,9 +44,12 @@ typedef struct {
     SchedKind kind;
     const int *tokens; // the prompt (copied by sched_submit)
     size_t n_tokens;
-    size_t n_candidates; // next-token: its answer; generate: top logprobs per token (0..20)
-    float temperature;   // next-token: divides the logits (1 = raw); generate: 0 = greedy
+    float temperature; // next-token: divides the logits (1 = raw); generate: 0 = greedy
+    // next-token only: how many candidates the answer has, best first (a request's top_k)
+    size_t n_candidates;
     // generate only
+    size_t n_logprobs; // top candidates reported per token (OpenAI's logprobs, 0..20; /v1/score
+                       // asks more for a scored prompt), each token's own logprob aside
     size_t max_tokens;
     size_t top_k; // 0 = off
     float top_p;  // 1 = off
@@ -55,7 +65,7 @@ typedef struct {
     int ignore_eos; // keep going past the end-of-text token
     // score the prompt first (OpenAI's echo with logprobs, as evaluation harnesses use it):
     // one SchedToken with .prompt set per prompt token, in order, each with its logprob
-    // given the tokens before it (NAN for the first) and n_top candidates there. Reads no
+    // given the tokens before it (NAN for the first) and n_logprobs candidates there. Reads no
     // cached prefix (every position's logits are needed). max_tokens may then be 0.
     int score_prompt;
     // next-token only: when idle afterwards, run the best candidates one token further and

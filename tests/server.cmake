@@ -22,7 +22,9 @@ set_tests_properties(test_server_http PROPERTIES TIMEOUT 60)
 # its byte bound never refuses a text that fits, and it stops early
 kg_test(test_server_encode SOURCES test_server_encode.c LIBS kgtok LABELS server)
 set_tests_properties(test_server_encode PROPERTIES TIMEOUT 120)
-kg_test(test_chat_template SOURCES test_chat_template.c LIBS kghttp LABELS server) # vs jinja2
+# the chat-template interpreter alone, against jinja2's renderings (cJSON reads the vectors)
+kg_test(test_chat_template SOURCES test_chat_template.c LIBS kgchattemplate PkgConfig::CJSON
+  LABELS server)
 
 if(TARGET kogpt2d AND PYTHON3)
   add_test(NAME test_server_e2e COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_server_e2e.py)

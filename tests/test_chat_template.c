@@ -1,4 +1,4 @@
-// test_chat_template.c — server/chat_template*.c against Python's jinja2: every vector of
+// test_chat_template.c — server/chat_template/ against Python's jinja2: every vector of
 // tests/chat_templates/vectors.json (real templates, the two defaults and one construct at a
 // time, written by make_vectors.py in the environment transformers renders templates in) must
 // render byte for byte, or fail where jinja2 fails. Then the refusals (what the subset lacks:
@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "check.h"
-#include "server/chat_template.h"
+#include "server/chat_template/chat_template.h"
 
 typedef struct {
     ChatMessage *msgs;

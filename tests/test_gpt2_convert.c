@@ -159,7 +159,7 @@ static void check_model(const char *label, const char *src, KgDtype q) {
     const char *qn = kg_dtype_name(q);
     snprintf(name, sizeof name, "%s_%s", label, qn);
     tmp_path(out, sizeof out, name);
-    int rc = gpt2_convert(src, out, q, NULL, err);
+    int rc = gpt2_convert(src, out, q, NULL, NULL, err);
     REQUIRE(rc == KG_OK, "%s: convert: %s", name, err);
 
     float *ref, *got;
@@ -207,7 +207,7 @@ static void check_model(const char *label, const char *src, KgDtype q) {
     // converting what was converted changes nothing, as auto or as its own scheme
     snprintf(again, sizeof again, "%s_again", out);
     for (int d = 0; d < 2; d++) {
-        rc = gpt2_convert(out, again, dtypes[d], NULL, err);
+        rc = gpt2_convert(out, again, dtypes[d], NULL, NULL, err);
         CHECK_MSG(rc == KG_OK && same_file(out, again), "%s: converted again as %s: %s", name,
                   d ? qn : "auto", rc ? err : "a different file");
     }
@@ -221,7 +221,7 @@ static void check_model(const char *label, const char *src, KgDtype q) {
                   name, kg_dtype_name(others[d]), rc, err);
         if (!rc) gpt2_close(&m);
         if (d == 0) printf("%-22s as F32: %s\n", name, after(err, "model.safetensors: "));
-        rc = gpt2_convert(out, again, others[d], NULL, err);
+        rc = gpt2_convert(out, again, others[d], NULL, NULL, err);
         CHECK_MSG(rc == KG_EUNSUP, "%s converted to %s: rc %d (%s)", name, kg_dtype_name(others[d]),
                   rc, err);
         if (d == 1) printf("%-22s to F16: %s\n", name, after(err, "convert: "));
@@ -301,7 +301,7 @@ static void expect_bad(const char *what, const Edit *e, const char *const *meta,
                        KgBackend *be, KgDtype dtype, int want_rc, const char *want) {
     char path[1200], err[KG_ERRLEN] = "";
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    REQUIRE(!safetensors_save_meta(path, e->w, e->n, meta, err), "%s", err);
+    REQUIRE(!safetensors_save_meta(path, e->w, e->n, meta, NULL, err), "%s", err);
     Gpt2 m;
     int rc = gpt2_open(&m, dir, be, dtype, err);
     if (rc == KG_OK) gpt2_close(&m);
@@ -462,9 +462,9 @@ static void test_broken(const char *qdir) {
     tmp_path(dir, sizeof dir, "shards");
     copy_config(qdir, dir);
     snprintf(path, sizeof path, "%s/a.safetensors", dir);
-    REQUIRE(!safetensors_save_meta(path, e.w, e.n / 2, q8, err), "%s", err);
+    REQUIRE(!safetensors_save_meta(path, e.w, e.n / 2, q8, NULL, err), "%s", err);
     snprintf(path, sizeof path, "%s/b.safetensors", dir);
-    REQUIRE(!safetensors_save_meta(path, e.w + e.n / 2, e.n - e.n / 2, q4, err), "%s", err);
+    REQUIRE(!safetensors_save_meta(path, e.w + e.n / 2, e.n - e.n / 2, q4, NULL, err), "%s", err);
     char *index = malloc(64 * 128);
     REQUIRE(index, "oom");
     int len = snprintf(index, 64 * 128, "{\"weight_map\": {");
@@ -566,7 +566,7 @@ static void test_overwrite(const char *src) {
     char *before, *after_bytes;
     size_t n_before, n_after;
     tmp_path(dir, sizeof dir, "own");
-    REQUIRE(!gpt2_convert(src, dir, KG_F32, NULL, err), "%s", err);
+    REQUIRE(!gpt2_convert(src, dir, KG_F32, NULL, NULL, err), "%s", err);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     REQUIRE(!kg_read_file(path, 1 << 26, &before, &n_before, err), "%s", err);
     tmp_path(link, sizeof link, "own_link");
@@ -578,10 +578,10 @@ static void test_overwrite(const char *src) {
         else
             snprintf(spelled, sizeof spelled, spellings[i], dir);
         err[0] = '\0';
-        int rc = gpt2_convert(dir, spelled, KG_Q8_0, NULL, err);
+        int rc = gpt2_convert(dir, spelled, KG_Q8_0, NULL, NULL, err);
         CHECK_MSG(rc == KG_EINVAL && strstr(err, "is the source directory"), "%s: rc %d, %s",
                   spelled, rc, err);
-        rc = gpt2_convert(link, spelled, KG_F16, NULL, err);
+        rc = gpt2_convert(link, spelled, KG_F16, NULL, NULL, err);
         CHECK_MSG(rc == KG_EINVAL && strstr(err, "is the source directory"), "%s: rc %d, %s",
                   spelled, rc, err);
     }

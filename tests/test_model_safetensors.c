@@ -331,7 +331,7 @@ static void test_round_trip_blocks(void) {
         {"a", KG_F32, 1, {3}, a},
     };
     const char *meta[] = {"format", "pt", "kogpt2.quant", "q8_0", NULL};
-    CHECK_MSG(safetensors_save_meta(path, w, 4, meta, err) == KG_OK, "save: %s", err);
+    CHECK_MSG(safetensors_save_meta(path, w, 4, meta, NULL, err) == KG_OK, "save: %s", err);
     SafeTensors st;
     int rc = safetensors_open(&st, path, err);
     CHECK_MSG(rc == KG_OK, "open: %s", err);

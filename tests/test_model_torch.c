@@ -348,7 +348,7 @@ static void test_convert(void) {
     Gpt2 m;
     snprintf(src, sizeof src, "%s/pt_tied_f32", g_torch);
     snprintf(out, sizeof out, "%s/conv_auto", g_tmp);
-    int rc = gpt2_convert(src, out, KG_DTYPE_AUTO, what, err);
+    int rc = gpt2_convert(src, out, KG_DTYPE_AUTO, NULL, what, err);
     CHECK_MSG(rc == KG_OK && strstr(what, "pytorch_model.bin"), "convert: %s", err);
     check_same(&m, out, "tiny_tanh_f32");
     if (m.src.n_files) {
@@ -360,7 +360,7 @@ static void test_convert(void) {
 
     snprintf(src, sizeof src, "%s/pt_views_f32", g_torch);
     snprintf(out, sizeof out, "%s/conv_views", g_tmp);
-    rc = gpt2_convert(src, out, KG_DTYPE_AUTO, NULL, err);
+    rc = gpt2_convert(src, out, KG_DTYPE_AUTO, NULL, NULL, err);
     CHECK_MSG(rc == KG_OK, "convert views: %s", err);
     check_same(&m, out, "noprefix_f32");
     if (m.src.n_files) {
@@ -370,7 +370,7 @@ static void test_convert(void) {
 
     snprintf(src, sizeof src, "%s/sharded_bin", g_torch);
     snprintf(out, sizeof out, "%s/conv_bf16", g_tmp);
-    rc = gpt2_convert(src, out, KG_BF16, NULL, err);
+    rc = gpt2_convert(src, out, KG_BF16, NULL, NULL, err);
     CHECK_MSG(rc == KG_OK, "convert to bf16: %s", err);
     rc = gpt2_open(&m, out, g_be, KG_DTYPE_AUTO, err);
     CHECK_MSG(rc == KG_OK, "open bf16: %s", err);
@@ -380,7 +380,7 @@ static void test_convert(void) {
         CHECK(strstr(m.src.what, "BF16"));
         gpt2_close(&m);
     }
-    rc = gpt2_convert(src, out, 7, NULL, err);
+    rc = gpt2_convert(src, out, 7, NULL, NULL, err);
     CHECK(rc == KG_EINVAL);
 
     // the command line, from the HF cache by repo id

@@ -992,7 +992,7 @@ def test_precision(model_dir, d):
     take the tiled matmul, vdpbf16ps where the CPU has it) are within PRECISION_TOL of the f32
     daemon d's, with the same top-1, and not bit-identical (the rounding really happens)."""
     r = lib.kogpt2d_run(model_dir, "--precision", "bogus", "--port", "0")
-    check(r.returncode == 2 and "--precision: expected f32 or bf16, got 'bogus'" in r.stderr,
+    check(r.returncode == 2 and "--precision: unknown precision 'bogus': f32 or bf16" in r.stderr,
           "kogpt2d --precision bogus: exit %d, %r" % (r.returncode, r.stderr[-200:]))
     ids = [(1000 + 977 * i) % 51200 for i in range(24)]
     body = {"tokens": ids, "top_k": 5}
@@ -1021,7 +1021,7 @@ def test_precision(model_dir, d):
     dev = os.environ.get("KG_TEST_DEVICE", "auto")
     r = subprocess.run([cli, "next", "--model", model_dir, "--tokens", "5", "--precision", "f16"],
                        capture_output=True, text=True, timeout=60)
-    check(r.returncode == 2 and "--precision: expected f32 or bf16, got 'f16'" in r.stderr,
+    check(r.returncode == 2 and "--precision: unknown precision 'f16': f32 or bf16" in r.stderr,
           "kogpt2 next --precision f16: exit %d, %r" % (r.returncode, r.stderr[-200:]))
     r = subprocess.run([cli, "next", "--model", model_dir, "--device", dev, "--threads", "2",
                         "--precision", "bf16", "--top-k", "5", "--json",

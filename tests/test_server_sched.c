@@ -3,7 +3,9 @@
 // speculated click give the same numbers as a cold run; concurrent generations (batched)
 // equal the same generations run one at a time; a seed repeats; stop strings cut the text;
 // a full queue says busy; a cancelled job stops; a pass that gives way (the speculation's,
-// when a job arrives) leaves its cache as it was.
+// when a job arrives) leaves its cache as it was. Without a model: the generated text's
+// stop strings and held-back bytes (gentext.h), the batch planner's budgets (sched_plan.h),
+// /v1/score's memo (score_memo.h).
 //
 // A small random model (2 layers, C 64, V 51200) with KoGPT2 v2's tokenizer.json from
 // ../shared (skipped without it). Tolerances: logprobs of batched/cached runs within 1e-4
@@ -17,7 +19,11 @@
 #include "check.h"
 #include "model/gpt2.h"
 #include "model/sampler.h"
+#include "server/gentext.h"
 #include "server/sched.h"
+#include "server/sched_job.h"
+#include "server/sched_plan.h"
+#include "server/score_memo.h"
 #include "testmodel.h"
 #include "tokenizer/tokenizer.h"
 
@@ -403,7 +409,7 @@ static void test_padded_vocab(const Tokenizer *tok) {
     for (uint64_t seed = 0; seed < 8; seed++) {
         Result r;
         SchedParams p = gen_params(ids, 3, 16, 2.0f, seed);
-        p.n_candidates = 20;
+        p.n_logprobs = 20;
         run_job(s, &p, &r);
         ok &= r.state == SCHED_DONE_LENGTH && r.n == 16;
         for (size_t i = 0; i < r.n; i++)
@@ -451,7 +457,7 @@ static void test_prompt_scoring(Sched *s, const Gpt2 *m, const Tokenizer *tok) {
             .kind = SCHED_GENERATE, .tokens = other, .n_tokens = 3, .max_tokens = 24, .top_p = 1});
     SchedParams ps = gen_params(ids, n, 4, 0.0f, 7);
     ps.score_prompt = 1;
-    ps.n_candidates = 3;
+    ps.n_logprobs = 3;
     SchedJob *j = submit(s, &ps);
     size_t n_scored = 0, n_gen = 0, first_unscored = 0, top_ok = 1;
     int gen[8];
@@ -527,7 +533,102 @@ static void test_prompt_scoring(Sched *s, const Gpt2 *m, const Tokenizer *tok) {
     free(ids);
 }
 
+// A stop string split across tokens: its first bytes wait, the text ends right before it;
+// bytes that turn out not to start it go out with the next token.
+static void test_gentext(void) {
+    const char *stops[2] = {"<end>", "xyz"};
+    GenText g;
+    REQUIRE(!gentext_init(&g, stops, 2), "out of memory");
+    size_t len;
+    char *out[4] = {0};
+    CHECK(gentext_find_stop(&g) == -1 && gentext_held_back(&g) == 0); // nothing yet
+    CHECK(!gentext_append(&g, "hello <e", 8) && gentext_find_stop(&g) == -1);
+    CHECK(gentext_held_back(&g) == 2); // "<e" may start "<end>"
+    out[0] = gentext_release(&g, g.text.len - gentext_held_back(&g), &len);
+    CHECK(out[0] && len == 6 && !strcmp(out[0], "hello "));
+    CHECK(!gentext_append(&g, "x", 1) && gentext_held_back(&g) == 1); // "<ex": "x" may be "xyz"
+    out[1] = gentext_release(&g, g.text.len - gentext_held_back(&g), &len);
+    CHECK(out[1] && len == 2 && !strcmp(out[1], "<e"));
+    CHECK(!gentext_append(&g, "yz<end>", 7) && gentext_find_stop(&g) == 8); // "xyz" first
+    out[2] = gentext_release(&g, (size_t)gentext_find_stop(&g), &len);
+    CHECK(out[2] && len == 0);
+    out[3] = gentext_release(&g, 3, &len); // before what was released: nothing
+    CHECK(out[3] && len == 0 && g.released == 8);
+    for (int i = 0; i < 4; i++)
+        free(out[i]);
+    gentext_free(&g);
+    printf("generated text: stop strings across tokens, held-back bytes released\n");
+}
+
+// A job for the planner, fed up to n_fed of its prompt (decode: every token).
+static SchedJob *plan_job(const int *ids, size_t n, int score, int decode, size_t n_fed) {
+    SchedParams p = {.kind = score ? SCHED_GENERATE : SCHED_NEXT_TOKEN,
+                     .tokens = ids,
+                     .n_tokens = n,
+                     .n_candidates = 1,
+                     .temperature = 1,
+                     .max_tokens = 1,
+                     .top_p = 1,
+                     .score_prompt = score};
+    SchedJob *j;
+    char err[KG_ERRLEN];
+    REQUIRE(!sched_job_new(&j, 100, &p, NULL, NULL, err), "%s", err);
+    j->work.phase = decode ? SCHED_DECODE : SCHED_PREFILL;
+    j->work.n_fed = n_fed;
+    return j;
+}
+
+// The planner: a decode row each, prompt chunks within the step's prefill budget (the rest
+// waits), a scored prompt within its own logits budget, logits rows counted in order.
+static void test_plan(void) {
+    int ids[100] = {0};
+    SchedJob *jobs[5] = {plan_job(ids, 10, 0, 1, 10), plan_job(ids, 100, 1, 0, 0),
+                         plan_job(ids, 50, 0, 0, 40), plan_job(ids, 60, 0, 0, 0),
+                         plan_job(ids, 20, 0, 1, 20)};
+    Gpt2Seq seqs[5];
+    SchedPlanEntry plan[5];
+    size_t rows, n = sched_plan_step(jobs, 5, 48, seqs, plan, &rows);
+    // decode 1 | scored 32 of 100 (its budget) | the last 10 of 50 | 6 of 60 (budget spent) |
+    // decode 1
+    CHECK(n == 5 && rows == 1 + 32 + 10 + 6 + 1);
+    size_t want_n[5] = {1, SCHED_PLAN_SCORE_ROWS, 10, 6, 1};
+    Gpt2Logits want_logits[5] = {GPT2_LOGITS_LAST, GPT2_LOGITS_ALL, GPT2_LOGITS_LAST,
+                                 GPT2_LOGITS_NONE, GPT2_LOGITS_LAST};
+    size_t want_row[5] = {0, 1, 33, 34, 34};
+    for (size_t i = 0; i < 5 && n == 5; i++)
+        CHECK_MSG(seqs[i].n == want_n[i] && seqs[i].logits == want_logits[i] &&
+                      plan[i].job == jobs[i] && plan[i].first_row == want_row[i],
+                  "entry %zu: n %zu, logits %d, first row %zu", i, seqs[i].n, seqs[i].logits,
+                  plan[i].first_row);
+    n = sched_plan_step(jobs + 1, 3, 8, seqs, plan, &rows); // 8 rows: the later prompts wait
+    CHECK(n == 1 && rows == 8 && plan[0].job == jobs[1]);
+    for (size_t i = 0; i < 5; i++)
+        sched_job_free(jobs[i]);
+    printf("batch planner: prefill and scoring budgets, decode rows, logits rows in order\n");
+}
+
+// The memo answers the longest remembered prefix, and only the 16 prompts scored last.
+static void test_score_memo(void) {
+    ScoreMemo *m = score_memo_new();
+    REQUIRE(m, "out of memory");
+    int a[4] = {5, 6, 7, 8}, b[3] = {5, 6, 9};
+    ScorePos pos[4] = {{.id = 5}, {.id = 6, .rank = 2}, {.id = 7, .rank = 1}, {.id = 8}}, got[4];
+    CHECK(score_memo_lookup(m, a, 4, got) == 0);
+    score_memo_insert(m, a, pos, 4);
+    CHECK(score_memo_lookup(m, b, 3, got) == 2 && got[1].rank == 2);
+    CHECK(score_memo_lookup(m, a, 3, got) == 3 && got[2].rank == 1);
+    for (int i = 0; i < 16; i++) // 16 other prompts push a out
+        score_memo_insert(m, b, pos, 3);
+    CHECK(score_memo_lookup(m, a, 4, got) == 2); // b's prefix only
+    CHECK(score_memo_lookup(NULL, a, 4, got) == 0);
+    score_memo_free(m);
+    printf("score memo: longest remembered prefix, oldest prompt replaced\n");
+}
+
 int main(void) {
+    test_gentext();
+    test_plan();
+    test_score_memo();
     const char *shared = getenv("KG_SHARED_DIR");
     char tokpath[1024];
     snprintf(tokpath, sizeof tokpath, "%s/data/kogpt2/v2/tokenizer.no_endoftext.json",

@@ -25,13 +25,13 @@ if(TARGET kogpt2)
   set_tests_properties(test_tok_cli_json PROPERTIES LABELS tokenizer
     SKIP_REGULAR_EXPRESSION "No such file or directory"
     PASS_REGULAR_EXPRESSION
-    "{\"ids\":\\[25906,8702,7801,25856,34407,10528,422,426,18258,9241,12521,254,110,162\\],\"pieces\":\\[\"▁안녕\",\"하\",")
+    "{\"tokens\":\\[25906,8702,7801,25856,34407,10528,422,426,18258,9241,12521,254,110,162\\],\"pieces\":\\[\"▁안녕\",\"하\",")
   add_test(NAME test_tok_cli_jsonl COMMAND sh -c
     "printf '%s\\n' '\"안녕\"' '\"\"' '\"  두 칸\"' | '$<TARGET_FILE:kogpt2>' tokenize --tokenizer '${_tok_v2}' --jsonl")
   set_tests_properties(test_tok_cli_jsonl PROPERTIES LABELS tokenizer
     SKIP_REGULAR_EXPRESSION "No such file or directory"
     PASS_REGULAR_EXPRESSION
-    "{\"ids\":\\[25906\\],\"pieces\":\\[\"▁안녕\"\\]}\n{\"ids\":\\[\\],\"pieces\":\\[\\]}\n{\"ids\":\\[739,9174,12063\\],")
+    "{\"tokens\":\\[25906\\],\"pieces\":\\[\"▁안녕\"\\]}\n{\"tokens\":\\[\\],\"pieces\":\\[\\]}\n{\"tokens\":\\[739,9174,12063\\],")
   add_test(NAME test_tok_cli_detokenize COMMAND kogpt2 detokenize --tokenizer ${_tok_v2} --json
     25906,8702,7801,25856,254,110)
   set_tests_properties(test_tok_cli_detokenize PROPERTIES LABELS tokenizer

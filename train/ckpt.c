@@ -413,6 +413,22 @@ int ckpt_recover(const char *dir, char *err) {
 
 int ckpt_save(const char *dir, const Gpt2 *m, KgDtype dtype, const char *tok_file,
               const CkptState *st, const AdamW *o, char *err) {
+    return ckpt_save_files(dir, m, dtype, tok_file, st, o, NULL, 0, err);
+}
+
+// Writes text into path (a new file). KG_EIO.
+static int write_text(const char *path, const char *text, char *err) {
+    FILE *fp = fopen(path, "wb");
+    if (!fp) return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
+    size_t n = strlen(text);
+    int bad = fwrite(text, 1, n, fp) != n;
+    bad |= fclose(fp) != 0;
+    return bad ? kg_err(err, KG_EIO, "write %s: %s", path, strerror(errno)) : KG_OK;
+}
+
+int ckpt_save_files(const char *dir, const Gpt2 *m, KgDtype dtype, const char *tok_file,
+                    const CkptState *st, const AdamW *o, const CkptFile *files, size_t n,
+                    char *err) {
     char tmp[4096], old[4096], path[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", dir);
     snprintf(old, sizeof old, "%s.old", dir);
@@ -428,6 +444,10 @@ int ckpt_save(const char *dir, const Gpt2 *m, KgDtype dtype, const char *tok_fil
     if (st) {
         kg_path_join(path, sizeof path, tmp, CKPT_STATE_FILE);
         if ((rc = state_write(path, st, o, err))) goto fail;
+    }
+    for (size_t i = 0; i < n; i++) {
+        kg_path_join(path, sizeof path, tmp, files[i].name);
+        if ((rc = write_text(path, files[i].text, err))) goto fail;
     }
     sync_files(tmp);
     sync_parent(tmp);
@@ -445,4 +465,159 @@ int ckpt_save(const char *dir, const Gpt2 *m, KgDtype dtype, const char *tok_fil
 fail:
     ckpt_remove_dir(tmp, NULL);
     return rc;
+}
+
+// --- a run's files beside the checkpoint ---
+
+int ckpt_sibling(char *path, size_t cap, const char *dir, const char *suffix) {
+    if ((size_t)snprintf(path, cap, "%s%s", dir, suffix) >= cap) {
+        if (cap) path[0] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
+// dir's parent directory (cap bytes) and the offset of its last component in dir.
+static size_t split_dir(const char *dir, char *parent, size_t cap) {
+    const char *slash = strrchr(dir, '/');
+    if (!slash) {
+        snprintf(parent, cap, ".");
+        return 0;
+    }
+    snprintf(parent, cap, "%.*s", slash == dir ? 1 : (int)(slash - dir), dir);
+    return (size_t)(slash + 1 - dir);
+}
+
+// S when name is BASE.step-S (digits only; with tmp, BASE.step-S.tmp), else -1.
+static long long step_of(const char *name, const char *base, int tmp) {
+    size_t b = strlen(base), k = strlen(CKPT_STEP_SUFFIX);
+    if (strncmp(name, base, b) || strncmp(name + b, CKPT_STEP_SUFFIX, k)) return -1;
+    const char *p = name + b + k;
+    char *end;
+    if (*p < '0' || *p > '9') return -1;
+    errno = 0;
+    long long v = strtoll(p, &end, 10);
+    if (errno || strcmp(end, tmp ? ".tmp" : "")) return -1;
+    return v;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+// The steps S of dir's DIR.step-S siblings, ascending (*steps malloc'd, may be NULL when
+// *n is 0); leftover DIR.step-S.tmp (a kill while keeping one) are removed.
+static int list_steps(const char *dir, uint64_t **steps, size_t *n, char *err) {
+    char parent[4096], path[4096];
+    const char *base = dir + split_dir(dir, parent, sizeof parent);
+    *steps = NULL;
+    *n = 0;
+    DIR *d = opendir(parent);
+    if (!d) return kg_err(err, KG_EIO, "opendir %s: %s", parent, strerror(errno));
+    size_t cap = 0;
+    int rc = KG_OK;
+    for (struct dirent *e; !rc && (e = readdir(d));) {
+        if (step_of(e->d_name, base, 1) >= 0) {
+            kg_path_join(path, sizeof path, parent, e->d_name);
+            ckpt_remove_dir(path, NULL);
+        }
+        long long s = step_of(e->d_name, base, 0);
+        if (s < 0) continue;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            uint64_t *q = realloc(*steps, cap * sizeof *q);
+            if (!q) {
+                rc = kg_err(err, KG_ENOMEM, "%s: out of memory", parent);
+                break;
+            }
+            *steps = q;
+        }
+        (*steps)[(*n)++] = (uint64_t)s;
+    }
+    closedir(d);
+    if (!rc && *n) qsort(*steps, *n, sizeof **steps, cmp_u64);
+    return rc;
+}
+
+// DIR.step-S (cap bytes).
+static void step_dir(char *path, size_t cap, const char *dir, uint64_t step) {
+    snprintf(path, cap, "%s%s%llu", dir, CKPT_STEP_SUFFIX, (unsigned long long)step);
+}
+
+// Hard-links (else copies) every file of dir into the new directory to.
+static int link_files(const char *dir, const char *to, char *err) {
+    if (mkdir(to, 0755)) return kg_err(err, KG_EIO, "mkdir %s: %s", to, strerror(errno));
+    DIR *d = opendir(dir);
+    if (!d) return kg_err(err, KG_EIO, "opendir %s: %s", dir, strerror(errno));
+    char src[4096], dst[4096];
+    int rc = KG_OK;
+    for (struct dirent *e; !rc && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        kg_path_join(src, sizeof src, dir, e->d_name);
+        kg_path_join(dst, sizeof dst, to, e->d_name);
+        if (link(src, dst)) rc = kg_copy_file(src, dst, err);
+    }
+    closedir(d);
+    return rc;
+}
+
+int ckpt_keep_prev(const char *dir, unsigned keep, char *err) {
+    char path[4096], tmp[4096 + 8];
+    int rc = KG_OK;
+    if (keep > 1 && ckpt_exists(dir)) {
+        CkptState st;
+        if ((rc = ckpt_state_read(dir, &st, NULL, err))) return rc;
+        ckpt_state_free(&st);
+        step_dir(path, sizeof path, dir, st.step);
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        ckpt_remove_dir(tmp, NULL);
+        rc = link_files(dir, tmp, err);
+        if (!rc) rc = ckpt_remove_dir(path, err); // a resumed run saving a step again
+        if (!rc && rename(tmp, path))
+            rc = kg_err(err, KG_EIO, "rename %s: %s", tmp, strerror(errno));
+        if (rc) {
+            ckpt_remove_dir(tmp, NULL);
+            return rc;
+        }
+        sync_parent(path);
+    }
+    uint64_t *steps;
+    size_t n;
+    if ((rc = list_steps(dir, &steps, &n, err))) return rc;
+    size_t want = keep > 1 ? keep - 1 : 0;
+    for (size_t i = 0; i + want < n && !rc; i++) { // the oldest first
+        step_dir(path, sizeof path, dir, steps[i]);
+        rc = ckpt_remove_dir(path, err);
+    }
+    free(steps);
+    return rc;
+}
+
+int ckpt_run_files(const char *dir, char *first, size_t cap) {
+    static const char *const suffixes[] = {CKPT_BEST_SUFFIX, CKPT_LOG_SUFFIX};
+    char path[4096];
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++)
+        if (!ckpt_sibling(path, sizeof path, dir, suffixes[i]) && !access(path, F_OK)) {
+            if (first && cap) snprintf(first, cap, "%s", path);
+            return 1;
+        }
+    uint64_t *steps;
+    size_t n;
+    if (list_steps(dir, &steps, &n, NULL) || !n) return 0;
+    if (first && cap) step_dir(first, cap, dir, steps[0]);
+    free(steps);
+    return 1;
+}
+
+int ckpt_remove_run_files(const char *dir, char *err) {
+    char path[4096];
+    if (ckpt_sibling(path, sizeof path, dir, CKPT_LOG_SUFFIX))
+        return kg_err(err, KG_EINVAL, "%s: path too long", dir);
+    if (unlink(path) && errno != ENOENT)
+        return kg_err(err, KG_EIO, "unlink %s: %s", path, strerror(errno));
+    ckpt_sibling(path, sizeof path, dir, CKPT_BEST_SUFFIX);
+    int rc = ckpt_recover(path, err); // its .tmp / .old, should a save have been cut short
+    if (!rc) rc = ckpt_remove_dir(path, err);
+    return rc ? rc : ckpt_keep_prev(dir, 0, err);
 }

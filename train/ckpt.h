@@ -42,6 +42,44 @@ typedef struct {
 int ckpt_save(const char *dir, const Gpt2 *m, KgDtype dtype, const char *tok_file,
               const CkptState *st, const AdamW *o, char *err);
 
+// A small text file saved with a checkpoint (train_args.json, val.json).
+typedef struct {
+    const char *name; // a plain file name
+    const char *text; // NUL-terminated
+} CkptFile;
+
+// ckpt_save plus n text files written into the same directory before it is published.
+int ckpt_save_files(const char *dir, const Gpt2 *m, KgDtype dtype, const char *tok_file,
+                    const CkptState *st, const AdamW *o, const CkptFile *files, size_t n,
+                    char *err);
+
+// --- a run's files beside its checkpoint directory DIR ---
+// DIR.best/        the model with the lowest validation loss so far (a servable model with
+//                  val.json: step, loss, bpb), saved as that validation finishes
+// DIR.step-S/      an earlier checkpoint kept by --keep (resumable, as DIR)
+// DIR.log.jsonl    the training log (train/trainlog.h)
+// (and DIR.lock, DIR.tmp, DIR.old above). Each name is DIR's path plus the suffix.
+#define CKPT_BEST_SUFFIX ".best"
+#define CKPT_STEP_SUFFIX ".step-"
+#define CKPT_LOG_SUFFIX  ".log.jsonl"
+
+// path (cap bytes) = dir + suffix. 0, or -1 when it does not fit.
+int ckpt_sibling(char *path, size_t cap, const char *dir, const char *suffix);
+
+// Keeps the checkpoint dir holds now (step S, from its train_state.bin) as DIR.step-S before
+// a save replaces it, then removes the oldest DIR.step-* so that keep - 1 remain: with the new
+// DIR, the last keep checkpoints. The files are hard links (a checkpoint's files are never
+// rewritten, a save replaces the directory), copies where the file system has none. keep <= 1,
+// or no checkpoint in dir: only the removal. KG_OK or KG_EIO.
+int ckpt_keep_prev(const char *dir, unsigned keep, char *err);
+
+// Whether an earlier run left files beside dir (DIR.best, DIR.step-*, DIR.log.jsonl): 1 and
+// the first one's name in first (cap bytes, may be NULL), else 0. A new run refuses them
+// unless told to replace them (ckpt_remove_run_files).
+int ckpt_run_files(const char *dir, char *first, size_t cap);
+// Removes them. KG_OK or KG_EIO.
+int ckpt_remove_run_files(const char *dir, char *err);
+
 // Checks, before any work, that checkpoints can be written as dir (its parent exists and
 // is writable): creates and removes dir's temporary sibling, which ckpt_recover has cleared.
 // KG_OK or KG_EIO naming the path.

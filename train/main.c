@@ -1,11 +1,14 @@
-// kogpt2-train — prepare token shards, train or fine-tune a GPT-2, export a model.
+// kogpt2-train — prepare token shards, train or fine-tune a GPT-2, evaluate, plot, export.
 //
 //   kogpt2-train prepare --tokenizer PATH --input PATH [--input PATH ...] --out DATA_DIR
 //       [--append | --force] [--max-line-bytes N]
 //   kogpt2-train train --data DATA_DIR --out CKPT_DIR (--init MODEL_DIR | --n-layer L
 //       --n-embd C --n-head H --n-ctx T --tokenizer PATH) --steps N --batch B --seq T
-//       [--lr X] [--grad-accum K] [--seed S] [--resume] [--force] ...
-//   kogpt2-train export --from CKPT_DIR --out MODEL_DIR [--dtype f16|f32]
+//       [--lr X] [--grad-accum K] [--seed S] [--val FILE|DIR] [--keep N] [--force] ...
+//   kogpt2-train train --resume CKPT_DIR [flags to change]
+//   kogpt2-train eval --model DIR --val FILE|DIR [--seq T]
+//   kogpt2-train plot CKPT_DIR|LOG [--out PNG]
+//   kogpt2-train export --from CKPT_DIR --out MODEL_DIR [--dtype f16|f32] [--force]
 //   mpirun -np N kogpt2-train train ...   (data parallel; --batch is per rank)
 #include <errno.h>
 #include <getopt.h>
@@ -14,12 +17,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/kg.h"
+#include "ckpt.h"
 #include "dist.h"
 #include "model/backend.h"
 #include "model/hfcache.h"
 #include "model/safetensors.h"
+#include "plot.h"
 #include "shard.h"
 #include "tokenizer/tokenizer.h"
 #include "train.h"
@@ -34,25 +41,45 @@ static void usage(FILE *f) {
         "                          (--init MODEL_DIR | --n-layer L --n-embd C --n-head H\n"
         "                           --n-ctx T --tokenizer PATH)\n"
         "                          --steps N --batch B --seq T [options]\n"
-        "       kogpt2-train export --from CKPT_DIR --out MODEL_DIR [--dtype f16|f32]\n"
+        "       kogpt2-train train --resume CKPT_DIR [options that change the run]\n"
+        "       kogpt2-train eval --model DIR --val FILE|DIR [--seq T] [--batch B]\n"
+        "                         [--val-tokens N] [--device D] [--threads N] [--precision P]\n"
+        "       kogpt2-train plot CKPT_DIR|LOG [--out PNG] [--width W] [--height H]\n"
+        "       kogpt2-train export --from CKPT_DIR --out MODEL_DIR [--dtype f16|f32] [--force]\n"
+        "       kogpt2-train --version\n"
+        "TOKENIZER: a SentencePiece .model (models/default/kogpt2-default.model), a\n"
+        "tokenizer.json, or a model directory holding one.\n"
         "train options:\n"
         "  --lr X            peak learning rate (6e-4)       --min-lr X   floor (lr/10)\n"
         "  --warmup N        linear warmup steps (0)         --weight-decay X (0.1)\n"
+        "                    the schedule: linear warmup to lr over --warmup steps, then cosine\n"
+        "                    decay to --min-lr at --steps\n"
         "  --grad-accum K    micro-steps per step (1)        --clip X     grad norm (1.0)\n"
         "  --seed S          init and data order (1337)      --threads N  (0: all cores, shared\n"
         "                                                   by the ranks on one machine)\n"
         "  --recompute       recompute activations in backward (less memory)\n"
-        "  --val-every N     validate every N steps (250)    --val-tokens N (65536)\n"
+        "  --val FILE|DIR    validate on this text (a file or directory, read as prepare\n"
+        "                    reads it) or prepared directory's val_*.bin (default: --data's)\n"
+        "  --val-every N     validate every N steps, before the first and after the last (250;\n"
+        "                    0: never)                       --val-tokens N (65536; 0: all)\n"
         "  --save-every N    checkpoint every N steps (500)  --log-every N (1)\n"
-        "  --resume          continue the checkpoint in CKPT_DIR (there must be one)\n"
+        "  --keep N          keep the last N checkpoints: CKPT_DIR and CKPT_DIR.step-S (1)\n"
+        "                    (the best by validation loss is always kept as CKPT_DIR.best)\n"
+        "  --resume [DIR]    continue the checkpoint in CKPT_DIR (there must be one): its\n"
+        "                    data, shape, tokenizer, batch and schedule; flags given change them\n"
+        "                    (not the shape), each change noted\n"
         "  --force           start over even if CKPT_DIR holds a checkpoint or files (they\n"
-        "                    are replaced at the first save); with --resume: resume if there\n"
-        "                    is a checkpoint, else start over\n"
+        "                    are replaced at the first save; its log, best and kept checkpoints\n"
+        "                    at once); with --resume: resume if there is a checkpoint, else\n"
+        "                    start over\n"
         "  --stop-at N       stop after step N as an interruption would (tests)\n"
         "  --device D        auto (GPU if any), cpu, cuda, cuda:N (auto)\n"
         "  --precision P     matmuls in f32, bf16 or fp16 (dynamic loss scaling) with f32\n"
         "                    master weights; GPU only, the CPU computes in f32 (f32)\n"
         "  --loss-scale X    fp16: the loss scale's start (65536)\n"
+        "The run's log is CKPT_DIR.log.jsonl (one JSON record per step and validation; plot\n"
+        "draws it). Validation bits per byte: every token of the text scored once, its nats /\n"
+        "ln 2 / the text's UTF-8 bytes (eval gives the same figure for the same text and --seq).\n"
         "SIGINT, SIGTERM or SIGUSR1 saves a checkpoint at the end of the step under way and\n"
         "exits 0; a second one exits at once (the last complete checkpoint stays). Under\n"
         "mpirun send SIGUSR1 to mpirun (it forwards it) or any signal to one rank.\n"
@@ -98,7 +125,8 @@ static int cmd_prepare(int argc, char **argv) {
     const char *tok_path = NULL;
     const char **inputs = calloc((size_t)argc, sizeof *inputs);
     if (!inputs) return 1;
-    ShardPrepareArgs pa = {.inputs = inputs, .val_every = 100};
+    // progress on stderr: stdout keeps the one summary line scripts read
+    ShardPrepareArgs pa = {.inputs = inputs, .val_every = 100, .progress = stderr};
     long long v;
     for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
         switch (c) {
@@ -212,10 +240,13 @@ enum {
     OPT_DEVICE,
     OPT_PRECISION,
     OPT_LOSS_SCALE,
+    OPT_VAL,
+    OPT_KEEP,
     OPT_HELP
 };
 
-// Fills a from argv; 0, or 2 with a message for a usage error.
+// Fills a from argv's flags: 0; 1 after --help; 2 with a message for a usage error. Called
+// twice when resuming (over the checkpoint's arguments the second time), so it only sets.
 static int parse_train(int argc, char **argv, TrainArgs *a) {
     static const struct option opts[] = {{"data", required_argument, 0, OPT_DATA},
                                          {"out", required_argument, 0, OPT_OUT},
@@ -237,11 +268,13 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
                                          {"seed", required_argument, 0, OPT_SEED},
                                          {"threads", required_argument, 0, OPT_THREADS},
                                          {"recompute", no_argument, 0, OPT_RECOMPUTE},
+                                         {"val", required_argument, 0, OPT_VAL},
                                          {"val-every", required_argument, 0, OPT_VAL_EVERY},
                                          {"val-tokens", required_argument, 0, OPT_VAL_TOKENS},
                                          {"save-every", required_argument, 0, OPT_SAVE_EVERY},
                                          {"log-every", required_argument, 0, OPT_LOG_EVERY},
-                                         {"resume", no_argument, 0, OPT_RESUME},
+                                         {"keep", required_argument, 0, OPT_KEEP},
+                                         {"resume", optional_argument, 0, OPT_RESUME},
                                          {"force", no_argument, 0, OPT_FORCE},
                                          {"stop-at", required_argument, 0, OPT_STOP_AT},
                                          {"device", required_argument, 0, OPT_DEVICE},
@@ -249,7 +282,7 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
                                          {"loss-scale", required_argument, 0, OPT_LOSS_SCALE},
                                          {"help", no_argument, 0, OPT_HELP},
                                          {0, 0, 0, 0}};
-    int bad_precision = 0;
+    const char *resume_dir = NULL;
     for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
         long long v = 0;
         double x = 0;
@@ -261,7 +294,8 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
                 return 2;
             }
         } else if (optarg && c != OPT_DATA && c != OPT_OUT && c != OPT_INIT && c != OPT_TOKENIZER &&
-                   c != OPT_DEVICE && c != OPT_PRECISION && (v = parse_count(optarg)) < 0) {
+                   c != OPT_DEVICE && c != OPT_PRECISION && c != OPT_VAL && c != OPT_RESUME &&
+                   (v = parse_count(optarg)) < 0) {
             fprintf(stderr, "kogpt2-train train: not a count: %s\n", optarg);
             return 2;
         }
@@ -337,6 +371,9 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
         case OPT_RECOMPUTE:
             a->recompute = 1;
             break;
+        case OPT_VAL:
+            a->val = optarg;
+            break;
         case OPT_VAL_EVERY:
             a->val_every = (uint64_t)v;
             break;
@@ -349,8 +386,16 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
         case OPT_LOG_EVERY:
             a->log_every = (uint64_t)v;
             break;
-        case OPT_RESUME:
+        case OPT_KEEP:
+            if (v < 1 || v > 100000) {
+                fprintf(stderr, "kogpt2-train train: --keep must be 1 to 100000\n");
+                return 2;
+            }
+            a->keep = (unsigned)v;
+            break;
+        case OPT_RESUME: // --resume=DIR here; --resume DIR is the one argument left below
             a->resume = 1;
+            if (optarg) resume_dir = dir_arg(optarg);
             break;
         case OPT_FORCE:
             a->force = 1;
@@ -369,8 +414,10 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
                 a->precision = KG_BF16;
             else if (!strcmp(optarg, "fp16"))
                 a->precision = KG_F16;
-            else
-                bad_precision = 1;
+            else {
+                fprintf(stderr, "kogpt2-train train: --precision must be f32, bf16 or fp16\n");
+                return 2;
+            }
             break;
         case OPT_LOSS_SCALE:
             a->loss_scale = (float)x;
@@ -383,32 +430,52 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
             return 2;
         }
     }
+    if (a->resume && !resume_dir && optind + 1 == argc) resume_dir = dir_arg(argv[optind++]);
+    if (optind != argc) {
+        fprintf(stderr, "kogpt2-train train: unexpected argument %s\n", argv[optind]);
+        return 2;
+    }
+    if (resume_dir && a->out_dir && strcmp(resume_dir, a->out_dir)) {
+        fprintf(stderr, "kogpt2-train train: --resume %s and --out %s name two directories\n",
+                resume_dir, a->out_dir);
+        return 2;
+    }
+    if (resume_dir) a->out_dir = resume_dir;
+    return 0;
+}
+
+// The checks after parsing: 0, or 2 with the reason (one line) for a usage error. A run that
+// --resume will refuse (no checkpoint there) skips the others: train_run says why.
+static int check_train(const TrainArgs *a) {
     char derr[KG_ERRLEN];
     const char *why = NULL;
-    if (optind != argc)
-        why = "unexpected argument";
-    else if (!a->data_dir || !a->out_dir)
-        why = "--data and --out are required";
+    int ckpt = a->out_dir && ckpt_exists(a->out_dir), resuming = a->resume && ckpt;
+    if (!a->out_dir)
+        why = "--out CKPT_DIR is required (or --resume CKPT_DIR to continue a run)";
+    else if (a->resume && !ckpt && !a->force)
+        return 0;
+    else if (!a->data_dir && resuming)
+        why = "--data DIR is required: the checkpoint has no " TRAIN_ARGS_FILE
+              " (an older kogpt2-train's) to take it from";
+    else if (!a->data_dir)
+        why = "--data DIR is required (the shards of kogpt2-train prepare)";
     else if (a->init && a->shape_given)
         why = "--init takes the shape from the model: drop --n-*";
-    else if (!a->init && !a->tokenizer)
-        why = "a new model needs --tokenizer (or use --init)";
+    else if (!a->init && !a->tokenizer && !resuming)
+        why = "a new model needs --tokenizer PATH (a SentencePiece .model such as "
+              "models/default/kogpt2-default.model, a tokenizer.json, or a model directory) "
+              "or --init MODEL_DIR";
     else if (!a->steps || !a->B || !a->T || !a->grad_accum)
         why = "--steps, --batch, --seq and --grad-accum must be at least 1";
     else if (a->threads < 0)
         why = "--threads must be 0 (all cores) to 4096";
-    else if (bad_precision)
-        why = "--precision must be f32, bf16 or fp16";
     else if (!(a->loss_scale >= 1))
         why = "--loss-scale must be at least 1";
     else if (kg_device_check(a->device, derr))
         why = derr;
-    if (why) {
-        fprintf(stderr, "kogpt2-train train: %s\n", why);
-        usage(stderr);
-        return 2;
-    }
-    return 0;
+    if (!why) return 0;
+    fprintf(stderr, "kogpt2-train train: %s\n(kogpt2-train train --help lists the options)\n", why);
+    return 2;
 }
 
 // SIGINT, SIGTERM, SIGUSR1: the first asks the run to stop after the step under way
@@ -446,6 +513,29 @@ static void catch_stop_signals(void) {
     sigaction(SIGUSR1, &sa, NULL);
 }
 
+// The arguments of `train`: the flags over the defaults, or, with --resume and a checkpoint
+// that recorded its run (train_args.json), the flags over that run's arguments. 0, 1 after
+// --help, 2 for a usage error (said), 3 for an unreadable train_args.json (said). *owned
+// holds the paths read from the checkpoint (free() after the run).
+static int train_args(int argc, char **argv, TrainArgs *a, char **owned) {
+    char err[KG_ERRLEN], path[4096];
+    *a = train_defaults();
+    *owned = NULL;
+    int rc = parse_train(argc, argv, a);
+    if (rc || !a->resume || !a->out_dir) return rc ? rc : check_train(a);
+    kg_path_join(path, sizeof path, a->out_dir, TRAIN_ARGS_FILE);
+    if (access(path, F_OK)) return check_train(a); // none: a new run, or an older checkpoint
+    const char *dir = a->out_dir;
+    *a = train_defaults();
+    if (train_args_load(a, dir, owned, err)) {
+        fprintf(stderr, "kogpt2-train train: %s\n", err);
+        return 3;
+    }
+    optind = 0; // getopt_long starts over (GNU)
+    rc = parse_train(argc, argv, a);
+    return rc ? rc : check_train(a);
+}
+
 static int cmd_train(int argc, char **argv) {
     char err[KG_ERRLEN];
     Dist d;
@@ -453,11 +543,13 @@ static int cmd_train(int argc, char **argv) {
         fprintf(stderr, "kogpt2-train train: %s\n", err);
         return 1;
     }
-    TrainArgs a = train_defaults();
-    int rc = parse_train(argc, argv, &a);
+    TrainArgs a;
+    char *owned;
+    int rc = train_args(argc, argv, &a, &owned);
     if (rc) {
+        free(owned);
         dist_finalize(&d);
-        return rc == 1 ? 0 : rc;
+        return rc == 1 ? 0 : rc == 3 ? 1 : rc;
     }
     catch_stop_signals(); // after MPI_Init, so that ours are the handlers
     a.stop = &stop_signal;
@@ -466,18 +558,19 @@ static int cmd_train(int argc, char **argv) {
         fprintf(stderr, "kogpt2-train train (rank %d): %s\n", d.rank, err);
     else if (rc)
         fprintf(stderr, "kogpt2-train train: %s\n", err);
+    free(owned);
     dist_finalize(&d);
     return rc ? 1 : 0;
 }
 
 static int cmd_export(int argc, char **argv) {
-    static const struct option opts[] = {{"from", required_argument, 0, 'f'},
-                                         {"out", required_argument, 0, 'o'},
-                                         {"dtype", required_argument, 0, 'd'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"from", required_argument, 0, 'f'},  {"out", required_argument, 0, 'o'},
+        {"dtype", required_argument, 0, 'd'}, {"force", no_argument, 0, 'F'},
+        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     const char *from = NULL, *out = NULL;
     KgDtype dtype = KG_F16;
+    int force = 0;
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
         if (c == 'h') {
             usage(stdout);
@@ -486,6 +579,8 @@ static int cmd_export(int argc, char **argv) {
             from = optarg;
         else if (c == 'o')
             out = dir_arg(optarg);
+        else if (c == 'F')
+            force = 1;
         else if (c == 'd' && (!strcmp(optarg, "f16") || !strcmp(optarg, "f32")))
             dtype = !strcmp(optarg, "f16") ? KG_F16 : KG_F32;
         else {
@@ -498,11 +593,139 @@ static int cmd_export(int argc, char **argv) {
         return 2;
     }
     char err[KG_ERRLEN];
-    if (train_export(from, out, dtype, err)) {
+    if (train_export(from, out, dtype, force, err)) {
         fprintf(stderr, "kogpt2-train export: %s\n", err);
         return 1;
     }
     printf("exported %s -> %s (%s)\n", from, out, kg_dtype_name(dtype));
+    return 0;
+}
+
+// eval: one line on stdout, "eval loss L bpb B tokens N bytes N docs N seq T" (scripts read
+// it: models/eval_bpb.sh); the device line on stderr.
+static int cmd_eval(int argc, char **argv) {
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"val", required_argument, 0, 'v'},
+                                         {"seq", required_argument, 0, 's'},
+                                         {"batch", required_argument, 0, 'b'},
+                                         {"val-tokens", required_argument, 0, 'n'},
+                                         {"device", required_argument, 0, 'd'},
+                                         {"threads", required_argument, 0, 't'},
+                                         {"precision", required_argument, 0, 'p'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *model = NULL, *val = NULL, *device = "auto";
+    long long seq = 0, batch = 8, tokens = 0, threads = 0;
+    KgDtype precision = KG_F32;
+    char err[KG_ERRLEN];
+    for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+        long long *count = c == 's'   ? &seq
+                           : c == 'b' ? &batch
+                           : c == 'n' ? &tokens
+                           : c == 't' ? &threads
+                                      : NULL;
+        if (count && (*count = parse_count(optarg)) < 0) {
+            fprintf(stderr, "kogpt2-train eval: not a count: %s\n", optarg);
+            return 2;
+        }
+        if (c == 'h') {
+            usage(stdout);
+            return 0;
+        } else if (c == 'm') {
+            static char model_dir[4096]; // ORG/NAME[@REV]: the Hugging Face cache's copy
+            if (hfcache_resolve(optarg, model_dir, sizeof model_dir, err)) {
+                fprintf(stderr, "kogpt2-train eval: --model %s\n", err);
+                return 2;
+            }
+            model = model_dir;
+        } else if (c == 'v')
+            val = optarg;
+        else if (c == 'd')
+            device = optarg;
+        else if (c == 'p' &&
+                 (!strcmp(optarg, "f32") || !strcmp(optarg, "bf16") || !strcmp(optarg, "fp16")))
+            precision = !strcmp(optarg, "f32")    ? KG_F32
+                        : !strcmp(optarg, "bf16") ? KG_BF16
+                                                  : KG_F16;
+        else if (!count) {
+            usage(stderr);
+            return 2;
+        }
+    }
+    const char *why = !model || !val || optind != argc
+                          ? "--model DIR and --val FILE|DIR are required"
+                      : batch < 1 || batch > 4096    ? "--batch must be 1 to 4096"
+                      : threads > 4096               ? "--threads must be 0 (all cores) to 4096"
+                      : kg_device_check(device, err) ? err
+                                                     : NULL;
+    if (why) {
+        fprintf(stderr, "kogpt2-train eval: %s\n(kogpt2-train --help lists the options)\n", why);
+        return 2;
+    }
+    TrainEval ev;
+    if (train_eval(model, val, (size_t)seq, (size_t)batch, (uint64_t)tokens, device, (int)threads,
+                   precision, stderr, &ev, err)) {
+        fprintf(stderr, "kogpt2-train eval: %s\n", err);
+        return 1;
+    }
+    printf("eval loss %.6f bpb %.6f tokens %llu bytes %llu docs %llu seq %zu\n", ev.res.loss,
+           ev.res.bpb, (unsigned long long)ev.res.tokens, (unsigned long long)ev.bytes,
+           (unsigned long long)ev.docs, ev.T);
+    if (ev.text_bytes && ev.text_bytes != ev.bytes)
+        fprintf(stderr,
+                "note: the tokenizer does not give back the text as written (%llu bytes, "
+                "decoded %llu): bits per byte count the decoded bytes\n",
+                (unsigned long long)ev.text_bytes, (unsigned long long)ev.bytes);
+    return 0;
+}
+
+static int cmd_plot(int argc, char **argv) {
+    static const struct option opts[] = {{"out", required_argument, 0, 'o'},
+                                         {"width", required_argument, 0, 'w'},
+                                         {"height", required_argument, 0, 'H'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *out = NULL;
+    long long width = 1000, height = 600;
+    for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+        if (c == 'h') {
+            usage(stdout);
+            return 0;
+        } else if (c == 'o')
+            out = optarg;
+        else if ((c == 'w' && (width = parse_count(optarg)) >= 0) ||
+                 (c == 'H' && (height = parse_count(optarg)) >= 0))
+            continue;
+        else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind + 1 != argc) {
+        fprintf(stderr, "kogpt2-train plot: one CKPT_DIR or LOG is required\n");
+        return 2;
+    }
+    // a checkpoint directory stands for its log, CKPT_DIR.log.jsonl; the PNG goes beside it
+    char log[4096], png[4096];
+    struct stat sb;
+    const char *arg = dir_arg(argv[optind]);
+    int is_dir = !stat(arg, &sb) && S_ISDIR(sb.st_mode);
+    if (ckpt_sibling(log, sizeof log, arg, is_dir ? CKPT_LOG_SUFFIX : "")) {
+        fprintf(stderr, "kogpt2-train plot: path too long\n");
+        return 2;
+    }
+    size_t n = strlen(log), k = strlen(".jsonl");
+    snprintf(png, sizeof png, "%.*s.png",
+             (int)(n > k && !strcmp(log + n - k, ".jsonl") ? n - k : n), log);
+    if (!out) out = png;
+    char err[KG_ERRLEN];
+    PlotCounts pc;
+    if (plot_log(log, out, width > 4096 ? 0 : (int)width, height > 4096 ? 0 : (int)height, &pc,
+                 err)) {
+        fprintf(stderr, "kogpt2-train plot: %s\n", err);
+        return 1;
+    }
+    printf("plot: %zu train and %zu val records of %s -> %s\n", pc.train, pc.val, log, out);
     return 0;
 }
 
@@ -511,9 +734,15 @@ int main(int argc, char **argv) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (!strcmp(argv[1], "--version")) {
+        printf("kogpt2-train %s (commit %s)\n", kg_version(), kg_commit());
+        return 0;
+    }
     // getopt_long sees the subcommand as argv[0]
     if (!strcmp(argv[1], "prepare")) return cmd_prepare(argc - 1, argv + 1);
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "eval")) return cmd_eval(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "plot")) return cmd_plot(argc - 1, argv + 1);
     if (!strcmp(argv[1], "export")) return cmd_export(argc - 1, argv + 1);
     fprintf(stderr, "kogpt2-train: unknown command %s\n", argv[1]);
     usage(stderr);

@@ -15,6 +15,10 @@
 #include "base/buf.h"
 #include "base/kg.h"
 #include "base/le.h"
+#include "base/progress.h"
+
+// prepare's progress line looks at the input's position once per this many bytes read
+#define PREP_PROGRESS_BYTES ((uint64_t)1 << 18)
 
 // ---------------------------------------------------------------------------------------
 // Small helpers
@@ -292,6 +296,14 @@ typedef struct {
     uint64_t val_every, shard_tokens;
     ShardWriter train, val;
     ShardPrepareStats st;
+    ShardDocFn doc_fn; // where each document goes: prep_write_doc (shards) or a reader's
+    void *doc_ctx;
+    int eval;          // reading for evaluation: SHARD_NEVER_TRAIN is allowed
+    int counting;      // the walk only adds up the inputs' sizes (for the progress total)
+    uint64_t total;    // the inputs' bytes (0: unknown, a pipe among them)
+    int total_unknown; // a pipe was found while counting
+    uint64_t done;     // bytes of the files finished, for the progress line
+    KgProgress pr;
 } Prep;
 
 // Counts a dropped line in *count and remembers where the first one was.
@@ -302,20 +314,14 @@ static void prep_drop(Prep *p, uint64_t *count, const char *path, uint64_t line)
                  (unsigned long long)line);
 }
 
-// Tokenizes and writes one document; *bad_utf8 = 1 when it was dropped for invalid UTF-8.
-static int prep_doc(Prep *p, const char *text, size_t len, int *bad_utf8, char *err) {
-    *bad_utf8 = 0;
-    if (len == 0) return KG_OK;
-    int *ids = NULL;
-    size_t n = 0;
-    int rc = tok_encode(p->tok, text, len, &ids, &n, err);
-    if (rc == KG_EINVAL) *bad_utf8 = 1; // tok_encode's only user error: dropped and counted
-    if (rc) return rc == KG_EINVAL ? KG_OK : rc;
-    uint64_t k = p->st.docs++;
+// prepare's ShardDocFn: document k (p->st.docs counts it already) to its shard.
+static int prep_write_doc(void *ctx, const int *ids, size_t n, const char *text, size_t len,
+                          char *err) {
+    Prep *p = ctx;
+    uint64_t k = p->st.docs - 1;
     int to_val = p->val_every && k % p->val_every == p->val_every - 1;
     ShardWriter *w = to_val ? &p->val : &p->train;
-    rc = writer_doc(w, ids, n, p->eos, text, len, err);
-    free(ids);
+    int rc = writer_doc(w, ids, n, p->eos, text, len, err);
     if (rc) return rc;
     if (to_val) {
         p->st.val_docs++;
@@ -327,6 +333,28 @@ static int prep_doc(Prep *p, const char *text, size_t len, int *bad_utf8, char *
     return KG_OK;
 }
 
+// Tokenizes one document and hands it on; *bad_utf8 = 1 when it was dropped for invalid UTF-8.
+static int prep_doc(Prep *p, const char *text, size_t len, int *bad_utf8, char *err) {
+    *bad_utf8 = 0;
+    if (len == 0) return KG_OK;
+    int *ids = NULL;
+    size_t n = 0;
+    int rc = tok_encode(p->tok, text, len, &ids, &n, err);
+    if (rc == KG_EINVAL) *bad_utf8 = 1; // tok_encode's only user error: dropped and counted
+    if (rc) return rc == KG_EINVAL ? KG_OK : rc;
+    p->st.docs++;
+    rc = p->doc_fn(p->doc_ctx, ids, n, text, len, err);
+    free(ids);
+    return rc;
+}
+
+// The progress line: the files done plus this one's position (a .gz file's compressed
+// offset; a pipe, which has none, its bytes read).
+static void prep_progress(Prep *p, gzFile gz, uint64_t file_bytes) {
+    z_off_t off = gzoffset(gz);
+    progress_update(&p->pr, p->done + (off >= 0 ? (uint64_t)off : file_bytes));
+}
+
 static int prep_file(Prep *p, const char *path, char *err) {
     char base[4096];
     snprintf(base, sizeof base, "%s", path);
@@ -336,8 +364,13 @@ static int prep_file(Prep *p, const char *path, char *err) {
     if (!r.gz) return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
     gzbuffer(r.gz, 1 << 17);
     int rc = KG_OK, got, bad_utf8;
+    uint64_t bytes0 = p->st.bytes_in, shown = 0; // this file's bytes: bytes_in - bytes0
     p->st.files++;
     for (;;) {
+        if (p->st.bytes_in - bytes0 - shown >= PREP_PROGRESS_BYTES) { // one syscall per 256 KiB
+            shown = p->st.bytes_in - bytes0;
+            prep_progress(p, r.gz, shown);
+        }
         line_reset(&r);
         got = read_line_append(&r);
         if (got <= 0) break;
@@ -368,6 +401,9 @@ static int prep_file(Prep *p, const char *path, char *err) {
     if (!rc && got < 0) rc = kg_err(err, KG_ENOMEM, "read %s: out of memory", path);
     if (!rc && zerr != Z_OK && zerr != Z_STREAM_END)
         rc = kg_err(err, KG_EIO, "read %s: %s", path, zmsg);
+    z_off_t off = gzoffset(r.gz);
+    p->done += off >= 0 ? (uint64_t)off : p->st.bytes_in - bytes0;
+    progress_update(&p->pr, p->done);
     gzclose(r.gz);
     buf_free(&r.rec);
     return rc;
@@ -385,8 +421,9 @@ static int text_ext(const char *name) {
 }
 
 // A file is read; a directory is walked in name order (only text extensions).
+// While counting (p->counting), a file adds its size to p->total instead (a pipe: unknown).
 static int prep_path(Prep *p, const char *path, int named, char *err) {
-    if (strstr(path, SHARD_NEVER_TRAIN)) { // toxic comments: evaluation only, never training
+    if (!p->eval && strstr(path, SHARD_NEVER_TRAIN)) { // toxic comments: evaluation only
         if (named)
             return kg_err(err, KG_EINVAL, "%s: %s is never used for training", path,
                           SHARD_NEVER_TRAIN);
@@ -400,8 +437,13 @@ static int prep_path(Prep *p, const char *path, int named, char *err) {
     if (named && !S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode) && !S_ISFIFO(sb.st_mode))
         return kg_err(err, KG_EINVAL,
                       "%s: not a file, a directory or a pipe (a device is no corpus)", path);
-    if (S_ISREG(sb.st_mode) || S_ISFIFO(sb.st_mode))
-        return (named || (S_ISREG(sb.st_mode) && text_ext(path))) ? prep_file(p, path, err) : KG_OK;
+    if (S_ISREG(sb.st_mode) || S_ISFIFO(sb.st_mode)) {
+        if (!named && !(S_ISREG(sb.st_mode) && text_ext(path))) return KG_OK;
+        if (!p->counting) return prep_file(p, path, err);
+        p->total += (uint64_t)sb.st_size;
+        p->total_unknown |= S_ISFIFO(sb.st_mode);
+        return KG_OK;
+    }
     if (!S_ISDIR(sb.st_mode)) return KG_OK;
     DIR *d = opendir(path);
     if (!d) return kg_err(err, KG_EIO, "opendir %s: %s", path, strerror(errno));
@@ -487,6 +529,25 @@ static int writer_replace_old(const ShardWriter *w, char (*old)[SHARD_NAME_MAX],
     return KG_OK;
 }
 
+// Reads every input in order into p->doc_fn, with a progress line on progress (NULL: none)
+// whose total is the inputs' size, found by a first walk that only counts.
+static int prep_walk(Prep *p, const char *const *inputs, size_t n_inputs, FILE *progress,
+                     const char *what, char *err) {
+    int rc = KG_OK;
+    if (progress) {
+        p->counting = 1;
+        for (size_t i = 0; i < n_inputs && !rc; i++)
+            rc = prep_path(p, inputs[i], 1, err);
+        p->counting = 0;
+        if (rc) return rc;
+    }
+    progress_start(&p->pr, progress, what, p->total_unknown ? 0 : p->total, 10);
+    for (size_t i = 0; i < n_inputs && !rc; i++)
+        rc = prep_path(p, inputs[i], 1, err);
+    if (!rc) progress_end(&p->pr, p->done);
+    return rc;
+}
+
 // Why no document was left, as one line in err.
 static int prep_none(const Prep *p, char *err) {
     char dropped[512];
@@ -501,9 +562,7 @@ static int prep_none(const Prep *p, char *err) {
 // Reads every input into p's writers and completes their last shards; KG_EINVAL when no
 // document was left.
 static int prep_inputs(Prep *p, const ShardPrepareArgs *args, char *err) {
-    int rc = KG_OK;
-    for (size_t i = 0; i < args->n_inputs && !rc; i++)
-        rc = prep_path(p, args->inputs[i], 1, err);
+    int rc = prep_walk(p, args->inputs, args->n_inputs, args->progress, "prepare", err);
     int rc2 = writer_end(&p->train, rc ? NULL : err);
     int rc3 = writer_end(&p->val, rc || rc2 ? NULL : err);
     if (p->train.f) fclose(p->train.f);
@@ -523,12 +582,14 @@ int shard_prepare(const Tokenizer *tok, const ShardPrepareArgs *args, ShardPrepa
     uint64_t V = tok_vocab_size(tok);
     Prep p = {.tok = tok,
               .eos = eos,
+              .doc_fn = prep_write_doc,
               .val_every = args->val_every,
               .shard_tokens = args->shard_tokens ? args->shard_tokens : (1ull << 26),
               .st.max_line_bytes =
                   args->max_line_bytes ? args->max_line_bytes : SHARD_MAX_LINE_DEFAULT};
     ShardWriter w = {.dir = args->out_dir, .dtype_size = V <= 65536 ? 2 : 4, .vocab_size = V};
     p.train = p.val = w;
+    p.doc_ctx = &p;
     p.train.prefix = "train_";
     p.val.prefix = "val_";
     p.val.keep_text = 1;
@@ -561,6 +622,21 @@ int shard_prepare(const Tokenizer *tok, const ShardPrepareArgs *args, ShardPrepa
     free(old_train);
     free(old_val);
     if (rc && created) rmdir(args->out_dir); // ours, and empty again
+    return rc;
+}
+
+int shard_read_docs(const Tokenizer *tok, const char *const *inputs, size_t n_inputs,
+                    size_t max_line_bytes, ShardDocFn fn, void *ctx, FILE *progress,
+                    ShardPrepareStats *stats, char *err) {
+    Prep p = {.tok = tok,
+              .eos = tok_special(tok).eos,
+              .doc_fn = fn,
+              .doc_ctx = ctx,
+              .eval = 1,
+              .st.max_line_bytes = max_line_bytes ? max_line_bytes : SHARD_MAX_LINE_DEFAULT};
+    int rc = prep_walk(&p, inputs, n_inputs, progress, "read", err);
+    if (!rc && !p.st.docs) rc = prep_none(&p, err);
+    if (!rc && stats) *stats = p.st;
     return rc;
 }
 

@@ -25,6 +25,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "tokenizer/tokenizer.h"
 
@@ -63,6 +64,7 @@ typedef struct {
     uint64_t val_every;        // every val_every-th document goes to validation (0: none)
     size_t max_line_bytes;     // longest line kept (0: SHARD_MAX_LINE_DEFAULT)
     ShardPrepareMode mode;
+    FILE *progress; // progress lines with an ETA (base/progress.h) go here; NULL: none
 } ShardPrepareArgs;
 
 typedef struct {
@@ -94,8 +96,27 @@ typedef struct {
 // KG_EINVAL with the counts in err.
 // KG_EIO / KG_EINVAL (tokenizer without EOS, shards already there) with err filled; stats
 // (may be NULL) filled on KG_OK. On error out_dir holds the shards it held before.
+// With args->progress, a progress line: the bytes read of the inputs' total size (a .gz file
+// counts its compressed bytes), with the rate and an ETA; a pipe among the inputs leaves the
+// total unknown (bytes and rate only).
 int shard_prepare(const Tokenizer *tok, const ShardPrepareArgs *args, ShardPrepareStats *stats,
                   char *err);
+
+// Called with each document shard_read_docs reads: its n ids (no EOS) and its text (len bytes,
+// not NUL-terminated; valid during the call). A non-zero return (a KG_E* code, err filled)
+// stops the reading.
+typedef int (*ShardDocFn)(void *ctx, const int *ids, size_t n, const char *text, size_t len,
+                          char *err);
+
+// Reads inputs (files, directories, pipes) exactly as shard_prepare does, the same documents
+// in the same order, and hands each to fn instead of writing shards: validation text
+// (--val FILE) and `kogpt2-train eval`. Unlike prepare it reads SHARD_NEVER_TRAIN too (its
+// use is evaluation). max_line_bytes 0: SHARD_MAX_LINE_DEFAULT; progress as in
+// ShardPrepareArgs; stats (may be NULL) counts files, documents, bytes and dropped lines.
+// KG_OK, fn's error, or KG_EIO / KG_EINVAL (no document at all) with err filled.
+int shard_read_docs(const Tokenizer *tok, const char *const *inputs, size_t n_inputs,
+                    size_t max_line_bytes, ShardDocFn fn, void *ctx, FILE *progress,
+                    ShardPrepareStats *stats, char *err);
 
 // What prepare dropped, for its summary: "3 lines dropped (2 not UTF-8, 1 with NUL bytes,
 // 0 over 1048576 bytes), the first at PATH:LINE", or "" when nothing was. out has cap bytes.

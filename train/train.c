@@ -17,6 +17,7 @@
 #include "model/gpt2.h"
 #include "shard.h"
 #include "tokenizer/tokenizer.h"
+#include "trainlog.h"
 
 TrainArgs train_defaults(void) {
     return (TrainArgs){.n_layer = 4,
@@ -37,6 +38,7 @@ TrainArgs train_defaults(void) {
                        .save_every = 500,
                        .val_tokens = 65536,
                        .log_every = 1,
+                       .keep = 1,
                        .device = "auto",
                        .precision = KG_F32,
                        .loss_scale = 65536.0f};
@@ -59,93 +61,6 @@ static void fmt_duration(char *buf, size_t cap, double s) {
         snprintf(buf, cap, "%lds", t);
 }
 
-// --- validation: windows of T+1 over the val shards in order, split over ranks ---
-
-typedef struct {
-    Shard *shards;
-    size_t n;
-    uint64_t tokens, bytes; // over all val shards: tokens per byte for bits-per-byte
-} ValSet;
-
-static void val_close(ValSet *v) {
-    for (size_t i = 0; i < v->n; i++)
-        shard_close(&v->shards[i]);
-    free(v->shards);
-    memset(v, 0, sizeof *v);
-}
-
-static int val_open(ValSet *v, const char *dir, size_t V, char *err) {
-    memset(v, 0, sizeof *v);
-    char(*names)[SHARD_NAME_MAX] = NULL;
-    size_t n = 0;
-    int rc = shard_list(dir, "val_", &names, &n, err);
-    if (rc || !n) {
-        free(names);
-        return rc;
-    }
-    v->shards = calloc(n, sizeof *v->shards);
-    if (!v->shards) rc = kg_err(err, KG_ENOMEM, "val: out of memory");
-    for (size_t i = 0; i < n && !rc; i++) {
-        if ((rc = shard_open(&v->shards[i], dir, names[i], err))) break;
-        v->n++;
-        if (v->shards[i].h.vocab_size > V)
-            rc = kg_err(err, KG_EFORMAT, "%s/%s: vocabulary %llu exceeds the model's %zu", dir,
-                        names[i], (unsigned long long)v->shards[i].h.vocab_size, V);
-        v->tokens += v->shards[i].h.n_tokens;
-        v->bytes += v->shards[i].h.text_bytes;
-    }
-    free(names);
-    if (rc) val_close(v);
-    return rc;
-}
-
-// Forward over the b windows gathered in inputs/targets (rows b..B-1 padded with ignored
-// targets); adds nats and target counts into acc.
-static int val_flush(const Gpt2 *m, Gpt2Train *t, size_t b, size_t B, size_t T, int *inputs,
-                     int *targets, double acc[2], char *err) {
-    for (size_t r = b; r < B; r++)
-        for (size_t i = 0; i < T; i++) {
-            inputs[r * T + i] = 0;
-            targets[r * T + i] = -1;
-        }
-    float loss;
-    int rc = gpt2_train_forward(m, t, inputs, targets, &loss, err);
-    if (rc) return rc;
-    acc[0] += (double)loss * (double)(b * T);
-    acc[1] += (double)(b * T);
-    return KG_OK;
-}
-
-// Mean loss (nats per token) over the first max_tokens of the val shards, windows dealt
-// round-robin to the ranks.
-static int validate(const Gpt2 *m, Gpt2Train *t, const ValSet *v, Dist *d, size_t B, size_t T,
-                    uint64_t max_tokens, int *inputs, int *targets, double *loss_out, char *err) {
-    double acc[2] = {0, 0}; // nats, targets (this rank)
-    uint64_t w_global = 0, budget = max_tokens / T;
-    size_t b = 0;
-    int rc = KG_OK;
-    for (size_t s = 0; s < v->n && w_global < budget && !rc; s++) {
-        const Shard *sh = &v->shards[s];
-        uint64_t nw = sh->h.n_tokens > T ? (sh->h.n_tokens - 1) / T : 0;
-        for (uint64_t w = 0; w < nw && w_global < budget && !rc; w++, w_global++) {
-            if (w_global % (uint64_t)d->size != (uint64_t)d->rank) continue;
-            for (size_t i = 0; i < T; i++) {
-                inputs[b * T + i] = shard_id(sh, w * T + i);
-                targets[b * T + i] = shard_id(sh, w * T + i + 1);
-            }
-            if (++b == B) {
-                rc = val_flush(m, t, b, B, T, inputs, targets, acc, err);
-                b = 0;
-            }
-        }
-    }
-    if (!rc && b > 0) rc = val_flush(m, t, b, B, T, inputs, targets, acc, err);
-    if (!rc) rc = dist_allreduce_sum_f64(d, acc, 2, err);
-    if (rc) return rc;
-    *loss_out = acc[1] > 0 ? acc[0] / acc[1] : NAN;
-    return KG_OK;
-}
-
 // --- setup ---
 
 typedef struct {
@@ -159,18 +74,29 @@ typedef struct {
     LossScaler scaler; // f16 mixed precision; otherwise a constant 1
     ShardLoader loader;
     int have_loader;
-    ValSet val;
+    ValSet val;            // the validation documents (val.n 0: no validation)
+    const char *val_from;  // where they came from
     int *inputs, *targets; // (B, T) host
     char tok_file[4096];
     CkptState st;         // resumed state (names owned)
     const char *lock_dir; // the output directory this process holds locked (ckpt_lock)
     int lock_fd;          // -1: none
+    int resuming;
+    int val_logged;   // resuming: the log holds the validation of the step resumed at
+    TrainLog log;     // rank 0: out_dir.log.jsonl
+    char *args_json;  // train_args.json's text, saved with each checkpoint
+    double best_loss; // the lowest validation loss so far (INFINITY: none), its step and bpb
+    double best_bpb;
+    uint64_t best_step;
+    double last_loss, last_bpb; // the latest validation (NAN: none)
 } Run;
 
 static void run_free(Run *r) {
     free(r->inputs);
     free(r->targets);
-    val_close(&r->val);
+    free(r->args_json);
+    trainlog_close(&r->log);
+    val_free(&r->val);
     if (r->have_loader) shard_loader_close(&r->loader);
     adamw_free(&r->opt);
     if (r->t) gpt2_train_free(r->t);
@@ -220,11 +146,18 @@ static int run_model(Run *r, const TrainArgs *a, int resuming, char *err) {
 // checkpoint, or start a new run where that loses nothing, or where force says to.
 static int run_check_out(const TrainArgs *a, int *resuming, char *err) {
     CkptDirKind kind;
-    char first[256];
+    char first[4096];
     int rc = ckpt_dir_kind(a->out_dir, &kind, first, sizeof first, err);
     if (rc) return rc;
     *resuming = a->resume && kind == CKPT_DIR_CKPT;
-    if (*resuming || a->force || (kind == CKPT_DIR_EMPTY && !a->resume)) return KG_OK;
+    if (*resuming) return KG_OK;
+    if (a->force) return ckpt_remove_run_files(a->out_dir, err); // a new run's log, best, steps
+    if (kind == CKPT_DIR_EMPTY && !a->resume && ckpt_run_files(a->out_dir, first, sizeof first))
+        return kg_err(err, KG_EINVAL,
+                      "%s is left from an earlier run into %s: a new run would replace it; "
+                      "--force to do so, or choose another --out",
+                      first, a->out_dir);
+    if (kind == CKPT_DIR_EMPTY && !a->resume) return KG_OK;
     if (a->resume && kind == CKPT_DIR_EMPTY)
         return kg_err(err, KG_EINVAL,
                       "--resume: no checkpoint in %s (missing or empty); drop --resume to start "
@@ -307,6 +240,88 @@ static int run_check_shape(const TrainArgs *a, char *err) {
     return KG_OK;
 }
 
+// Rank 0, before any work: the run's log (a resumed run's trimmed to its step) and the best
+// validation so far (out_dir.best/val.json), which a resumed run must beat.
+static int run_open_log(Run *r, const TrainArgs *a, uint64_t step, char *err) {
+    char path[4096];
+    if (ckpt_sibling(path, sizeof path, a->out_dir, CKPT_LOG_SUFFIX))
+        return kg_err(err, KG_EINVAL, "%s: path too long", a->out_dir);
+    int rc = trainlog_open(&r->log, path, r->resuming, step, &r->val_logged, err);
+    if (rc || !r->resuming) return rc;
+    ckpt_sibling(path, sizeof path, a->out_dir, CKPT_BEST_SUFFIX "/val.json");
+    char *text = NULL;
+    if (kg_read_file(path, 4096, &text, NULL, NULL)) return KG_OK; // none yet
+    unsigned long long best_step;
+    double loss, bpb;
+    if (sscanf(text, "{\"step\":%llu,\"loss\":%lf,\"bpb\":%lf", &best_step, &loss, &bpb) == 3) {
+        r->best_step = best_step;
+        r->best_loss = loss;
+        r->best_bpb = bpb;
+    }
+    free(text);
+    return KG_OK;
+}
+
+// The validation documents: --val, else the data directory's val shards when it has some
+// (else none: validation is skipped, and a log says so when it was asked for).
+static int run_open_val(Run *r, const TrainArgs *a, FILE *log, char *err) {
+    r->val_from = a->val ? a->val : a->data_dir;
+    if (!a->val && !val_is_shard_dir(a->data_dir)) {
+        if (log && a->val_every)
+            fprintf(log,
+                    "note: no validation: %s holds no val_*.bin (prepare --val-every-doc) "
+                    "and no --val was given\n",
+                    a->data_dir);
+        return KG_OK;
+    }
+    Tokenizer *tok = NULL;
+    int rc = tok_open(&tok, r->tok_file, err);
+    if (!rc) rc = val_load(&r->val, r->val_from, tok, r->m.config.vocab_size, a->val_tokens, err);
+    tok_free(tok);
+    if (rc || !log) return rc;
+    fprintf(log, "val: %s, %llu documents, %llu tokens, %llu bytes%s\n", r->val_from,
+            (unsigned long long)r->val.docs, (unsigned long long)r->val.n,
+            (unsigned long long)r->val.bytes,
+            a->val_tokens && r->val.n >= a->val_tokens ? " (--val-tokens: the first documents)"
+                                                       : "");
+    if (r->val.text_bytes && r->val.text_bytes != r->val.bytes)
+        fprintf(log,
+                "note: the tokenizer does not give back the validation text as written (%llu "
+                "bytes, decoded %llu): bits per byte count the decoded bytes\n",
+                (unsigned long long)r->val.text_bytes, (unsigned long long)r->val.bytes);
+    return KG_OK;
+}
+
+// Resuming with flags that differ from the checkpoint's run: allowed (a longer run, a new
+// learning rate), but the trajectory differs from an uninterrupted run; each is said once.
+static void run_note_changes(const Run *r, const TrainArgs *a, FILE *log) {
+    if (!log) return;
+    const CkptState *st = &r->st;
+    const unsigned long long at = (unsigned long long)st->step;
+    if (st->total_steps != a->steps)
+        fprintf(log,
+                "note: --steps %llu, the checkpoint's run planned %llu: the learning-rate "
+                "schedule differs from step %llu\n",
+                (unsigned long long)a->steps, (unsigned long long)st->total_steps, at);
+    if (st->T != a->T || st->B != a->B || st->grad_accum != a->grad_accum || st->seed != a->seed)
+        fprintf(log,
+                "note: the checkpoint's run used --batch %llu --seq %llu --grad-accum %llu "
+                "--seed %llu, now %zu %zu %zu %llu: the data order differs from step %llu\n",
+                (unsigned long long)st->B, (unsigned long long)st->T,
+                (unsigned long long)st->grad_accum, (unsigned long long)st->seed, a->B, a->T,
+                a->grad_accum, (unsigned long long)a->seed, at);
+    TrainArgs was = train_defaults();
+    char *owned = NULL;
+    if (train_args_load(&was, a->out_dir, &owned, NULL)) return; // an older checkpoint
+    if (was.lr != a->lr || was.min_lr != a->min_lr || was.warmup != a->warmup)
+        fprintf(log,
+                "note: the checkpoint's run used --lr %g --min-lr %g --warmup %llu, now %g %g "
+                "%llu: the learning-rate schedule differs from step %llu\n",
+                was.lr, was.min_lr < 0 ? was.lr * 0.1 : was.min_lr, (unsigned long long)was.warmup,
+                a->lr, a->min_lr < 0 ? a->lr * 0.1 : a->min_lr, (unsigned long long)a->warmup, at);
+    free(owned);
+}
+
 static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) {
     // before the first step, rank 0 alone (it writes the checkpoints): lock out_dir against
     // a second run (whose recovery and saves would take this one's DIR.tmp and DIR.old),
@@ -318,20 +333,24 @@ static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) 
         if (!rc) rc = ckpt_recover(a->out_dir, err);
         if (!rc) rc = run_check_out(a, &resuming, err);
         if (!rc && resuming) rc = run_check_shape(a, err);
-        if (!rc && resuming) { // the sidecar's fields and shard names, before any work
-            CkptState st;
+        CkptState st = {0};
+        if (!rc && resuming) // the sidecar's fields and shard names, before any work
             rc = ckpt_state_read(a->out_dir, &st, NULL, err);
-            ckpt_state_free(&st);
-        }
+        ckpt_state_free(&st);
         if (!rc) rc = ckpt_probe(a->out_dir, err);
+        r->resuming = resuming;
+        if (!rc) rc = run_open_log(r, a, st.step, err);
     }
     // every rank learns rank 0's verdict, so a refusal there ends them all before any step
-    double verdict[2] = {rc != 0, resuming};
-    int rc2 = dist_allreduce_sum_f64(d, verdict, 2, rc ? NULL : err);
+    // (and what its log and best model say, so that every rank validates and saves alike)
+    double verdict[4] = {rc != 0, resuming, r->val_logged, d->rank == 0 ? r->best_loss : 0};
+    int rc2 = dist_allreduce_sum_f64(d, verdict, 4, rc ? NULL : err);
     if (rc || rc2) return rc ? rc : rc2;
     if (verdict[0] > 0)
         return kg_err(err, KG_EINVAL, "rank 0 did not start the run (its message says why)");
-    resuming = verdict[1] > 0;
+    r->resuming = resuming = verdict[1] > 0;
+    r->val_logged = verdict[2] > 0;
+    r->best_loss = verdict[3];
     // several ranks on a node each take their own GPU: "cuda" means GPU <local rank>
     char device[32];
     snprintf(device, sizeof device, "%s", a->device);
@@ -357,12 +376,7 @@ static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) 
     if ((rc = adamw_init(&r->opt, r->be, r->n_params, err))) return rc;
     if (resuming) {
         if ((rc = ckpt_state_read(a->out_dir, &r->st, &r->opt, err))) return rc;
-        if (r->st.total_steps != a->steps && log)
-            fprintf(log, "note: checkpoint planned %llu steps, now %llu: the LR schedule differs\n",
-                    (unsigned long long)r->st.total_steps, (unsigned long long)a->steps);
-        if (r->st.T != a->T && log)
-            fprintf(log, "note: checkpoint used --seq %llu, now %zu: the data order differs\n",
-                    (unsigned long long)r->st.T, a->T);
+        run_note_changes(r, a, d->rank == 0 ? log : NULL);
     }
     // every rank starts from rank 0's weights (a checkpoint or a seeded init agree anyway)
     if ((rc = dist_broadcast_be(d, r->be, r->m.params, r->n_params, err))) return rc;
@@ -370,7 +384,7 @@ static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) 
                            resuming ? &r->st.pos : NULL, r->st.names, r->st.n_names, err);
     if (rc) return rc;
     r->have_loader = 1;
-    if ((rc = val_open(&r->val, a->data_dir, r->m.config.vocab_size, err))) return rc;
+    if ((rc = run_open_val(r, a, d->rank == 0 ? log : NULL, err))) return rc;
     r->t = gpt2_train_new(&r->m, a->B, a->T, a->recompute, err);
     if (!r->t) return KG_ENOMEM;
     if (a->precision != KG_F32 && !r->be->ops->mixed_backward && log && d->rank == 0)
@@ -378,7 +392,9 @@ static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) 
                 a->precision == KG_BF16 ? "bf16" : "fp16");
     r->inputs = malloc(a->B * a->T * sizeof *r->inputs);
     r->targets = malloc(a->B * a->T * sizeof *r->targets);
-    if (!r->inputs || !r->targets) return kg_err(err, KG_ENOMEM, "train: out of memory");
+    r->args_json = train_args_json(a);
+    if (!r->inputs || !r->targets || !r->args_json)
+        return kg_err(err, KG_ENOMEM, "train: out of memory");
     if (log) {
         const Gpt2Config *c = &r->m.config;
         fprintf(log,
@@ -388,6 +404,11 @@ static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) 
                 gpt2_train_bytes(r->t) / 1048576.0, a->recompute ? " (recompute)" : "");
         fprintf(log, "batch: %zu x %zu tokens x %zu accum x %d ranks = %zu tokens/step\n", a->B,
                 a->T, a->grad_accum, d->size, a->B * a->T * a->grad_accum * (size_t)d->size);
+        float min_lr = a->min_lr < 0 ? a->lr * 0.1f : a->min_lr;
+        fprintf(log,
+                "schedule: %llu steps, lr linear warmup to %g over %llu steps, then cosine "
+                "to %g\n",
+                (unsigned long long)a->steps, a->lr, (unsigned long long)a->warmup, min_lr);
         if (resuming)
             fprintf(log, "resumed %s at step %llu\n", a->out_dir, (unsigned long long)r->st.step);
     }
@@ -408,22 +429,55 @@ static int run_save(Run *r, const TrainArgs *a, Dist *d, uint64_t step, char *er
                         .pos = r->loader.pos,
                         .names = r->loader.names,
                         .n_names = r->loader.n_names};
-        rc = ckpt_save(a->out_dir, &r->m, KG_F32, r->tok_file, &st, &r->opt, err);
+        CkptFile args = {TRAIN_ARGS_FILE, r->args_json};
+        rc = ckpt_keep_prev(a->out_dir, a->keep, err);
+        if (!rc)
+            rc = ckpt_save_files(a->out_dir, &r->m, KG_F32, r->tok_file, &st, &r->opt, &args, 1,
+                                 err);
     }
     int rc2 = dist_barrier(d, rc ? NULL : err);
     return rc ? rc : rc2;
 }
 
+// Rank 0: the model as out_dir.best (a servable model with val.json), for a new best.
+static int run_save_best(Run *r, const TrainArgs *a, uint64_t step, const ValResult *v, char *err) {
+    char dir[4096], json[256];
+    if (ckpt_sibling(dir, sizeof dir, a->out_dir, CKPT_BEST_SUFFIX))
+        return kg_err(err, KG_EINVAL, "%s: path too long", a->out_dir);
+    // (run_open_log reads the first three back)
+    snprintf(json, sizeof json,
+             "{\"step\":%llu,\"loss\":%.9g,\"bpb\":%.9g,\"tokens\":%llu,"
+             "\"bytes\":%llu}\n",
+             (unsigned long long)step, v->loss, v->bpb, (unsigned long long)v->tokens,
+             (unsigned long long)r->val.bytes);
+    CkptFile f = {"val.json", json};
+    return ckpt_save_files(dir, &r->m, KG_F32, r->tok_file, NULL, NULL, &f, 1, err);
+}
+
+// Validates the weights after `step` steps: the log line and record, and a new best saved.
 static int run_validate(Run *r, const TrainArgs *a, Dist *d, FILE *log, uint64_t step, char *err) {
-    if (!r->val.n || !r->val.bytes) return KG_OK;
-    double loss;
-    int rc = validate(&r->m, r->t, &r->val, d, a->B, a->T, a->val_tokens, r->inputs, r->targets,
-                      &loss, err);
+    if (!r->val.n) return KG_OK;
+    ValResult v;
+    int rc = val_score(&r->m, r->t, &r->val, d, a->B, a->T, r->inputs, r->targets, &v, err);
     if (rc) return rc;
-    double bpb = loss / M_LN2 * (double)r->val.tokens / (double)r->val.bytes;
-    if (log && !isnan(loss))
-        fprintf(log, "val step %llu loss %.4f bpb %.4f\n", (unsigned long long)step, loss, bpb);
-    return KG_OK;
+    r->last_loss = v.loss;
+    r->last_bpb = v.bpb;
+    int best = isfinite(v.loss) && !(v.loss >= r->best_loss);
+    if (best) {
+        r->best_loss = v.loss;
+        r->best_bpb = v.bpb;
+        r->best_step = step;
+        if (d->rank == 0) rc = run_save_best(r, a, step, &v, err);
+        int rc2 = dist_barrier(d, rc ? NULL : err);
+        if (rc || rc2) return rc ? rc : rc2;
+    }
+    if (log) {
+        fprintf(log, "val step %llu loss %.4f bpb %.4f%s%s%s\n", (unsigned long long)step, v.loss,
+                v.bpb, best ? " (new best: " : "", best ? a->out_dir : "",
+                best ? CKPT_BEST_SUFFIX ")" : "");
+        fflush(log);
+    }
+    return trainlog_val(&r->log, step, v.loss, v.bpb, v.tokens, r->val.bytes, best, err);
 }
 
 // The gradient hook of the last micro-step: all-reduce each layer as backward finishes it.
@@ -492,15 +546,57 @@ static int run_step(Run *r, const TrainArgs *a, Dist *d, uint64_t step, double *
     return r->be->ops->status(r->be, err); // the backward's and the optimizer's failures
 }
 
+// "1h02m", "3m05s", "12s" as in the step lines, and tokens as "4.10M"
+static void fmt_tokens(char *buf, size_t cap, double n) {
+    if (n >= 1e9)
+        snprintf(buf, cap, "%.2fG", n / 1e9);
+    else if (n >= 1e6)
+        snprintf(buf, cap, "%.2fM", n / 1e6);
+    else
+        snprintf(buf, cap, "%.0f", n);
+}
+
+// The end-of-run line (a finished or an interrupted run) and its log record.
+static int run_summary(Run *r, const TrainArgs *a, Dist *d, FILE *log, uint64_t step,
+                       uint64_t steps_run, double elapsed, char *err) {
+    double tokens_per_step = (double)(a->B * a->T * a->grad_accum) * d->size;
+    double tokens = tokens_per_step * (double)steps_run;
+    int rc = trainlog_end(&r->log, step, (uint64_t)(tokens_per_step * (double)step), elapsed,
+                          r->last_loss, r->last_bpb, r->best_step, r->best_loss, err);
+    if (!log) return rc;
+    char took[32], tok[32], val[160] = "", best[4300] = "";
+    fmt_duration(took, sizeof took, elapsed);
+    fmt_tokens(tok, sizeof tok, tokens);
+    if (!isnan(r->last_loss))
+        snprintf(val, sizeof val, "; val loss %.4f bpb %.4f", r->last_loss, r->last_bpb);
+    if (isfinite(r->best_loss))
+        snprintf(best, sizeof best, "; best val loss %.4f bpb %.4f at step %llu -> %s%s",
+                 r->best_loss, r->best_bpb, (unsigned long long)r->best_step, a->out_dir,
+                 CKPT_BEST_SUFFIX);
+    fprintf(log,
+            "%s: step %llu/%llu, %llu steps and %s tokens in %s (%.0f tok/s)%s%s; "
+            "checkpoint %s (step %llu)\n",
+            step >= a->steps ? "done" : "stopped", (unsigned long long)step,
+            (unsigned long long)a->steps, (unsigned long long)steps_run, tok, took,
+            elapsed > 0 ? tokens / elapsed : 0.0, val, best, a->out_dir, (unsigned long long)step);
+    fflush(log);
+    return rc;
+}
+
 int train_run(const TrainArgs *a, Dist *d, FILE *log, char *err) {
-    Run r = {.lock_fd = -1};
+    Run r = {.lock_fd = -1, .best_loss = INFINITY, .last_loss = NAN, .last_bpb = NAN};
     int rc = run_setup(&r, a, d, log, err);
     uint64_t step = r.st.step;
     double t_start = now_s(), t_last = t_start;
     uint64_t steps_timed = 0;
     const double tokens_per_step = (double)(a->B * a->T * a->grad_accum) * d->size;
+    if (!rc) rc = trainlog_run(&r.log, step, a->steps, tokens_per_step, r.resuming, err);
+    int stopped = 0;
     for (; !rc && step < a->steps && !(a->stop_at && step >= a->stop_at); step++) {
-        if (a->val_every && step % a->val_every == 0 && step > r.st.step &&
+        // before the first step too (a fine-tune's "before" figure); a resumed run does not
+        // repeat the validation its log holds for the step it resumed at
+        if (a->val_every && step % a->val_every == 0 &&
+            !(r.resuming && step == r.st.step && r.val_logged) &&
             (rc = run_validate(&r, a, d, log, step, err)))
             break;
         double loss, norm;
@@ -525,13 +621,22 @@ int train_run(const TrainArgs *a, Dist *d, FILE *log, char *err) {
                         loss);
             break;
         }
-        if (log && (a->log_every <= 1 || (step + 1) % a->log_every == 0 || step == 0)) {
-            char eta[32];
-            fmt_duration(eta, sizeof eta, (t_now - t_start) / steps_timed * (a->steps - step - 1));
-            fprintf(log, "step %llu/%llu loss %.6f lr %.3e norm %.3f tok/s %.0f ms %.1f eta %s\n",
-                    (unsigned long long)step + 1, (unsigned long long)a->steps, loss, lr, norm,
-                    tokens_per_step / dt, dt * 1e3, eta);
-            fflush(log);
+        if (a->log_every <= 1 || (step + 1) % a->log_every == 0 || step == 0 ||
+            step + 1 == a->steps) {
+            if (log) {
+                char eta[32];
+                fmt_duration(eta, sizeof eta,
+                             (t_now - t_start) / steps_timed * (a->steps - step - 1));
+                fprintf(log,
+                        "step %llu/%llu loss %.6f lr %.3e norm %.3f tok/s %.0f ms %.1f eta %s\n",
+                        (unsigned long long)step + 1, (unsigned long long)a->steps, loss, lr, norm,
+                        tokens_per_step / dt, dt * 1e3, eta);
+                fflush(log);
+            }
+            rc = trainlog_train(&r.log, step + 1, loss, lr, norm,
+                                (uint64_t)(tokens_per_step * (double)(step + 1)),
+                                tokens_per_step / dt, dt * 1e3, t_now - t_start, err);
+            if (rc) break;
         }
         int last = step + 1 == a->steps || step + 1 == a->stop_at;
         stop = stop && !last; // the last step saves and ends anyway
@@ -544,42 +649,17 @@ int train_run(const TrainArgs *a, Dist *d, FILE *log, char *err) {
                 fflush(log);
             }
         }
-        if (stop) break; // the step under way is saved: no finished step is lost
+        if (stop) {
+            stopped = 1;
+            step++;
+            break; // the step under way is saved: no finished step is lost
+        }
     }
-    if (!rc && step == a->steps && step > r.st.step) rc = run_validate(&r, a, d, log, step, err);
+    if (!rc && a->val_every && step == a->steps && step > r.st.step)
+        rc = run_validate(&r, a, d, log, step, err);
+    if (!rc && (step > r.st.step || stopped))
+        rc = run_summary(&r, a, d, log, step, steps_timed, now_s() - t_start, err);
     dist_release_be(d); // the NCCL communicator, before its GPU's backend
-    run_free(&r);
-    return rc;
-}
-
-// What export must not write over: its source (the checkpoint would go, train_state.bin
-// with it) and another run's checkpoint. KG_EINVAL naming the directory.
-static int export_check_out(const char *from, const char *out, char *err) {
-    struct stat a, b;
-    if (!stat(from, &a) && !stat(out, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
-        return kg_err(err, KG_EINVAL,
-                      "--out %s is --from %s itself: the export would replace its source; "
-                      "choose another --out",
-                      out, from);
-    if (ckpt_exists(out))
-        return kg_err(err, KG_EINVAL,
-                      "--out %s holds a checkpoint (" CKPT_STATE_FILE
-                      "): the export would replace it; choose another --out",
-                      out);
-    return KG_OK;
-}
-
-int train_export(const char *from, const char *out, KgDtype dtype, char *err) {
-    Run r = {.lock_fd = -1, .lock_dir = out};
-    int rc = ckpt_lock(out, "kogpt2-train export", &r.lock_fd, err);
-    if (!rc) rc = export_check_out(from, out, err);
-    if (!rc) rc = ckpt_tokenizer_file(from, r.tok_file, sizeof r.tok_file, err);
-    if (!rc && !(r.be = kg_cpu_backend_new(1, err))) rc = KG_ENOMEM;
-    Gpt2Config unused = {0}; // the config comes from `from`
-    if (!rc && !(rc = gpt2_train_model_new(&r.m, &unused, from, r.be, 0, err))) {
-        r.have_model = 1;
-        rc = ckpt_save(out, &r.m, dtype, r.tok_file, NULL, NULL, err);
-    }
     run_free(&r);
     return rc;
 }

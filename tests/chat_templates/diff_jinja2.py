@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Differential test of server/chat_template.c against Python's jinja2 (Debian: python3-jinja2)
+"""Differential test of server/chat_template/ against Python's jinja2 (Debian: python3-jinja2)
 on random templates; a tool to run by hand after changing the renderer, not a ctest.
 
     tests/chat_templates/diff_jinja2.py build/test_chat_template [SEED] [N]

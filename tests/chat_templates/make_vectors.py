@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/chat_templates/vectors.json: chat templates rendered by Python's jinja2 (Debian:
 python3-jinja2) in the environment transformers renders chat templates in, for
-test_chat_template.c to compare server/chat_template.c against; and the seed corpus of
+test_chat_template.c to compare server/chat_template/ against; and the seed corpus of
 tests/fuzz/fuzz_chat_template (corpus/fuzz_chat_template/: every template here, a few refusals).
 The C test reads only the JSON; run this again after adding or changing a vector and commit
 what it writes.
@@ -38,8 +38,9 @@ ENV.globals["raise_exception"] = raise_exception
 
 
 def c_defaults():
-    """The default templates as server/chat_template.c defines them (C string pieces)."""
-    src = open(os.path.join(ROOT, "server", "chat_template.c"), encoding="utf-8").read()
+    """The default templates as server/chat_template/chat_template.c defines them (C strings)."""
+    path = os.path.join(ROOT, "server", "chat_template", "chat_template.c")
+    src = open(path, encoding="utf-8").read()
     out = {}
     for name, body in re.findall(r'const char (CHAT_TEMPLATE_\w+)\[\] =((?:\s*"(?:[^"\\]|\\.)*")+);',
                                  src):
@@ -168,7 +169,7 @@ vec("phi3_alt", PHI3, "alt")
 for conv, gen in (("chat", True), ("spaces", False)):
     vec("alpaca_%s_%d" % (conv, gen), ALPACA, conv, gen)
 
-# --- the defaults of server/chat_template.c ---
+# --- the defaults of server/chat_template/chat_template.c ---
 DEFAULTS = c_defaults()
 for conv, gen in (("chat", True), ("alt", False), ("null", True), ("empty", True), ("tool", True)):
     vec("default_usr_sys_%s_%d" % (conv, gen), DEFAULTS["CHAT_TEMPLATE_USR_SYS"], conv, gen)

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "server/chat_template.h"
+#include "server/chat_template/chat_template.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;

@@ -2,8 +2,8 @@
 // endpoint of kogpt2d's route table: byte 0 picks the route (api_routes(), so a new
 // endpoint is fuzzed as soon as it is listed), the rest is the body. The body goes the way
 // srv_dispatch() sends it: json_parse_object(), then the route's real handler (ep_*.c,
-// params.c, job.c, json_in.c, chat_template.c) with the default model's SentencePiece
-// tokenizer behind it.
+// params.c, job.c, openai.c, json_in.c, the chat-template library) with the default model's
+// SentencePiece tokenizer behind it.
 //
 // What is not real is below the handlers: fuzz_http_stubs.c stands in for the MHD replies
 // (http.c) and the engine (sched.c). Its sched_submit() is the oracle: a request that got
@@ -14,6 +14,7 @@
 #include "fuzz.h"
 #include "fuzz_http.h"
 #include "json_in.h"
+#include "score_memo.h"
 #include "tokenizer/tokenizer.h"
 
 #define FUZZ_HTTP_N_CTX 512 // the default model's n_positions (models/default/config.json)
@@ -38,7 +39,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     fuzz_app.model_name = "fuzz";
     fuzz_app.n_ctx = FUZZ_HTTP_N_CTX;
     fuzz_app.vocab_size = tok_vocab_size(tok);
-    fuzz_app.score_memo = ep_score_memo_new();
+    fuzz_app.score_memo = score_memo_new();
     char *slash = strrchr(path, '/');
     *slash = '\0'; // the model directory, for tokenizer_config.json
     static ChatTemplate *chat;

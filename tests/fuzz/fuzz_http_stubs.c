@@ -134,7 +134,7 @@ void fuzz_http_complete(SrvReq *r) {
     FUZZ_CHECK(r->status == 200 || r->status == 400 || r->status == 404 || r->status == 422);
 }
 
-// --- sched.c ---
+// --- sched.h (sched.c, sched_job.c) ---
 
 struct SchedJob {
     SchedParams p;
@@ -142,7 +142,8 @@ struct SchedJob {
     int read;         // it was handed out
     size_t n_scored;  // scoring: prompt entries handed out
     char *text;       // its text
-    KgCandidate *top; // p.n_candidates candidates
+    KgCandidate *top; // n_top candidates
+    size_t n_top;     // next-token: p.n_candidates; generate: p.n_logprobs
 };
 
 // Everything sched_submit() may assume of a request that passed validation.
@@ -158,7 +159,7 @@ static void fuzz_check_params(const SchedParams *p) {
     }
     // a prompt-scoring job (echo + logprobs; /v1/score's 100 ranks) may generate nothing
     FUZZ_CHECK(p->kind == SCHED_GENERATE &&
-               p->n_candidates <= (p->score_prompt ? API_MAX_CANDIDATES : API_MAX_LOGPROBS));
+               p->n_logprobs <= (p->score_prompt ? API_MAX_CANDIDATES : API_MAX_LOGPROBS));
     FUZZ_CHECK((p->max_tokens >= 1 || p->score_prompt) && p->max_tokens <= fuzz_app->n_ctx);
     FUZZ_CHECK(p->top_k <= fuzz_app->vocab_size);
     FUZZ_CHECK(p->top_p > 0 && p->top_p <= 1);
@@ -190,9 +191,10 @@ int sched_submit(Sched *s, const SchedParams *p, void (*notify)(void *ctx), void
     j->p.penalties.bias = NULL;
     j->id = p->tokens[p->n_tokens - 1];
     j->text = tok_piece_text(fuzz_app->tok, j->id);
-    j->top = calloc(p->n_candidates ? p->n_candidates : 1, sizeof *j->top);
+    j->n_top = p->kind == SCHED_NEXT_TOKEN ? p->n_candidates : p->n_logprobs;
+    j->top = calloc(j->n_top ? j->n_top : 1, sizeof *j->top);
     FUZZ_CHECK(j->text && j->top);
-    for (size_t k = 0; k < p->n_candidates; k++)
+    for (size_t k = 0; k < j->n_top; k++)
         j->top[k] = (KgCandidate){.id = p->tokens[k % p->n_tokens],
                                   .logit = 0,
                                   .prob = 1.0f / (float)(k + 2),
@@ -213,7 +215,7 @@ size_t sched_job_read(SchedJob *j, SchedToken *out, size_t cap, SchedState *stat
                               .text = j->text,
                               .text_len = strlen(j->text),
                               .candidates = j->n_scored ? j->top : NULL,
-                              .n_candidates = j->n_scored ? j->p.n_candidates : 0,
+                              .n_candidates = j->n_scored ? j->n_top : 0,
                               .prompt = 1};
     if (n == cap) {
         *state = SCHED_RUNNING;
@@ -227,7 +229,7 @@ size_t sched_job_read(SchedJob *j, SchedToken *out, size_t cap, SchedState *stat
                           .text = next ? "" : j->text,
                           .text_len = next ? 0 : strlen(j->text),
                           .candidates = j->top,
-                          .n_candidates = j->p.n_candidates};
+                          .n_candidates = j->n_top};
     return n + 1;
 }
 

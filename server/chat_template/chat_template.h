@@ -2,6 +2,10 @@
 // chat template (tokenizer_config.json's "chat_template"): the small part of Jinja2 that
 // GPT-2-family and simple chat templates use (issue 15).
 //
+// A library of its own (kgchattemplate): this header is its one door; chat_template_ast.h is
+// private to chat_template.c (lexer, parser) and chat_template_render.c (the tree walk). It
+// uses base/ and the C library, nothing of the server.
+//
 // Rendered as transformers renders it: trim_blocks and lstrip_blocks on, one trailing
 // newline of the source dropped, \r\n and \r read as \n; the variables messages (a list of
 // {role, content}), bos_token, eos_token, add_generation_prompt, tools and documents (none),

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "chat_template_ast.h"
 
 #define CT_MAX_MEMORY (16 << 20) // arena bytes per render (strings and lists built)
@@ -106,8 +107,7 @@ typedef struct {
     CtUndo *undo;    // (n_binds) what for iterations overwrote, put back when they end
     size_t n_undo;
     unsigned frame, serial; // the current for iteration (0: top level); the last one given
-    char *out;
-    size_t len, cap;
+    KgBuf out;              // the prompt so far (at most CHAT_TEMPLATE_MAX_OUTPUT bytes)
     CtChunk *mem;
     size_t mem_used, work;
     char *err;
@@ -145,19 +145,10 @@ static int ct_alloc(CtRender *r, size_t n, int line, void **out) {
 }
 
 static int ct_emit(CtRender *r, const char *s, size_t n, int line) {
-    if (n > CHAT_TEMPLATE_MAX_OUTPUT - r->len)
+    if (n > CHAT_TEMPLATE_MAX_OUTPUT - r->out.len)
         return ct_fail(r->err, KG_ERANGE, line, "the prompt would be longer than %d bytes",
                        CHAT_TEMPLATE_MAX_OUTPUT);
-    if (r->len + n + 1 > r->cap) {
-        size_t cap = r->cap ? r->cap : 256;
-        while (cap < r->len + n + 1)
-            cap *= 2;
-        char *out = realloc(r->out, cap);
-        if (!out) return ct_fail(r->err, KG_ENOMEM, line, "out of memory");
-        r->out = out, r->cap = cap;
-    }
-    memcpy(r->out + r->len, s, n);
-    r->len += n;
+    if (buf_append(&r->out, s, n)) return ct_fail(r->err, KG_ENOMEM, line, "out of memory");
     return ct_work(r, n, line);
 }
 
@@ -895,9 +886,8 @@ static int ct_render_run(CtRender *r, const ChatMessage *msgs, size_t n, int add
     }
     r->vals[SYM_ADD_GEN] = ct_int(V_BOOL, add_generation_prompt != 0);
     r->vals[SYM_TOOLS] = r->vals[SYM_DOCUMENTS] = ct_int(V_NONE, 0); // as transformers passes
-    if (rc || (rc = ct_run(r, t->root)) || (rc = ct_emit(r, "", 0, 0))) return rc;
-    r->out[r->len] = '\0';
-    return KG_OK;
+    if (rc || (rc = ct_run(r, t->root))) return rc;
+    return ct_emit(r, "", 0, 0); // the prompt exists even when empty; one step, as every emit
 }
 
 int chat_template_render(const ChatTemplate *t, const ChatMessage *msgs, size_t n,
@@ -911,16 +901,13 @@ int chat_template_render(const ChatTemplate *t, const ChatMessage *msgs, size_t 
             return kg_err(err, KG_EINVAL, "chat template: message %zu has no role", i);
     CtRender r = {.t = t, .err = err};
     int rc = ct_render_run(&r, msgs, n, add_generation_prompt, bos_token, eos_token);
-    if (rc == KG_OK) {
-        *out = r.out, r.out = NULL;
-        if (out_len) *out_len = r.len;
-    }
+    if (rc == KG_OK) *out = buf_take(&r.out, out_len); // never NULL: ct_emit allocated it
     while (r.mem) {
         CtChunk *next = r.mem->next;
         free(r.mem);
         r.mem = next;
     }
-    free(r.out);
+    buf_free(&r.out);
     free(r.vals);
     free(r.owner);
     free(r.undo);

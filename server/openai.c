@@ -1,0 +1,25 @@
+// openai.c — the pieces of OpenAI's streamed and whole replies that completions and chat
+// completions share (openai.h).
+#include "openai.h"
+
+int openai_add_logprobs(cJSON *j_obj, cJSON *j_lp) {
+    if (!j_lp) return cJSON_AddNullToObject(j_obj, "logprobs") ? KG_OK : KG_ENOMEM;
+    if (cJSON_AddItemToObject(j_obj, "logprobs", j_lp)) return KG_OK;
+    cJSON_Delete(j_lp); // not attached
+    return KG_ENOMEM;
+}
+
+int openai_add_finish(cJSON *j_obj, const char *finish) {
+    cJSON *j = finish ? cJSON_AddStringToObject(j_obj, "finish_reason", finish)
+                      : cJSON_AddNullToObject(j_obj, "finish_reason");
+    return j ? KG_OK : KG_ENOMEM;
+}
+
+int openai_stream_end(Job *job, const char *object, int include_usage) {
+    if (include_usage) {
+        cJSON *j_choices;
+        cJSON *j = job_openai_object(job, object, &j_choices);
+        if (job_sse_usage(job, j)) return KG_ENOMEM; // j consumed, NULL counted as OOM
+    }
+    return job_sse_raw(job, "data: [DONE]\n\n");
+}

@@ -1,0 +1,169 @@
+// sched_job.c — one engine job: made from what sched_submit was given, its output entries and
+// end, its references; and the caller's side of sched.h (read, error, stats, cancel, release).
+#include "sched_job.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+double sched_job_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+void sched_job_free(SchedJob *j) {
+    for (size_t i = 0; i < j->out.n; i++) {
+        free((char *)j->out.tokens[i].text);
+        free((KgCandidate *)j->out.tokens[i].candidates);
+    }
+    free(j->out.tokens);
+    free(j->in.tokens);
+    free(j->in.stop_tokens);
+    gentext_free(&j->work.text);
+    sampler_free(j->work.sampler);
+    sampler_penalty_free(j->work.penalty);
+    tok_stream_free(j->work.stream);
+    tok_stream_free(j->work.prompt_stream);
+    pthread_mutex_destroy(&j->out.mu);
+    pthread_mutex_destroy(&j->notify_mu);
+    free(j);
+}
+
+void sched_job_unref(SchedJob *j) {
+    if (atomic_fetch_sub(&j->refs, 1) == 1) sched_job_free(j);
+}
+
+// Copies the prompt, the stop ids and the stop strings into j and points j->in.p at them.
+static int sched_job_copy_input(SchedJob *j, const SchedParams *p) {
+    SchedJobInput *in = &j->in;
+    in->p = *p;
+    in->tokens = malloc((p->n_tokens ? p->n_tokens : 1) * sizeof *in->tokens);
+    in->stop_tokens = malloc((p->n_stop_tokens ? p->n_stop_tokens : 1) * sizeof *in->stop_tokens);
+    if (!in->tokens || !in->stop_tokens || gentext_init(&j->work.text, p->stop, p->n_stop))
+        return KG_ENOMEM;
+    memcpy(in->tokens, p->tokens, p->n_tokens * sizeof *in->tokens);
+    if (p->n_stop_tokens)
+        memcpy(in->stop_tokens, p->stop_tokens, p->n_stop_tokens * sizeof *in->stop_tokens);
+    in->p.tokens = in->tokens;
+    in->p.stop_tokens = in->stop_tokens;
+    in->p.stop = (const char *const *)j->work.text.stop;
+    in->p.penalties.bias = NULL; // the penalty state has its own copy
+    return KG_OK;
+}
+
+int sched_job_new(SchedJob **out, size_t V, const SchedParams *p, void (*notify)(void *), void *ctx,
+                  char *err) {
+    *out = NULL;
+    SchedJob *j = calloc(1, sizeof *j);
+    if (!j) return kg_err(err, KG_ENOMEM, "out of memory");
+    pthread_mutex_init(&j->out.mu, NULL);
+    pthread_mutex_init(&j->notify_mu, NULL);
+    j->notify = notify;
+    j->ctx = ctx;
+    atomic_init(&j->refs, 2);
+    int rc = sched_job_copy_input(j, p) ? kg_err(err, KG_ENOMEM, "out of memory") : KG_OK;
+    KgPenalties pen = p->penalties;
+    if (pen.repetition == 0) pen.repetition = 1; // a zero-initialized SchedParams: none
+    if (!rc && p->kind == SCHED_GENERATE) rc = sampler_penalty_new(&j->work.penalty, V, &pen, err);
+    if (!rc && j->work.penalty)
+        rc = sampler_penalty_prompt(j->work.penalty, j->in.tokens, p->n_tokens, err);
+    if (rc) {
+        sched_job_free(j);
+        return rc;
+    }
+    *out = j;
+    return KG_OK;
+}
+
+void sched_job_notify(SchedJob *j) {
+    pthread_mutex_lock(&j->notify_mu);
+    if (j->notify) j->notify(j->ctx);
+    pthread_mutex_unlock(&j->notify_mu);
+}
+
+int sched_job_emit(SchedJob *j, int id, float logprob, char *text, size_t text_len,
+                   KgCandidate *candidates, size_t n_candidates, int prompt) {
+    SchedJobOutput *o = &j->out;
+    pthread_mutex_lock(&o->mu);
+    int rc = KG_OK;
+    if (o->n == o->cap) {
+        size_t cap = o->cap ? 2 * o->cap : 16;
+        SchedToken *grown = realloc(o->tokens, cap * sizeof *grown);
+        if (!grown) {
+            rc = KG_ENOMEM;
+            goto end;
+        }
+        o->tokens = grown;
+        o->cap = cap;
+    }
+    o->tokens[o->n++] = (SchedToken){id, logprob, text, text_len, candidates, n_candidates, prompt};
+end:
+    pthread_mutex_unlock(&o->mu);
+    if (rc) {
+        free(text);
+        free(candidates);
+    }
+    return rc;
+}
+
+void sched_job_finish(SchedJob *j, SchedState state, int code, const char *msg) {
+    SchedJobOutput *o = &j->out;
+    pthread_mutex_lock(&o->mu);
+    if (o->state == SCHED_RUNNING) {
+        o->state = state;
+        o->err_code = code;
+        if (msg) snprintf(o->err, sizeof o->err, "%s", msg);
+        double t = sched_job_now_ms();
+        o->stats.generated_tokens = j->work.n_gen;
+        o->stats.total_ms = t - j->in.t_submit;
+        if (j->work.t_first > 0) o->stats.decode_ms = t - j->work.t_first;
+    }
+    pthread_mutex_unlock(&o->mu);
+}
+
+SchedState sched_job_state(SchedJob *j) {
+    pthread_mutex_lock(&j->out.mu);
+    SchedState state = j->out.state;
+    pthread_mutex_unlock(&j->out.mu);
+    return state;
+}
+
+// --- the caller's side (sched.h) ---
+
+size_t sched_job_read(SchedJob *j, SchedToken *out, size_t cap, SchedState *state) {
+    SchedJobOutput *o = &j->out;
+    pthread_mutex_lock(&o->mu);
+    size_t n = 0;
+    while (n < cap && o->n_read < o->n)
+        out[n++] = o->tokens[o->n_read++];
+    // report the final state only once every output entry has been read
+    *state = o->n_read < o->n ? SCHED_RUNNING : o->state;
+    pthread_mutex_unlock(&o->mu);
+    return n;
+}
+
+int sched_job_error(SchedJob *j, char *err) {
+    pthread_mutex_lock(&j->out.mu);
+    int code = j->out.err_code;
+    kg_err(err, code, "%s", j->out.err);
+    pthread_mutex_unlock(&j->out.mu);
+    return code;
+}
+
+void sched_job_stats(SchedJob *j, SchedStats *stats) {
+    pthread_mutex_lock(&j->out.mu);
+    *stats = j->out.stats;
+    pthread_mutex_unlock(&j->out.mu);
+}
+
+void sched_job_cancel(SchedJob *j) { atomic_store(&j->cancelled, 1); }
+
+void sched_job_release(SchedJob *j) {
+    atomic_store(&j->cancelled, 1);
+    pthread_mutex_lock(&j->notify_mu);
+    j->notify = NULL;
+    pthread_mutex_unlock(&j->notify_mu);
+    sched_job_unref(j);
+}

@@ -1,0 +1,94 @@
+// sched_job.h — inside the engine: one job's record and its life cycle, for sched.c and the
+// batch planner (sched_plan.c). Endpoints see only sched.h's opaque SchedJob.
+//
+// A job has three parts by who touches them: what was submitted (copied by sched_job_new,
+// then read-only), the engine thread's working state (only that thread), and the output
+// the caller reads (under out.mu). Two references hold it, the caller's and the engine's;
+// the last sched_job_unref frees it.
+#ifndef SCHED_JOB_H
+#define SCHED_JOB_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "base/kg.h"
+#include "gentext.h"
+#include "sched.h"
+
+typedef enum { SCHED_PREFILL, SCHED_DECODE } SchedPhase;
+
+// What sched_submit was given: copied, then read-only.
+typedef struct {
+    SchedParams p;    // tokens, stop_tokens and stop point into the job's own copies
+    int *tokens;      // (p.n_tokens) the prompt
+    int *stop_tokens; // (p.n_stop_tokens)
+    double t_submit;  // ms (sched_job_now_ms)
+} SchedJobInput;
+
+// The engine thread's working state.
+typedef struct {
+    SchedPhase phase;
+    KvCache kv;
+    size_t n_fed;             // prompt tokens in kv
+    int next_id;              // the token to feed in the next decode step
+    size_t n_gen;             // tokens generated
+    Sampler *sampler;         // generate only
+    SamplerPenalty *penalty;  // repetition/frequency/presence counts and logit_bias
+    TokStream *stream;        // generated ids to text
+    TokStream *prompt_stream; // score_prompt: the prompt's text, token by token
+    GenText text;             // the generated text, its stop strings, the bytes held back
+    double t_start, t_first;  // ms: admitted, first token sampled (0: not yet)
+} SchedJobWork;
+
+// What the caller reads (sched_job_read, _error, _stats): every field under mu.
+typedef struct {
+    pthread_mutex_t mu;
+    SchedToken *tokens; // (n, cap) entries produced; n_read of them handed out
+    size_t n, cap, n_read;
+    SchedState state;
+    int err_code;
+    char err[KG_ERRLEN];
+    SchedStats stats;
+} SchedJobOutput;
+
+struct SchedJob {
+    SchedJobInput in;
+    SchedJobWork work;
+    SchedJobOutput out;
+    // notify is cleared by release under notify_mu, so it never runs on a freed ctx
+    pthread_mutex_t notify_mu;
+    void (*notify)(void *ctx);
+    void *ctx;
+    atomic_int refs; // the caller's and the engine's
+    atomic_int cancelled;
+    SchedJob *next_queued;
+};
+
+// CLOCK_MONOTONIC in milliseconds: every time figure of a job.
+double sched_job_now_ms(void);
+
+// A job holding copies of what p points to (p is checked already), with the penalty state
+// of a generation (it counts the prompt) and two references. KG_OK and *out, or an error
+// (KG_ENOMEM) with err.
+int sched_job_new(SchedJob **out, size_t V, const SchedParams *p, void (*notify)(void *), void *ctx,
+                  char *err);
+// Frees j at once (sched_submit's refusal); otherwise drop references with sched_job_unref.
+void sched_job_free(SchedJob *j);
+void sched_job_unref(SchedJob *j);
+
+// Runs the job's notify callback unless the caller has released the job.
+void sched_job_notify(SchedJob *j);
+
+// Appends one output entry, taking text and candidates (freed on failure). KG_OK or
+// KG_ENOMEM.
+int sched_job_emit(SchedJob *j, int id, float logprob, char *text, size_t text_len,
+                   KgCandidate *candidates, size_t n_candidates, int prompt);
+
+// Marks the job finished (only the first call counts) with its final figures; msg may be
+// NULL.
+void sched_job_finish(SchedJob *j, SchedState state, int code, const char *msg);
+
+// The job's state as the caller would see it now.
+SchedState sched_job_state(SchedJob *j);
+
+#endif

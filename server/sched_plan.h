@@ -1,0 +1,37 @@
+// sched_plan.h — the batch planner: which rows of which jobs go into the engine's next forward.
+// A new batching policy is written here alone; sched.c runs the forward and hands each job
+// its rows of logits.
+//
+// The policy: every active job, in admission order, may add one sequence. A decoding job
+// feeds the one token it sampled. A job still reading its prompt feeds the next chunk of it
+// from one budget of prefill_chunk prompt rows per step, so a long prompt cannot stall the
+// others' decoding; a prompt being scored (logits at every position) also takes at most
+// SCHED_PLAN_SCORE_ROWS of it, which bounds the extra logits memory. A prompt whose turn
+// comes with the budget spent waits for the next step. Logits: the last prompt row (the
+// answer or the first sampled token), every row of a scored prompt, a decode row.
+#ifndef SCHED_PLAN_H
+#define SCHED_PLAN_H
+
+#include <stddef.h>
+
+#include "sched_job.h"
+
+// Logits rows per step for prompts being scored: at most this many times V extra floats.
+#define SCHED_PLAN_SCORE_ROWS 32
+
+// One sequence of a planned step: its job and where its rows start in the forward's logits.
+typedef struct {
+    SchedJob *job;
+    size_t first_row;
+} SchedPlanEntry;
+
+// Plans the next forward over active[0 .. n_active): fills seqs[i] and entries[i] (room for
+// n_active each) and returns how many; *rows is the token rows fed. Changes no job: the
+// caller advances each job's n_fed by its sequence's n once the forward has run.
+size_t sched_plan_step(SchedJob *const *active, size_t n_active, size_t prefill_chunk,
+                       Gpt2Seq *seqs, SchedPlanEntry *entries, size_t *rows);
+
+// The rows of logits gpt2_forward writes for q.
+size_t sched_plan_logits_rows(const Gpt2Seq *q);
+
+#endif
