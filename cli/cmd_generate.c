@@ -20,6 +20,7 @@
 #include "base/kg.h"
 #include "commands.h"
 #include "model/sampler.h"
+#include "model/sampler_utf8.h"
 
 #define GEN_MAX_STOP     4   // stop strings (as the HTTP API: OpenAI's limit)
 #define GEN_MAX_STOP_LEN 256 // bytes per stop string
@@ -34,7 +35,8 @@ typedef struct {
     const char *stop[GEN_MAX_STOP];
     size_t n_stop;
     int ignore_eos, json;
-    int *ids; // the prompt, once known (--tokens: parsed with the flags); malloc'd
+    int utf8_strict; // kogpt2d's utf8_strict (model/sampler_utf8.h): on unless --no-utf8-strict
+    int *ids;        // the prompt, once known (--tokens: parsed with the flags); malloc'd
     size_t n_ids;
 } GenArgs;
 
@@ -44,7 +46,8 @@ static void generate_usage(FILE *f) {
         "usage: kogpt2 generate [--model DIR] (--text TEXT | --tokens ID,ID,...) [--max-tokens N]\n"
         "                       [--temperature X] [--top-k K] [--top-p P] [--seed S]\n"
         "                       [--stop STR]... [--repetition-penalty X] [--frequency-penalty X]\n"
-        "                       [--presence-penalty X] [--ignore-eos] [--json] [--device D]\n"
+        "                       [--presence-penalty X] [--ignore-eos] [--no-utf8-strict]\n"
+        "                       [--json] [--device D]\n"
         "                       [--threads N] [--dtype T] [--precision P] [--tokenizer P]\n"
         "  --text TEXT            the prompt as text\n"
         "  --tokens LIST          the prompt as token ids, comma-separated\n"
@@ -61,6 +64,8 @@ static void generate_usage(FILE *f) {
         "  --frequency-penalty X  -2..2 (default 0): minus X per time a token was generated\n"
         "  --presence-penalty X   -2..2 (default 0): minus X once a token was generated\n"
         "  --ignore-eos           go on past the end-of-text token\n"
+        "  --no-utf8-strict       let the model draw byte tokens that never become a character\n"
+        "                         (by default they are masked, as kogpt2d's utf8_strict does)\n"
         "  --json                 print no stream but one JSON object at the end: text, tokens,\n"
         "                         finish_reason (length, stop or eos), prompt_tokens,\n"
         "                         generated_tokens, usage, timings, seed (as kogpt2d's\n"
@@ -133,6 +138,9 @@ static int generate_flag(GenArgs *a, int c, const char *v, char *err) {
     case 'J':
         a->json = 1;
         return KG_OK;
+    case 'U':
+        a->utf8_strict = 0;
+        return KG_OK;
     default:
         return 1;
     }
@@ -155,16 +163,22 @@ static int parse_generate_args(int argc, char **argv, GenArgs *a) {
                                          {"presence-penalty", required_argument, 0, 'y'},
                                          {"ignore-eos", no_argument, 0, 'I'},
                                          {"json", no_argument, 0, 'J'},
+                                         {"no-utf8-strict", no_argument, 0, 'U'},
                                          {"help", no_argument, 0, 'h'},
                                          {"version", no_argument, 0, 'V'},
                                          {0, 0, 0, 0}};
-    *a = (GenArgs){.max_tokens = 32, .seed = -1, .temperature = 1, .top_p = 1, .repetition = 1};
+    *a = (GenArgs){.max_tokens = 32,
+                   .seed = -1,
+                   .temperature = 1,
+                   .top_p = 1,
+                   .repetition = 1,
+                   .utf8_strict = 1};
     cli_model_args_init(&a->model);
     char err[KG_ERRLEN] = "";
     int c, rc;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":m:T:j:d:P:D:t:x:n:e:k:p:s:S:r:f:y:IJh", opts, NULL)) !=
+    while ((c = getopt_long(argc, argv, ":m:T:j:d:P:D:t:x:n:e:k:p:s:S:r:f:y:IJUh", opts, NULL)) !=
            -1) {
         if ((rc = cli_model_flag(&a->model, c, optarg, err)) < 0) goto bad_value;
         if (rc) continue;
@@ -299,7 +313,18 @@ static int generate(CliModel *cm, const GenArgs *a, uint64_t seed, GenText *g, G
     int rc = !sampler || !stream ? kg_err(err, KG_ENOMEM, "out of memory") : KG_OK;
     if (!rc) rc = sampler_penalty_new(&penalty, V, &pen, err);
     if (!rc) rc = sampler_penalty_prompt(penalty, a->ids, a->n_ids, err);
-    if (!rc && sampler_penalty_active(penalty) && !(penalized = malloc(V * sizeof *penalized)))
+    // the UTF-8 mask from the prompt's last tokens on, so that a prompt ending inside a
+    // character goes on with it (a text token among them starts afresh), as kogpt2d does
+    SamplerUtf8 utf8;
+    SamplerUtf8State utf8_at = {0};
+    int byte_id[256];
+    tok_byte_ids(cm->tok, V, byte_id);
+    sampler_utf8_init(&utf8, byte_id);
+    const int strict = a->utf8_strict && utf8.any;
+    for (size_t i = a->n_ids > 4 ? a->n_ids - 4 : 0; strict && i < a->n_ids; i++)
+        sampler_utf8_accept(&utf8_at, tok_byte(cm->tok, a->ids[i]));
+    if (!rc && (strict || sampler_penalty_active(penalty)) &&
+        !(penalized = malloc(V * sizeof *penalized)))
         rc = kg_err(err, KG_ENOMEM, "out of memory");
     // the stream starts after the prompt's last token: the first piece keeps its leading
     // space, as it has inside the whole decoded text
@@ -311,8 +336,12 @@ static int generate(CliModel *cm, const GenArgs *a, uint64_t seed, GenText *g, G
     r->prefill_ms = t1 - t0;
     while (!rc) {
         const float *logits = cm->s.logits_host, *row = logits; // row 0: the last token's
-        if (penalized) {
+        if (sampler_penalty_active(penalty)) {
             sampler_penalty_apply(penalty, penalized, logits);
+            row = penalized;
+        }
+        if (strict) {
+            sampler_utf8_mask(&utf8, &utf8_at, penalized, row, V);
             row = penalized;
         }
         int id = sampler_sample(sampler, row);
@@ -321,6 +350,7 @@ static int generate(CliModel *cm, const GenArgs *a, uint64_t seed, GenText *g, G
             break;
         }
         if ((rc = sampler_penalty_accept(penalty, id, err))) break;
+        if (strict) sampler_utf8_accept(&utf8_at, tok_byte(cm->tok, id));
         if (id == eos && !a->ignore_eos) { // what the stream held back, then the end
             if (!(rc = tok_stream_flush(stream, &piece, &piece_len, err)) &&
                 !(rc = buf_append(&g->text, piece, piece_len)))

@@ -8,8 +8,9 @@
 # process runs as uid 10001; /readyz turns 200; the Explorer page and a /v1/next-token answer
 # come back; `podman healthcheck run` (the image's HEALTHCHECK, inside the container) passes;
 # `podman stop` (SIGTERM) lets two streams in flight finish and the container exits 0;
-# `--read-only` serves; a model mounted from the host with `--model` serves. The CUDA image also:
-# it carries the CUDA runtime, cuBLAS and cuBLASLt and nothing else of the toolkit (no nvcc, no
+# `--read-only` serves; a model mounted from the host with `--model` serves; started as
+# SageMaker starts it (`IMAGE serve`, /opt/ml/model, -p 8080) /ping and /invocations answer.
+# The CUDA image also: it carries the CUDA runtime, cuBLAS and cuBLASLt and nothing else of the toolkit (no nvcc, no
 # static library) and its binaries find them; run without a GPU (no --gpus: none is given to the
 # container, whatever this machine has) it serves on the CPU and its device line says there is no
 # GPU. Prints the image's size, layers and build time; fails above KG_IMAGE_MAX_MB (default 200
@@ -192,6 +193,30 @@ else bad "--model /models/mine"; logs kg-img-model; fi
 curl -s "http://127.0.0.1:$P/v1/models" | grep -q '"id":"mine"' && ok "/v1/models names it: mine" ||
   bad "/v1/models does not name the mounted model"
 podman rm -f -t 0 kg-img-model >/dev/null 2>&1
+
+# 7. As SageMaker starts it: `IMAGE serve`, the model in /opt/ml/model, port 8080 published;
+# /ping turns 200, /invocations answers TGI's form ([{generated_text}]) and a chat body.
+P=$(free_port)
+podman rm -f -t 0 kg-img-sm >/dev/null 2>&1
+NAMES+=(kg-img-sm)
+podman run -d --name kg-img-sm -p "127.0.0.1:$P:8080" -v "$T/mymodel:/opt/ml/model:ro" "$IMG" \
+  serve 2> >(grep -v 'systemd connection' >&2) >/dev/null
+for _ in $(seq 600); do
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$P/ping")" = 200 ] && break
+  sleep 0.1
+done
+if [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$P/ping")" = 200 ]; then
+  ok "SageMaker: IMAGE serve: /ping 200 on port 8080"
+else bad "SageMaker: /ping never 200"; logs kg-img-sm; fi
+inv() { curl -sf -H 'Content-Type: application/json' -X POST "http://127.0.0.1:$P/invocations" -d "$1"; }
+inv '{"inputs":"오늘 날씨는","parameters":{"max_new_tokens":4}}' | grep -q '^\[{"generated_text":' &&
+  ok "SageMaker: /invocations {inputs, parameters} -> [{generated_text}]" ||
+  bad "SageMaker: /invocations TGI form"
+inv '{"messages":[{"role":"user","content":"안녕"}],"max_tokens":4}' | grep -q '"chat.completion"' &&
+  ok "SageMaker: /invocations {messages} -> chat.completion" || bad "SageMaker: /invocations chat"
+curl -s "http://127.0.0.1:$P/v1/models" | grep -q '"id":"model"' &&
+  ok "SageMaker: serves /opt/ml/model" || bad "SageMaker: not serving /opt/ml/model"
+podman rm -f -t 0 kg-img-sm >/dev/null 2>&1
 
 if [ $fails -eq 0 ]; then echo "PASS: docker/test_images.sh $KIND ($IMG, $mb MB)"; exit 0; fi
 echo "FAIL: docker/test_images.sh: $fails checks failed"

@@ -1,4 +1,4 @@
-// logits.c — a row of logits on the host: its log-sum-exp and its top k (logits.h).
+// logits.c — one row of logits on the host: log-sum-exp, entropy, top k (logits.h).
 #include "logits.h"
 
 #include <math.h>
@@ -32,6 +32,22 @@ double logits_logsumexp(const float *logits, size_t V, float temperature) {
     for (int k = 0; k < 8; k++)
         sum += part[k];
     return (double)mx * inv_t + log(sum);
+}
+
+double logits_entropy(const float *logits, size_t V, float temperature) {
+    float inv_t = 1.0f / logits_usable_temperature(temperature);
+    float mx = -INFINITY;
+    for (size_t i = 0; i < V; i++)
+        mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0, weighted = 0;
+    for (size_t i = 0; i < V; i++) {
+        float a = (logits[i] - mx) * inv_t;
+        if (!(a > -80.0f)) continue; // NaN, -inf, and shares below e^-80 that add nothing
+        float e = kg_expf(a);        // the same exp as the probabilities logits_topk reports
+        sum += e;
+        weighted += (double)a * e;
+    }
+    return sum > 0 ? log(sum) - weighted / sum : 0.0;
 }
 
 int logits_ranks_before(const KgCandidate *a, const KgCandidate *b) {

@@ -1,8 +1,8 @@
-// logits.h — host math on one row of V logits: its log-sum-exp and its k most probable
-// tokens. The CPU backend's logits_topk is logits_topk itself; the CUDA backend's is checked
-// against it and falls back to it for a k beyond its kernel; the sampler and the engine use
-// it on the rows they hold. It sits beside backend.h (KgCandidate) and kgmath.h, below the
-// backends and the graph, and depends on nothing above them.
+// logits.h — host math on one row of V logits: its log-sum-exp, its entropy and its k most
+// probable tokens. The CPU backend's logits_topk is logits_topk itself; the CUDA backend's is
+// checked against it and falls back to it for a k beyond its kernel; the sampler and the
+// engine use it on the rows they hold. It sits beside backend.h (KgCandidate) and kgmath.h,
+// below the backends and the graph, and depends on nothing above them.
 #ifndef LOGITS_H
 #define LOGITS_H
 
@@ -22,6 +22,12 @@ float logits_usable_temperature(float temperature);
 // log(sum_i exp(logits[i] / temperature)) over V logits, stable (max subtracted first).
 // A NaN logit counts as probability 0.
 double logits_logsumexp(const float *logits, size_t V, float temperature);
+
+// The entropy in nats of softmax(logits / temperature) over all V logits, exact (not bounded
+// from a top k), stable (max subtracted first): H = log S - W / S with a_i = (logit_i - max) / T,
+// S = sum e^a_i, W = sum a_i e^a_i, summed in double. A NaN logit counts as probability 0; all
+// NaN gives 0.
+double logits_entropy(const float *logits, size_t V, float temperature);
 
 // 1 when a ranks before b: higher logit, then lower id; a NaN logit ranks after every number
 // (the order stays total, so heaps and sorts over candidates stay consistent).

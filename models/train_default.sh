@@ -29,8 +29,9 @@
 #     training tokens): ~5 minutes on one H100. On CPUs the same steps take days: STEPS and
 #     SHAPE=v0 (6 x 256, batch 16 x 256, 7.9 M parameters, ~2.4 s a step on 2 cores) give the
 #     old CPU recipe.
-#  4. Export: f16 model.safetensors + config.json + the tokenizer into OUT (other files
-#     there, such as the model card README.md, are left alone), then the validation figures:
+#  4. Export: f16 model.safetensors + config.json + the tokenizer into OUT, with
+#     models/default/tokenizer_config.json (its chat template) copied when OUT is elsewhere
+#     (other files there, such as the model card README.md, are left alone), then the validation figures:
 #     the model's bits per byte on the held-out text next to `xz -9` on the same text.
 #
 # Data (see ../shared/data/corpora/README.md for sources and licenses): nsmc (movie reviews,
@@ -115,6 +116,10 @@ rm -rf "$work/export"
 "$B/kogpt2-train" export --from "$work/ckpt" --out "$work/export" --dtype f16
 mkdir -p "$out"
 cp "$work/export/config.json" "$work/export/model.safetensors" "$tok" "$out/"
+# the chat template it is trained for (the chatbot_data documents: question line, answer line,
+# </s>), kept in the repository beside the weights
+[ "$out/tokenizer_config.json" -ef "$root/models/default/tokenizer_config.json" ] ||
+  cp "$root/models/default/tokenizer_config.json" "$out/"
 val_bytes=$(cat "$work"/data/val_*.txt | wc -c)
 xz_bytes=$(cat "$work"/data/val_*.txt | xz -9 -c | wc -c)
 echo "== figures"

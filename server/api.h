@@ -5,8 +5,8 @@
 //
 // To add an endpoint: write its handler in a new ep_<name>.c (parse with api_fields() and a
 // table of its fields; answer with srv_reply_*() or, for engine work, a Job of job.h),
-// declare it below, add its row to ROUTES in routes.c, and the file to kogpt2d in
-// server/CMakeLists.txt (and to fuzz_http in tests/fuzz/CMakeLists.txt).
+// declare it below, add its row to ROUTES in routes.c, and the file to kgapi in
+// server/CMakeLists.txt (the daemon and the HTTP fuzzer both link that library).
 #ifndef API_H
 #define API_H
 
@@ -37,10 +37,14 @@ typedef struct {
     size_t vocab_size;                 // V: token ids are 0 .. V-1
     size_t max_tokenize;               // tokens per /v1/tokenize or /v1/detokenize (--max-tokenize)
     const char *web_dir;               // the Explorer's files (NULL: none)
+    const char *device;                // the backend serving ("cpu-avx2", "cuda:0 ...")
+    const char *dtype;                 // the weights' dtype in memory ("f16", "q8_0", ...)
+    size_t max_jobs;                   // engine jobs before a 429 (--max-batch + --max-queue)
     const ChatTemplate *chat_template; // renders /v1/chat/completions messages (NULL: refused)
     char chat_error[KG_ERRLEN];        // why, when chat_template is NULL
     const char *bos_token, *eos_token; // their text, for the template
     int chat_stop_id;                  // a chat's reply also ends here (<usr>; -1: none)
+    int chat_split_special; // the tokenizer reads bos/eos texts as characters (chat_prompt.h)
     time_t created;
     SrvServer *srv;
     atomic_int ready;      // 1: model loaded and warm; 0: loading (/readyz 503)
@@ -64,7 +68,8 @@ int api_prompt(const SrvApp *app, const cJSON *j_req, int **ids, size_t *n, cons
 int api_prompt_from(const SrvApp *app, const char *text, size_t len, const cJSON *j_tokens,
                     const char *name, int **ids, size_t *n, char *err);
 
-// OpenAI's "model": absent, null or the served name; another is KG_ENOTFOUND (404).
+// OpenAI's "model": absent, null, the served name or a URL (this server's, as Hugging Face's
+// clients send it: http(s)://host[:port][/...]); another is KG_ENOTFOUND (404).
 int api_model(const SrvApp *app, const cJSON *j_req, char *err);
 
 // --- request fields as a table: one static ApiField row per field, read by api_fields() ---
@@ -119,6 +124,7 @@ typedef struct {
     KgLogitBias *logit_bias; // malloc'd (n_logit_bias)
     size_t n_logit_bias;
     int stream, ignore_eos, include_usage;
+    int utf8_strict;   // sample only what can become valid UTF-8 (default on; sampler_utf8.h)
     const char **stop; // pointers into the request (malloc'd array)
     size_t n_stop;
 } ApiSampling;
@@ -139,6 +145,13 @@ SchedParams api_sched_params(const ApiSampling *s, const int *prompt, size_t n_p
 
 // A JSON array of n ids (also for n = 0); NULL on OOM.
 cJSON *api_ids_json(const int *ids, size_t n);
+// A token as the Explorer and /v1/score show it: {"id", "piece" (as stored: "▁안녕", "<0xEC>",
+// "</s>"), "text" (what it decodes to alone, inside a sentence, as /v1/detokenize has it; U+FFFD
+// for a byte piece that is part of a character), "display" (the text, or the piece for a byte
+// piece that is part of a character and for a control piece, which decodes to nothing),
+// "bytes" (what it adds to the text's bytes, as OpenAI's logprobs give them; [] for a control
+// piece)}. NULL for an id outside the vocabulary or on OOM.
+cJSON *api_token_json(const Tokenizer *tok, int id);
 // {"total_ms", "queue_ms", "prefill_ms", "decode_ms"} into j_obj as "timings".
 int api_add_timings(cJSON *j_obj, const SchedStats *st);
 // OpenAI's usage object {prompt_tokens, completion_tokens, total_tokens} into j_obj.
@@ -156,6 +169,7 @@ enum MHD_Result ep_score(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_generate(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_completions(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_chat_completions(SrvReq *r, const cJSON *j_req);
+enum MHD_Result ep_responses(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_tokenize(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_detokenize(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_models(SrvReq *r, const cJSON *j_req);
@@ -164,6 +178,14 @@ enum MHD_Result ep_healthz(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_readyz(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_metrics(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_static(SrvReq *r, const cJSON *j_req);
+// ep_tgi.c: text-generation-inference's /generate, /generate_stream, /info, and its compat
+// form ({inputs, parameters, stream}; the reply an array of one) for /invocations
+enum MHD_Result ep_tgi_generate(SrvReq *r, const cJSON *j_req);
+enum MHD_Result ep_tgi_generate_stream(SrvReq *r, const cJSON *j_req);
+enum MHD_Result ep_tgi_compat(SrvReq *r, const cJSON *j_req);
+enum MHD_Result ep_tgi_info(SrvReq *r, const cJSON *j_req);
+// ep_sagemaker.c: SageMaker's POST /invocations (GET /ping is /readyz)
+enum MHD_Result ep_invocations(SrvReq *r, const cJSON *j_req);
 
 // Chat's setup, once the tokenizer is in app: the template (template_file, else the model
 // directory's tokenizer_config.json chat_template, else the default: <usr>/<sys> where the

@@ -2,9 +2,10 @@
 // speaks (LangChain's ChatOpenAI, the AI SDK's chat model).
 //
 //   {"messages": [{"role": "system"|"user"|"assistant", "content": a string or an array of
-//    {"type": "text", "text"} parts}], "n" 1..16, "max_tokens" (or "max_completion_tokens"),
-//    "stream", "stream_options": {"include_usage"}, "logprobs" (bool) with "top_logprobs"
-//    0..20, and the sampling fields of /v1/completions; "model" absent or the served one}
+//    {"type": "text", "text"} parts}], "n" 1..16, "max_tokens" (or "max_completion_tokens";
+//    absent: to the end of the context, as OpenAI's chat has it), "stream", "stream_options":
+//    {"include_usage"}, "logprobs" (bool) with "top_logprobs" 0..20, and the sampling fields of
+//    /v1/completions; "model" absent or the served one}
 //   -> {id, object: "chat.completion", created, model, choices [{index, message {role:
 //       "assistant", content}, logprobs, finish_reason}], usage}; stream: chat.completion.chunk
 //       objects: a first delta {role, content: ""} per choice, content deltas, a last delta {}
@@ -13,7 +14,8 @@
 // KoGPT2 is a base model: the messages become one prompt through the model's chat template
 // (tokenizer_config.json's chat_template, --chat-template FILE, or the default: KoGPT2-chatbot's
 // <usr>/<sys> form where the tokenizer has those tokens, "role: content" lines otherwise;
-// chat_template/chat_template.h). The reply ends at the end-of-text token or where the model
+// chat_template/chat_template.h; rendered and encoded by chat_prompt.h, which /v1/responses
+// shares). The reply ends at the end-of-text token or where the model
 // starts the user's next turn (<usr>). The request's own fields are CHAT_FIELDS (a table, as
 // params.c reads it); the stream ends as openai.h has it.
 #include <stdio.h>
@@ -21,13 +23,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/buf.h"
+#include "chat_prompt.h"
 #include "chat_template/chat_template.h"
 #include "job.h"
 #include "json_in.h"
+#include "log.h"
 #include "openai.h"
-
-#define CHAT_MAX_MESSAGES 256
 
 typedef struct {
     int *prompt; // (n_prompt) ids: the rendered messages
@@ -249,85 +250,31 @@ static const JobHooks CHAT_HOOKS = {.token = chat_token,
                                     .reply = chat_reply,
                                     .free = chat_free};
 
-// Text parts [{"type": "text", "text"}, ...] joined into *out (malloc'd).
-static int chat_content_parts(const cJSON *j, size_t index, char **out, char *err) {
-    for (const cJSON *p = j->child; p; p = p->next) {
-        const cJSON *j_type = cJSON_GetObjectItemCaseSensitive(p, "type");
-        const cJSON *j_text = cJSON_GetObjectItemCaseSensitive(p, "text");
-        if (!cJSON_IsString(j_type) || strcmp(j_type->valuestring, "text") ||
-            !cJSON_IsString(j_text))
-            return kg_err(err, KG_EUNSUP, "messages[%zu].content: only text parts are supported",
-                          index);
-    }
-    KgBuf text = {0};
-    for (const cJSON *p = j->child; p; p = p->next) {
-        const char *part = cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring;
-        if (buf_append(&text, part, strlen(part))) {
-            buf_free(&text);
-            return KG_ENOMEM;
-        }
-    }
-    *out = buf_take(&text, NULL);
-    return *out ? KG_OK : KG_ENOMEM;
-}
-
-// A message's content: a string, or an array of {"type": "text", "text"} parts (joined).
-// *out is malloc'd. KG_ENOMEM leaves err alone.
-static int chat_content(const cJSON *j_msg, size_t index, char **out, char *err) {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(j_msg, "content");
-    if (cJSON_IsArray(j)) return chat_content_parts(j, index, out, err);
-    if (j && !cJSON_IsNull(j) && !cJSON_IsString(j))
-        return kg_err(err, KG_EINVAL,
-                      "messages[%zu].content must be a string or an array of "
-                      "text parts",
-                      index);
-    *out = strdup(cJSON_IsString(j) ? j->valuestring : ""); // absent or null: ""
-    return *out ? KG_OK : KG_ENOMEM;
-}
-
-// Message i: its role and its content (*content, malloc'd) into *msg.
-static int chat_message(const cJSON *m, size_t i, ChatMessage *msg, char **content, char *err) {
-    const cJSON *j_role = cJSON_GetObjectItemCaseSensitive(m, "role");
-    if (!cJSON_IsObject(m) || !cJSON_IsString(j_role))
-        return kg_err(err, KG_EINVAL, "messages[%zu] must be an object with a string role", i);
-    if (!json_utf8_valid(j_role->valuestring, strlen(j_role->valuestring), NULL))
-        return kg_err(err, KG_EINVAL, "messages[%zu].role: invalid UTF-8", i);
-    int rc = chat_content(m, i, content, err);
-    if (rc == KG_ENOMEM) return kg_err(err, KG_ENOMEM, "out of memory");
-    if (rc) return rc;
-    size_t bad;
-    if (!json_utf8_valid(*content, strlen(*content), &bad))
-        return kg_err(err, KG_EINVAL, "messages[%zu].content: invalid UTF-8 at byte %zu", i, bad);
-    *msg = (ChatMessage){.role = j_role->valuestring, .content = *content};
-    return KG_OK;
-}
-
-// The messages rendered by the chat template and encoded into ch->prompt.
+// The messages rendered by the chat template and encoded into ch->prompt (chat_prompt.h).
 static int chat_prompt(const SrvApp *app, const cJSON *j_req, Chat *ch, char *err) {
+    static const char *const TEXT_PARTS[] = {"text", NULL};
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(j_req, "messages");
     if (!cJSON_IsArray(j)) return kg_err(err, KG_EINVAL, "messages must be an array of messages");
     size_t n = (size_t)cJSON_GetArraySize(j);
     if (n == 0) return kg_err(err, KG_ERANGE, "messages is empty");
     if (n > CHAT_MAX_MESSAGES)
         return kg_err(err, KG_ERANGE, "messages: at most %d (got %zu)", CHAT_MAX_MESSAGES, n);
-    ChatMessage *msgs = calloc(n, sizeof *msgs);
-    char **contents = calloc(n, sizeof *contents);
-    int rc = msgs && contents ? KG_OK : kg_err(err, KG_ENOMEM, "out of memory");
+    ChatTurns turns;
+    int rc = chat_turns_init(&turns, n, err);
     size_t i = 0;
-    for (const cJSON *m = j->child; !rc && m; m = m->next, i++)
-        rc = chat_message(m, i, &msgs[i], &contents[i], err);
-    char *text = NULL;
-    size_t len = 0;
-    if (!rc)
-        rc = chat_template_render(app->chat_template, msgs, n, 1, app->bos_token, app->eos_token,
-                                  &text, &len, err);
-    if (!rc)
-        rc = api_prompt_from(app, text, len, NULL, "messages", &ch->prompt, &ch->n_prompt, err);
-    for (size_t k = 0; contents && k < n; k++)
-        free(contents[k]);
-    free(contents);
-    free(msgs);
-    free(text);
+    for (const cJSON *m = j->child; !rc && m; m = m->next, i++) {
+        const cJSON *j_role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        char where[32];
+        snprintf(where, sizeof where, "messages[%zu]", i);
+        if (!cJSON_IsObject(m) || !cJSON_IsString(j_role))
+            rc = kg_err(err, KG_EINVAL, "%s must be an object with a string role", where);
+        else
+            rc = chat_turns_add(&turns, j_role->valuestring,
+                                cJSON_GetObjectItemCaseSensitive(m, "content"), TEXT_PARTS, where,
+                                err);
+    }
+    if (!rc) rc = chat_turns_prompt(app, &turns, &ch->prompt, &ch->n_prompt, err);
+    chat_turns_free(&turns);
     return rc;
 }
 
@@ -351,12 +298,8 @@ static int chat_parse(const SrvApp *app, const cJSON *j_req, Chat *ch, ApiSampli
     *param = "model";
     int rc = api_model(app, j_req, err);
     if (rc) return rc;
-    if (!app->chat_template) {
-        *param = NULL;
-        return kg_err(err, KG_EUNSUP, "%s", app->chat_error);
-    }
     rc = api_fields(&q, CHAT_FIELDS, sizeof CHAT_FIELDS / sizeof *CHAT_FIELDS, &f, param, err);
-    if (!rc) rc = api_sampling(app, j_req, s, 16, 1, param, err);
+    if (!rc) rc = api_sampling(app, j_req, s, 0, 1, param, err); // 0: not given
     if (rc) return rc;
     // "max_completion_tokens", the newer name of max_tokens, wins when both are given
     *param = "max_completion_tokens";
@@ -366,6 +309,7 @@ static int chat_parse(const SrvApp *app, const cJSON *j_req, Chat *ch, ApiSampli
     *param = "messages";
     rc = chat_prompt(app, j_req, ch, err);
     if (rc) return rc;
+    if (!s->max_tokens) s->max_tokens = chat_max_tokens(app, ch->n_prompt);
     ch->want_logprobs = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j_req, "logprobs"));
     ch->include_usage = s->include_usage;
     ch->n_choices = (size_t)f.n;
@@ -432,6 +376,18 @@ static int chat_config_template(const char *model_dir, char **source, char *err)
     return rc;
 }
 
+// 1 when the tokenizer encodes the text of the special token id as that one id (tokenizer.json's
+// added tokens do; SentencePiece reads "</s>" as four characters), or there is no such token.
+static int chat_reads_special(const Tokenizer *tok, int id) {
+    if (id < 0) return 1;
+    const char *text = tok_piece(tok, id);
+    int *ids = NULL;
+    size_t n = 0;
+    int one = !tok_encode(tok, text, strlen(text), &ids, &n, NULL) && n == 1 && ids[0] == id;
+    free(ids);
+    return one;
+}
+
 int ep_chat_setup(SrvApp *app, const char *model_dir, const char *template_file, ChatTemplate **out,
                   char *err) {
     *out = NULL;
@@ -439,6 +395,7 @@ int ep_chat_setup(SrvApp *app, const char *model_dir, const char *template_file,
     TokSpecial sp = tok_special(tok);
     app->bos_token = sp.bos >= 0 ? tok_piece(tok, sp.bos) : "";
     app->eos_token = sp.eos >= 0 ? tok_piece(tok, sp.eos) : "";
+    app->chat_split_special = !chat_reads_special(tok, sp.bos) || !chat_reads_special(tok, sp.eos);
     int usr = tok_piece_id(tok, "<usr>"), sys = tok_piece_id(tok, "<sys>");
     app->chat_stop_id = usr;
     char *source = NULL;
@@ -467,6 +424,6 @@ int ep_chat_setup(SrvApp *app, const char *model_dir, const char *template_file,
     // the model's own template is outside the subset (tool branches often are): the rest of
     // the API still serves, and chat answers 422 with this reason instead of guessing a format
     snprintf(app->chat_error, sizeof app->chat_error, "%s; pass --chat-template FILE", err);
-    fprintf(stderr, "kogpt2d: warning: /v1/chat/completions is refused: %s\n", app->chat_error);
+    log_msg(LOG_WARN, "/v1/chat/completions is refused: %s", app->chat_error);
     return KG_OK;
 }

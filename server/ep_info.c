@@ -56,8 +56,7 @@ enum MHD_Result ep_model(SrvReq *r, const cJSON *j_req) {
 enum MHD_Result ep_healthz(SrvReq *r, const cJSON *j_req) {
     (void)j_req;
     static const char OK[] = "{\"status\":\"ok\"}";
-    return srv_reply(r, 200, "application/json", OK, sizeof OK - 1, "Cache-Control", "no-store",
-                     NULL);
+    return srv_reply(r, 200, SRV_TYPE_JSON, OK, sizeof OK - 1, "Cache-Control", "no-store", NULL);
 }
 
 enum MHD_Result ep_readyz(SrvReq *r, const cJSON *j_req) {
@@ -66,8 +65,7 @@ enum MHD_Result ep_readyz(SrvReq *r, const cJSON *j_req) {
     if (srv_draining(r->srv)) return srv_reply_error(r, 503, "draining: shutting down", NULL);
     if (!atomic_load(&app->ready)) return srv_reply_error(r, 503, "the model is loading", NULL);
     static const char OK[] = "{\"status\":\"ready\"}";
-    return srv_reply(r, 200, "application/json", OK, sizeof OK - 1, "Cache-Control", "no-store",
-                     NULL);
+    return srv_reply(r, 200, SRV_TYPE_JSON, OK, sizeof OK - 1, "Cache-Control", "no-store", NULL);
 }
 
 enum MHD_Result ep_metrics(SrvReq *r, const cJSON *j_req) {
@@ -81,7 +79,8 @@ enum MHD_Result ep_metrics(SrvReq *r, const cJSON *j_req) {
                        .work_queued = sv.work_queued,
                        .work_running = sv.work_running,
                        .ready = atomic_load(&app->ready) && !srv_draining(r->srv)};
-    if (atomic_load(&app->ready)) {
+    if (atomic_load(&app->ready)) { // (the fields below are set before ready turns 1)
+        g.device = app->device;
         SchedGauges sg;
         sched_gauges(app->sched, &sg);
         g.queue_depth = sg.queued;

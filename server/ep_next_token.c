@@ -1,13 +1,18 @@
 // ep_next_token.c — POST /v1/next-token: the Explorer's call.
 //
 //   {"text"|"tokens", "top_k" 1..100 (10), "temperature" (0,100] (1), "speculate" (false)}
-//   -> {model, tokens, candidates [{id, piece, text, prob, logprob}] best first,
-//       prompt_tokens, cached_tokens, timings {total_ms, queue_ms, prefill_ms, decode_ms}}
+//   -> {model, tokens, candidates [{id, piece, text, display, bytes, prob, logprob}] best first,
+//       entropy_bits, candidates_mass, prompt_tokens, cached_tokens,
+//       timings {total_ms, queue_ms, prefill_ms, decode_ms}}
 //
 // "top_k" is the answer's size: n_candidates from here to the engine (SchedParams). The
-// probabilities are the full-vocabulary softmax of the logits divided by temperature.
+// probabilities are the full-vocabulary softmax of the logits divided by temperature;
+// entropy_bits is that distribution's entropy over the whole vocabulary (exact: the engine
+// computes it from the full row of logits) and candidates_mass the sum of the candidates'
+// probabilities (what the rest of the vocabulary leaves).
 // "speculate": when idle, the engine precomputes the answers for the top candidates, so that
 // asking next with one of them appended is answered from the prefix cache (the next click).
+#include <math.h>
 #include <stdlib.h>
 
 #include "job.h"
@@ -17,22 +22,19 @@ typedef struct {
     int *prompt; // (n_prompt) ids
     size_t n_prompt;
     cJSON *j_candidates;
+    double entropy; // nats, the engine's
+    double mass;    // the candidates' probabilities summed
 } NextToken;
 
-// One candidate: {"id", "piece", "text", "prob", "logprob"}.
+// One candidate: api_token_json's {"id", "piece", "text", "display", "bytes"} and its "prob",
+// "logprob".
 static cJSON *next_candidate_json(const Tokenizer *tok, const KgCandidate *c) {
-    const char *piece = tok_piece(tok, c->id);
-    char *text = tok_piece_text(tok, c->id);
-    cJSON *j_c = cJSON_CreateObject();
-    if (!text || !j_c || !cJSON_AddNumberToObject(j_c, "id", c->id) ||
-        !cJSON_AddStringToObject(j_c, "piece", piece ? piece : "") ||
-        !cJSON_AddStringToObject(j_c, "text", text) ||
-        !cJSON_AddNumberToObject(j_c, "prob", c->prob) ||
+    cJSON *j_c = api_token_json(tok, c->id);
+    if (!j_c || !cJSON_AddNumberToObject(j_c, "prob", c->prob) ||
         !cJSON_AddNumberToObject(j_c, "logprob", c->logprob)) {
         cJSON_Delete(j_c);
-        j_c = NULL;
+        return NULL;
     }
-    free(text);
     return j_c;
 }
 
@@ -40,10 +42,13 @@ static cJSON *next_candidate_json(const Tokenizer *tok, const KgCandidate *c) {
 static int next_token(Job *job, size_t i, const SchedToken *t) {
     (void)i;
     NextToken *nt = job->ctx;
-    for (size_t r = 0; r < t->n_candidates; r++) // best first
+    nt->entropy = t->entropy;
+    for (size_t r = 0; r < t->n_candidates; r++) { // best first
         if (!cJSON_AddItemToArray(nt->j_candidates,
                                   next_candidate_json(job->app->tok, &t->candidates[r])))
             return KG_ENOMEM;
+        nt->mass += t->candidates[r].prob;
+    }
     return KG_OK;
 }
 
@@ -59,7 +64,9 @@ static cJSON *next_reply(Job *job) {
         return NULL;
     }
     nt->j_candidates = NULL; // moved into the reply
-    if (!cJSON_AddNumberToObject(j_root, "prompt_tokens", (double)nt->n_prompt) ||
+    if (!cJSON_AddNumberToObject(j_root, "entropy_bits", nt->entropy / M_LN2) ||
+        !cJSON_AddNumberToObject(j_root, "candidates_mass", nt->mass) ||
+        !cJSON_AddNumberToObject(j_root, "prompt_tokens", (double)nt->n_prompt) ||
         !cJSON_AddNumberToObject(j_root, "cached_tokens", (double)st.cached_tokens) ||
         !api_add_timings(j_root, &st)) {
         cJSON_Delete(j_root);

@@ -2,8 +2,9 @@
 // prompt by it, as GLTR did).
 //
 //   {"text"|"tokens"}
-//   -> {model, tokens, scores [{id, piece, text, logprob, prob, rank, top {id, piece, text,
-//       prob}}] one per prompt token, prompt_tokens, cached_tokens, timings}
+//   -> {model, tokens, scores [{id, piece, text, display, bytes, logprob, prob, rank, top {id,
+//       piece, text, display, bytes, prob}}] one per prompt token, prompt_tokens, cached_tokens,
+//       timings}   (a token's fields as api_token_json gives them: text as /v1/detokenize has it)
 //
 // A token's logprob and prob are those of the full-vocabulary softmax of the raw logits at the
 // prefix before it (what /v1/next-token answers there); rank is 1 for the model's own top
@@ -67,16 +68,12 @@ static int score_token(Job *job, size_t i, const SchedToken *t) {
     return KG_OK;
 }
 
-// {"id", "piece", "text", "prob"} of id; with_rank adds "logprob" and "rank" (nulls when not
-// scored).
+// api_token_json's {"id", "piece", "text", "display", "bytes"} of id and its "prob"; with_rank
+// adds "logprob" and "rank" (nulls when not scored).
 static cJSON *score_piece_json(const Tokenizer *tok, int id, float logprob, int scored,
                                int with_rank, int rank) {
-    const char *piece = tok_piece(tok, id);
-    char *text = tok_piece_text(tok, id);
-    cJSON *j = cJSON_CreateObject();
-    int ok = text && j && cJSON_AddNumberToObject(j, "id", id) &&
-             cJSON_AddStringToObject(j, "piece", piece ? piece : "") &&
-             cJSON_AddStringToObject(j, "text", text);
+    cJSON *j = api_token_json(tok, id);
+    int ok = j != NULL;
     if (ok && with_rank)
         ok = scored ? cJSON_AddNumberToObject(j, "logprob", logprob) != NULL
                     : cJSON_AddNullToObject(j, "logprob") != NULL;
@@ -86,7 +83,6 @@ static cJSON *score_piece_json(const Tokenizer *tok, int id, float logprob, int 
     if (ok && with_rank)
         ok = scored && rank ? cJSON_AddNumberToObject(j, "rank", rank) != NULL
                             : cJSON_AddNullToObject(j, "rank") != NULL;
-    free(text);
     if (!ok) {
         cJSON_Delete(j);
         return NULL;

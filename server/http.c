@@ -12,11 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "json_in.h"
+#include "log.h"
 #include "metrics.h"
 #include "workpool.h"
 
@@ -275,13 +277,11 @@ static void *srv_watchdog(void *arg) {
         if (n_cut + n_refused_cut)
             metrics_reject(METRICS_REJ_REQUEST_TIMEOUT, n_cut + n_refused_cut);
         if (n_cut && s->opt.log) {
-            char line[160];
-            snprintf(line, sizeof line,
-                     "request timeout: closed %zu connection(s) whose request did not arrive "
-                     "within %us",
-                     n_cut, s->opt.request_timeout_s);
             pthread_mutex_unlock(&s->conns_mu);
-            s->opt.log(line);
+            log_msg(LOG_WARN,
+                    "request timeout: closed %zu connection(s) whose request did not arrive "
+                    "within %us",
+                    n_cut, s->opt.request_timeout_s);
             pthread_mutex_lock(&s->conns_mu);
         }
     }
@@ -291,17 +291,19 @@ static void *srv_watchdog(void *arg) {
 
 // --- replies ---
 
-// Headers every reply carries: security, CORS, and Connection: close while draining.
+// Headers every reply carries: the request id, security, CORS, and Connection: close while
+// draining.
 static int srv_add_common_headers(SrvReq *r, struct MHD_Response *resp) {
     const SrvOptions *o = &r->srv->opt;
-    int ok = MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff") == MHD_YES &&
+    int ok = MHD_add_response_header(resp, "X-Request-Id", r->request_id) == MHD_YES &&
+             MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff") == MHD_YES &&
              MHD_add_response_header(resp, "X-Frame-Options", "DENY") == MHD_YES &&
              MHD_add_response_header(resp, "Referrer-Policy", "no-referrer") == MHD_YES;
     if (ok && o->cors_origin)
         ok = MHD_add_response_header(resp, "Access-Control-Allow-Origin", o->cors_origin) ==
                  MHD_YES &&
-             MHD_add_response_header(resp, "Access-Control-Expose-Headers", "Retry-After") ==
-                 MHD_YES &&
+             MHD_add_response_header(resp, "Access-Control-Expose-Headers",
+                                     "Retry-After, X-Request-Id") == MHD_YES &&
              MHD_add_response_header(resp, "Vary", "Origin") == MHD_YES;
     if (ok && (atomic_load(&r->srv->draining) || (r->sc && r->sc->refused)))
         ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close") == MHD_YES;
@@ -368,11 +370,11 @@ static enum MHD_Result srv_reply_json_h(SrvReq *r, int status, cJSON *j_root, co
     if (!text) {
         static const char OOM[] = "{\"error\":{\"code\":503,\"type\":\"server_error\","
                                   "\"message\":\"out of memory\",\"param\":null}}";
-        return srv_reply(r, 503, "application/json", OOM, sizeof OOM - 1, "Cache-Control",
-                         "no-store", NULL);
+        return srv_reply(r, 503, SRV_TYPE_JSON, OOM, sizeof OOM - 1, "Cache-Control", "no-store",
+                         NULL);
     }
-    enum MHD_Result ret = srv_reply(r, status, "application/json", text, strlen(text),
-                                    "Cache-Control", "no-store", name, value, NULL);
+    enum MHD_Result ret = srv_reply(r, status, SRV_TYPE_JSON, text, strlen(text), "Cache-Control",
+                                    "no-store", name, value, NULL);
     cJSON_free(text);
     return ret;
 }
@@ -395,10 +397,37 @@ cJSON *srv_error_json(int status, const char *message, const char *param) {
     return j_root;
 }
 
+// TGI's error_type for a status (its router's names, and ours where it has none).
+static const char *srv_tgi_error_type(int status) {
+    switch (status) {
+    case 401:
+        return "unauthorized";
+    case 404:
+        return "not_found";
+    case 429:
+    case 503:
+        return "overloaded";
+    default:
+        return status < 500 ? "validation" : "generation";
+    }
+}
+
+cJSON *srv_req_error_json(const SrvReq *r, int status, const char *message, const char *param) {
+    if (!r->route || !(r->route->flags & SRV_ROUTE_TGI))
+        return srv_error_json(status, message, param);
+    cJSON *j_root = cJSON_CreateObject();
+    if (!cJSON_AddStringToObject(j_root, "error", message ? message : "") ||
+        !cJSON_AddStringToObject(j_root, "error_type", srv_tgi_error_type(status))) {
+        cJSON_Delete(j_root);
+        return NULL;
+    }
+    return j_root;
+}
+
 // An error reply with one extra header (Allow, Retry-After, WWW-Authenticate).
 static enum MHD_Result srv_reply_error_h(SrvReq *r, int status, const char *message,
                                          const char *param, const char *name, const char *value) {
-    return srv_reply_json_h(r, status, srv_error_json(status, message, param), name, value);
+    return srv_reply_json_h(r, status, srv_req_error_json(r, status, message, param), name, value);
 }
 
 enum MHD_Result srv_reply_error(SrvReq *r, int status, const char *message, const char *param) {
@@ -537,8 +566,7 @@ enum MHD_Result srv_stream_start(SrvReq *r, SrvPull pull) {
     struct MHD_Response *resp = MHD_create_response_from_callback(
         MHD_SIZE_UNKNOWN, SRV_STREAM_BLOCK, srv_stream_reader, r, NULL);
     if (!resp) return MHD_NO;
-    if (MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream") !=
-            MHD_YES ||
+    if (MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, SRV_TYPE_SSE) != MHD_YES ||
         MHD_add_response_header(resp, "Cache-Control", "no-cache") != MHD_YES ||
         MHD_add_response_header(resp, "X-Accel-Buffering", "no") != MHD_YES) {
         MHD_destroy_response(resp);
@@ -595,18 +623,14 @@ static void srv_allow(const SrvServer *s, const char *url, char *out, size_t cap
     if (strstr(out, "GET")) strncat(out, ", HEAD", cap - strlen(out) - 1);
 }
 
-// Constant-time comparison of the Authorization header with "Bearer <key>".
+// The request's key, "Authorization: Bearer KEY" (OpenAI's clients) or "x-api-key: KEY"
+// (Anthropic's), matched against the keys in constant time (auth.h).
 static int srv_auth_ok(SrvReq *r) {
-    const char *key = r->srv->opt.api_key;
     const char *h =
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
-    h += 7;
-    size_t hn = strlen(h), kn = strlen(key);
-    unsigned char diff = (unsigned char)(hn != kn);
-    for (size_t i = 0; i < kn; i++)
-        diff |= (unsigned char)(key[i] ^ (i < hn ? h[i] : 0));
-    return diff == 0;
+    if (h && !strncasecmp(h, "Bearer ", 7) && auth_match(r->srv->opt.api_keys, h + 7)) return 1;
+    h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "x-api-key");
+    return auth_match(r->srv->opt.api_keys, h);
 }
 
 // Content-Type must be application/json (parameters such as charset allowed) or absent.
@@ -636,7 +660,7 @@ static enum MHD_Result srv_preflight(SrvReq *r) {
     // SDK's x-stainless-*), and the origin is the trust boundary, not the header names
     const char *asked =
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Access-Control-Request-Headers");
-    return srv_reply(r, 204, "text/plain", "", 0, "Access-Control-Allow-Methods",
+    return srv_reply(r, 204, SRV_TYPE_TEXT, "", 0, "Access-Control-Allow-Methods",
                      "GET, POST, OPTIONS", "Access-Control-Allow-Headers",
                      asked && srv_header_list_ok(asked) ? asked : "Content-Type, Authorization",
                      "Access-Control-Max-Age", "600", NULL);
@@ -664,8 +688,11 @@ static enum MHD_Result srv_dispatch(SrvReq *r, const char *url) {
     }
     r->route = route;
     r->endpoint = route->path;
-    if (r->srv->opt.api_key && !(route->flags & SRV_ROUTE_OPEN) && !srv_auth_ok(r))
-        return srv_reply_error_h(r, 401, "missing or wrong API key (Authorization: Bearer KEY)",
+    const AuthKeys *keys = r->srv->opt.api_keys;
+    if (keys && keys->n && !(route->flags & SRV_ROUTE_OPEN) && !srv_auth_ok(r))
+        return srv_reply_error_h(r, 401,
+                                 "missing or wrong API key (Authorization: Bearer KEY, or "
+                                 "x-api-key: KEY)",
                                  NULL, "WWW-Authenticate", "Bearer");
     if (r->body_state == SRV_BODY_TOO_LARGE) {
         char msg[96];
@@ -691,6 +718,28 @@ static enum MHD_Result srv_count_content_length(void *cls, enum MHD_ValueKind ki
     return *seen > 1 ? MHD_NO : MHD_YES;
 }
 
+// The request's id (SrvReq.request_id): the client's X-Request-Id when it is one, else 16
+// random bytes in hex (a counter and the clock if the kernel has no randomness to give).
+static void srv_request_id(SrvReq *r) {
+    const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Request-Id");
+    size_t n = h ? strnlen(h, SRV_REQUEST_ID_MAX + 1) : 0;
+    int ok = n >= 1 && n <= SRV_REQUEST_ID_MAX;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = h[i] > 0x20 && h[i] < 0x7f; // visible ASCII: safe in a header and a log line
+    if (ok) {
+        memcpy(r->request_id, h, n + 1);
+        return;
+    }
+    static atomic_ullong counter;
+    uint64_t x[2];
+    if (getrandom(x, sizeof x, GRND_NONBLOCK) != (ssize_t)sizeof x) {
+        x[0] = (uint64_t)(r->t_start * 1e9);
+        x[1] = (atomic_fetch_add(&counter, 1) * 0x9E3779B97F4A7C15ull) ^ (uint64_t)time(NULL);
+    }
+    snprintf(r->request_id, sizeof r->request_id, "%016llx%016llx", (unsigned long long)x[0],
+             (unsigned long long)x[1]);
+}
+
 // The first call: state only, except that a connection over max_connections (503), a
 // second Content-Length (400) or a body announced far over the limit (413) is refused at
 // once (MHD then skips the upload and closes the connection).
@@ -704,6 +753,7 @@ static enum MHD_Result srv_req_begin(SrvServer *s, struct MHD_Connection *conn, 
     r->t_start = srv_now();
     snprintf(r->method, sizeof r->method, "%s", method);
     snprintf(r->path, sizeof r->path, "%s", url);
+    srv_request_id(r); // before any reply: the refusals below carry it too
     pthread_mutex_init(&r->mu, NULL);
     atomic_fetch_add(&s->in_flight, 1);
     *req_cls = r;
@@ -767,21 +817,7 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
     return srv_dispatch(r, url);        // last call: answer
 }
 
-// Copies s into out (cap > 0), writing control bytes, double quotes and backslashes as
-// \xNN: a decoded URL (%0a) cannot start a fake log line.
-static void srv_log_escape(char *out, size_t cap, const char *s) {
-    size_t n = 0;
-    for (; *s && n + 5 < cap; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c < 0x20 || c == 0x7f || c == '"' || c == '\\')
-            n += (size_t)snprintf(out + n, cap - n, "\\x%02x", c);
-        else
-            out[n++] = (char)c;
-    }
-    out[n] = '\0';
-}
-
-// Writes the request's log line through opt.log.
+// Writes the request's line to the request log (log.h).
 static void srv_log_request(SrvReq *r, int status, double dt, int aborted) {
     if (!r->srv->opt.log) return;
     char addr[INET6_ADDRSTRLEN] = "-";
@@ -794,19 +830,14 @@ static void srv_log_request(SrvReq *r, int status, double dt, int aborted) {
         else if (sa->sa_family == AF_INET6)
             inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, addr, sizeof addr);
     }
-    char when[32];
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    // every client-controlled field escaped: a control byte must not forge a log line
-    char path[sizeof r->path + 64], method[4 * sizeof r->method + 8];
-    srv_log_escape(path, sizeof path, r->path);
-    srv_log_escape(method, sizeof method, r->method);
-    char line[640];
-    snprintf(line, sizeof line, "%s %s \"%s %s\" %d %zuB %.1fms%s", when, addr, method, path,
-             status, r->bytes_out, dt * 1e3, aborted ? " aborted" : "");
-    r->srv->opt.log(line);
+    log_access(&(LogAccess){.method = r->method,
+                            .path = r->path,
+                            .addr = addr,
+                            .request_id = r->request_id,
+                            .status = status,
+                            .bytes = r->bytes_out,
+                            .ms = dt * 1e3,
+                            .aborted = aborted});
 }
 
 // The completion callback: runs on every path (answered, hung up, timed out, shutdown).
@@ -831,15 +862,16 @@ static void srv_completed(void *cls, struct MHD_Connection *conn, void **req_cls
     atomic_fetch_sub(&s->in_flight, 1);
 }
 
-// MHD's own error messages (bind failures, protocol errors) go through opt.log too.
+// MHD's own messages (protocol errors, failed sends) go through the same logger, as warnings.
 static void srv_mhd_log(void *cls, const char *fmt, va_list ap) {
     SrvServer *s = cls;
+    if (!s->opt.log) return;
     char line[512];
     vsnprintf(line, sizeof line, fmt, ap);
     size_t n = strlen(line);
     while (n && line[n - 1] == '\n')
         line[--n] = '\0';
-    if (s->opt.log) s->opt.log(line);
+    log_msg(LOG_WARN, "libmicrohttpd: %s", line);
 }
 
 // MHD's URL unescaping, except that a URL holding %00 stays as it came: decoded, the NUL

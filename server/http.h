@@ -3,7 +3,9 @@
 //
 // A request goes through srv_access() three ways (MHD's access-handler protocol): the first
 // call makes a SrvReq and looks up the route; middle calls copy the body (up to max_body);
-// the last call checks method, auth, content type and JSON, then runs the route's handler.
+// the last call checks method, auth (Authorization: Bearer KEY or x-api-key: KEY, against
+// auth.h's keys), content type and JSON, then runs the route's handler. Every reply carries
+// the request's X-Request-Id (SrvReq.request_id), and its line goes to log.h's request log.
 // Per-request state is freed only in the completion callback, which runs on every path.
 //
 // Threads: handlers run on MHD's worker threads, except those of SRV_ROUTE_WORK routes: MHD's
@@ -39,6 +41,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "auth.h"
 #include "base/buf.h"
 #include "base/kg.h"
 
@@ -50,6 +53,12 @@
 #define SRV_SHED_AFTER_S    1.0         // an admitted connection waiting this long may be shed
 #define SRV_WORK_THREADS    2           // default --work-threads
 #define SRV_MAX_WORK_QUEUE  64          // default --max-work-queue
+#define SRV_REQUEST_ID_MAX  128         // bytes of an X-Request-Id kept; a longer one is replaced
+// Every text type says its charset: JSON needs none (RFC 8259: UTF-8), but clients that guess
+// read text without one as ISO-8859-1 (Python requests' iter_lines, decode_unicode=True)
+#define SRV_TYPE_JSON "application/json; charset=utf-8"
+#define SRV_TYPE_SSE  "text/event-stream; charset=utf-8"
+#define SRV_TYPE_TEXT "text/plain; charset=utf-8"
 
 typedef struct SrvReq SrvReq;
 typedef struct SrvServer SrvServer;
@@ -63,7 +72,8 @@ enum {
     SRV_ROUTE_JSON = 1,   // POST body must be a JSON object (415 / 400 otherwise)
     SRV_ROUTE_OPEN = 2,   // no API key needed (health, readiness, metrics)
     SRV_ROUTE_PREFIX = 4, // path is a prefix ("/v1/models/" matches "/v1/models/ID")
-    SRV_ROUTE_WORK = 8    // JSON parsing and the handler run on the work pool (see above)
+    SRV_ROUTE_WORK = 8,   // JSON parsing and the handler run on the work pool (see above)
+    SRV_ROUTE_TGI = 16    // errors in TGI's shape {"error", "error_type"}: its clients read it
 };
 
 typedef struct {
@@ -98,6 +108,9 @@ struct SrvReq {
     const char *endpoint;  // metrics label: the route's path, "static" or NULL ("other")
     char method[8];
     char path[256]; // truncated for logs and metrics only; routing uses the full URL
+    // the client's X-Request-Id when it is 1..SRV_REQUEST_ID_MAX bytes of visible ASCII, else
+    // 32 random hex digits: echoed on every reply and written in the request's log line
+    char request_id[SRV_REQUEST_ID_MAX + 1];
     double t_start; // monotonic seconds
     KgBuf body;     // the body so far (at most max_body bytes), NUL-terminated
     size_t dropped; // body bytes read past the limit and dropped
@@ -134,15 +147,15 @@ typedef struct {
     unsigned work_threads;           // the work pool's threads (0: SRV_ROUTE_WORK runs on MHD's)
     unsigned max_work_queue;         // handlers waiting for a work thread; more get 503
     size_t max_body;
-    const char *api_key;     // NULL: no auth
-    const char *cors_origin; // NULL: no CORS headers
+    const AuthKeys *api_keys; // NULL or none: no auth (auth.h)
+    const char *cors_origin;  // NULL: no CORS headers
     // what is served: the routes, and the handler of the GETs outside /v1/ that no route
     // has (static files; NULL: 404)
     const SrvRoute *routes;
     size_t n_routes;
     SrvHandler fallback;
-    void *app;                     // the handlers' shared state (srv_app)
-    void (*log)(const char *line); // one line per request and MHD's errors; NULL: none
+    void *app; // the handlers' shared state (srv_app)
+    int log;   // 1: log.h's request lines, MHD's messages and the watchdog's; 0: none (--quiet)
 } SrvOptions;
 
 // Binds and starts MHD's threads. KG_OK and *out; KG_EIO with err (e.g. port in use).
@@ -175,6 +188,10 @@ enum MHD_Result srv_reply_json(SrvReq *r, int status, cJSON *j_root);
 // "type" (OpenAI's: invalid_request_error, authentication_error, rate_limit_error,
 // server_error, ...), "message", "param" (the request field at fault, or null)}}; NULL on OOM.
 cJSON *srv_error_json(int status, const char *message, const char *param);
+// The error object in the shape r's route answers in: srv_error_json's, or on a SRV_ROUTE_TGI
+// route text-generation-inference's {"error": message, "error_type" (validation, overloaded,
+// unauthorized, not_found, generation)}; NULL on OOM.
+cJSON *srv_req_error_json(const SrvReq *r, int status, const char *message, const char *param);
 // Replies with srv_error_json(...); param may be NULL.
 enum MHD_Result srv_reply_error(SrvReq *r, int status, const char *message, const char *param);
 // The same for a KG_E* code (status from srv_status_from_err; 429 adds Retry-After).

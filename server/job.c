@@ -156,15 +156,16 @@ static enum MHD_Result job_resume(SrvReq *r) {
     }
 }
 
-// The stream's last events: an error event if a choice failed (the others are cancelled),
-// else the endpoint's.
-static void job_stream_end(Job *job) {
+// The stream's last events: an error event in r's route's shape if a choice failed (the
+// others are cancelled), else the endpoint's.
+static void job_stream_end(SrvReq *r, Job *job) {
     char err[KG_ERRLEN];
     int code = job_error(job, err);
     if (code) {
         for (size_t i = 0; i < job->n_choices; i++)
             sched_job_cancel(job->choices[i].sched_job);
-        if (job_sse_json(job, srv_error_json(srv_status_from_err(code), err, NULL))) job->oom = 1;
+        if (job_sse_json(job, srv_req_error_json(r, srv_status_from_err(code), err, NULL)))
+            job->oom = 1;
     } else if (job->hooks->stream_end && job->hooks->stream_end(job)) {
         job->oom = 1;
     }
@@ -177,7 +178,7 @@ static ssize_t job_stream_pull(SrvReq *r, char *buf, size_t max) {
         job->out.len = job->out_pos = 0;
         if (job->finished) return MHD_CONTENT_READER_END_OF_STREAM;
         char err[KG_ERRLEN];
-        if (job_poll(job) || job_error(job, err)) job_stream_end(job);
+        if (job_poll(job) || job_error(job, err)) job_stream_end(r, job);
         if (job->oom) return MHD_CONTENT_READER_END_WITH_ERROR;
         if (job->out.len == 0) return 0; // nothing yet: wait for the engine
     }

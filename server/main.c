@@ -5,6 +5,7 @@
 //
 // Start-up order: HTTP first (so /healthz answers and /readyz says 503 while loading),
 // then tokenizer, weights, engine, one warm-up step, then /readyz turns 200.
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -16,14 +17,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "api.h"
+#include "auth.h"
 #include "base/kg.h"
 #include "chat_template/chat_template.h"
 #include "http.h"
+#include "log.h"
 #include "metrics.h"
 #include "model/backend.h"
 #include "model/gpt2.h"
@@ -36,19 +40,33 @@
 #define KG_WEB_DIR ""
 #endif
 
+#define MAIN_MAX_KEY_ARGS    64              // --api-key and --api-key-file given, together
+#define MAIN_SAGEMAKER_MODEL "/opt/ml/model" // where SageMaker unpacks a model's files
+
 typedef struct {
-    const char *model, *alias, *host, *api_key, *cors_origin, *web_dir, *device, *chat_template;
+    const char *model, *alias, *host, *cors_origin, *web_dir, *device, *chat_template;
     long port, threads, http_threads, ctx_size, max_batch, max_queue, cache_mb, timeout_s;
     long max_body, max_connections, max_connections_per_ip, request_timeout_s, max_tokenize;
     long work_threads, max_work_queue;
     KgDtype dtype;     // --dtype: KG_DTYPE_AUTO keeps what the file stores
     KgDtype precision; // be->mixed: KG_F32 or KG_BF16
     int speculate, quiet;
+    LogFormat log_format;
+    // --api-key and --api-key-file (or their variables) in order, then the keys they give
+    struct {
+        const char *value;
+        int file, from_env;
+    } key_args[MAIN_MAX_KEY_ARGS];
+    size_t n_key_args;
+    AuthKeys keys;
 } MainArgs;
 
 static void main_usage(FILE *f) {
     fprintf(f,
-            "usage: kogpt2d [--model DIR] [options]\n"
+            "usage: kogpt2d [serve] [--model DIR] [options]\n"
+            "  serve                SageMaker's start (docker run IMAGE serve): listen on\n"
+            "                       0.0.0.0, port $SAGEMAKER_BIND_TO_PORT or 8080, serve\n"
+            "                       /opt/ml/model when it holds a model; flags still win\n"
             "  --model DIR          model directory: config.json, model.safetensors, tokenizer\n"
             "                       (default: the project's models/default)\n"
             "  --alias NAME         model name in replies (default: the directory's name)\n"
@@ -73,8 +91,11 @@ static void main_usage(FILE *f) {
             "                       f32 sums: faster prompts with AVX512-BF16 (emulated, slower,\n"
             "                       on other CPUs); logits move ~1e-3 relative\n"
             "  --no-speculate       do not precompute likely next clicks when idle\n"
-            "  --api-key KEY        require 'Authorization: Bearer KEY' (health, readiness,\n"
-            "                       metrics and static files stay open); also $KOGPT2_API_KEY\n"
+            "  --api-key KEY        require 'Authorization: Bearer KEY' or 'x-api-key: KEY'\n"
+            "                       (health, readiness, metrics and static files stay open);\n"
+            "                       repeat it for several keys, any of which is accepted\n"
+            "  --api-key-file FILE  the keys in FILE too: one per line, '#' comments and blank\n"
+            "                       lines skipped\n"
             "  --cors-origin ORIGIN send Access-Control-Allow-Origin: ORIGIN, answer preflights\n"
             "  --web-dir DIR        the Explorer's files (default: the project's web/)\n"
             "  --chat-template FILE a Jinja chat template for /v1/chat/completions (default:\n"
@@ -94,10 +115,19 @@ static void main_usage(FILE *f) {
             "                       has the proxy's address, so set it only on a direct listener)\n"
             "  --max-tokenize N     tokens per /v1/tokenize or /v1/detokenize; more get 422\n"
             "                       (default 65536)\n"
-            "  --quiet              no request log\n");
+            "  --quiet              no request log\n"
+            "  --log-format F       text (default) or json: one JSON object per line with ts,\n"
+            "                       level, msg (request lines: method, path, status, bytes, ms,\n"
+            "                       request_id)\n"
+            "  --version            print the version and exit\n"
+            "\n"
+            "Every flag can also be set by an environment variable: KOGPT2_ and the flag's name\n"
+            "in capitals, '-' as '_' (KOGPT2_MODEL, KOGPT2_PORT, KOGPT2_API_KEY, KOGPT2_QUIET=1\n"
+            "...). A flag given wins over its variable; an empty variable counts as unset.\n");
 }
 
-// A whole decimal number in [lo, hi]; exits with a message otherwise (main only).
+// A whole decimal number in [lo, hi]; exits with a message naming flag (the flag or the
+// environment variable it came from) otherwise (main only).
 static long main_num(const char *flag, const char *s, long lo, long hi) {
     char *end;
     errno = 0;
@@ -109,62 +139,269 @@ static long main_num(const char *flag, const char *s, long lo, long hi) {
     return v;
 }
 
+enum {
+    O_ALIAS = 256,
+    O_HTTP_THREADS,
+    O_CTX,
+    O_BATCH,
+    O_QUEUE,
+    O_CACHE,
+    O_KEY,
+    O_KEY_FILE,
+    O_CORS,
+    O_WEB,
+    O_TIMEOUT,
+    O_BODY,
+    O_CONNS,
+    O_CONNS_IP,
+    O_WORK_THREADS,
+    O_WORK_QUEUE,
+    O_REQ_TO,
+    O_MAX_TOK,
+    O_DTYPE,
+    O_PRECISION,
+    O_DEVICE,
+    O_NOSPEC,
+    O_QUIET,
+    O_LOG_FORMAT,
+    O_CHAT,
+    O_VERSION
+};
+
+// The flags; each but --help and --version is also read from KOGPT2_<NAME> (main_env).
+static const struct option OPTS[] = {
+    {"model", required_argument, NULL, 'm'},
+    {"alias", required_argument, NULL, O_ALIAS},
+    {"host", required_argument, NULL, 'H'},
+    {"port", required_argument, NULL, 'p'},
+    {"threads", required_argument, NULL, 't'},
+    {"http-threads", required_argument, NULL, O_HTTP_THREADS},
+    {"ctx-size", required_argument, NULL, O_CTX},
+    {"max-batch", required_argument, NULL, O_BATCH},
+    {"max-queue", required_argument, NULL, O_QUEUE},
+    {"cache-mb", required_argument, NULL, O_CACHE},
+    {"api-key", required_argument, NULL, O_KEY},
+    {"api-key-file", required_argument, NULL, O_KEY_FILE},
+    {"cors-origin", required_argument, NULL, O_CORS},
+    {"web-dir", required_argument, NULL, O_WEB},
+    {"timeout", required_argument, NULL, O_TIMEOUT},
+    {"max-body", required_argument, NULL, O_BODY},
+    {"max-connections", required_argument, NULL, O_CONNS},
+    {"max-connections-per-ip", required_argument, NULL, O_CONNS_IP},
+    {"work-threads", required_argument, NULL, O_WORK_THREADS},
+    {"max-work-queue", required_argument, NULL, O_WORK_QUEUE},
+    {"request-timeout", required_argument, NULL, O_REQ_TO},
+    {"max-tokenize", required_argument, NULL, O_MAX_TOK},
+    {"dtype", required_argument, NULL, O_DTYPE},
+    {"precision", required_argument, NULL, O_PRECISION},
+    {"device", required_argument, NULL, O_DEVICE},
+    {"no-speculate", no_argument, NULL, O_NOSPEC},
+    {"quiet", no_argument, NULL, O_QUIET},
+    {"log-format", required_argument, NULL, O_LOG_FORMAT},
+    {"chat-template", required_argument, NULL, O_CHAT},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, O_VERSION},
+    {NULL, 0, NULL, 0}};
+
+// "--port" for getopt's value c (error messages name the long flag, also for -p).
+static const char *main_flag_name(int c, char *buf, size_t cap) {
+    for (const struct option *o = OPTS; o->name; o++)
+        if (o->val == c) {
+            snprintf(buf, cap, "--%s", o->name);
+            return buf;
+        }
+    return "?";
+}
+
+// Where a key argument came from, for its error message.
+static const char *main_key_source(int file, int from_env) {
+    if (from_env) return file ? "KOGPT2_API_KEY_FILE" : "KOGPT2_API_KEY";
+    return file ? "--api-key-file" : "--api-key";
+}
+
+// One --api-key or --api-key-file. A flag replaces what the same variable gave (the flag
+// wins); several flags add up. An empty value is none (--api-key "" in a script).
+static void main_key_arg(MainArgs *a, int file, const char *v, int from_env) {
+    size_t n = 0;
+    for (size_t i = 0; i < a->n_key_args; i++)
+        if (!(a->key_args[i].file == file && a->key_args[i].from_env && !from_env))
+            a->key_args[n++] = a->key_args[i];
+    a->n_key_args = n;
+    if (!*v) return;
+    if (n == MAIN_MAX_KEY_ARGS) {
+        fprintf(stderr, "kogpt2d: %s: more than %d keys and key files given (use a key file)\n",
+                main_key_source(file, from_env), MAIN_MAX_KEY_ARGS);
+        exit(2);
+    }
+    a->key_args[a->n_key_args].value = v;
+    a->key_args[a->n_key_args].file = file;
+    a->key_args[a->n_key_args++].from_env = from_env;
+}
+
+// One flag's value v into a (from: the flag or the variable, for its error message). Exits
+// with a message on a bad value (main only).
+static void main_apply(MainArgs *a, int c, const char *v, const char *from, int from_env) {
+    char err[KG_ERRLEN];
+    switch (c) {
+    case 'm':
+        a->model = v;
+        break;
+    case O_ALIAS:
+        a->alias = v;
+        break;
+    case 'H':
+        a->host = v;
+        break;
+    case 'p':
+        a->port = main_num(from, v, 0, 65535);
+        break;
+    case 't':
+        a->threads = main_num(from, v, 0, 1024);
+        break;
+    case O_HTTP_THREADS:
+        a->http_threads = main_num(from, v, 1, 256);
+        break;
+    case O_CTX:
+        a->ctx_size = main_num(from, v, 1, GPT2_MAX_CTX);
+        break;
+    case O_BATCH:
+        a->max_batch = main_num(from, v, 1, 1024);
+        break;
+    case O_QUEUE:
+        a->max_queue = main_num(from, v, 0, 1 << 20);
+        break;
+    case O_CACHE:
+        a->cache_mb = main_num(from, v, 0, 1 << 20);
+        break;
+    case O_KEY:
+    case O_KEY_FILE:
+        main_key_arg(a, c == O_KEY_FILE, v, from_env);
+        break;
+    case O_CORS:
+        a->cors_origin = v;
+        break;
+    case O_WEB:
+        a->web_dir = v;
+        break;
+    case O_CHAT:
+        a->chat_template = v;
+        break;
+    case O_TIMEOUT:
+        a->timeout_s = main_num(from, v, 1, 86400);
+        break;
+    case O_BODY:
+        a->max_body = main_num(from, v, 64, 1l << 30);
+        break;
+    case O_CONNS:
+        a->max_connections = main_num(from, v, 1, 65536);
+        break;
+    case O_CONNS_IP:
+        a->max_connections_per_ip = main_num(from, v, 0, 65536);
+        break;
+    case O_WORK_THREADS:
+        a->work_threads = main_num(from, v, 1, 256);
+        break;
+    case O_WORK_QUEUE:
+        a->max_work_queue = main_num(from, v, 0, 1 << 20);
+        break;
+    case O_REQ_TO:
+        a->request_timeout_s = main_num(from, v, 0, 86400);
+        break;
+    case O_MAX_TOK:
+        a->max_tokenize = main_num(from, v, 1, 1l << 24);
+        break;
+    case O_DTYPE:
+        if (kg_dtype_parse(v, &a->dtype, err)) goto bad;
+        break;
+    case O_PRECISION:
+        if (kg_precision_parse(v, &a->precision, err)) goto bad;
+        break;
+    case O_LOG_FORMAT:
+        if (log_format_parse(v, &a->log_format, err)) goto bad;
+        break;
+    case O_DEVICE: // the last --device wins (a Deployment overrides the image's)
+        if (kg_device_check(v, err)) goto bad;
+        a->device = v;
+        break;
+    case O_NOSPEC:
+        a->speculate = 0;
+        break;
+    case O_QUIET:
+        a->quiet = 1;
+        break;
+    case 'h':
+        main_usage(stdout);
+        exit(0);
+    case O_VERSION:
+        printf("kogpt2d %s (commit %s)\n", kg_version(), kg_commit());
+        exit(0);
+    default:
+        main_usage(stderr);
+        exit(2);
+    }
+    return;
+bad:
+    fprintf(stderr, "kogpt2d: %s: %s\n", from, err);
+    exit(2);
+}
+
+// Every flag from its environment variable, KOGPT2_ + the name in capitals with '_' for '-'
+// (--max-batch: KOGPT2_MAX_BATCH), before the command line so that a flag given wins. A
+// switch (--quiet) takes 1/true/yes/on or 0/false/no/off.
+static void main_env(MainArgs *a) {
+    for (const struct option *o = OPTS; o->name; o++) {
+        if (o->val == 'h' || o->val == O_VERSION) continue;
+        char name[64];
+        int n = snprintf(name, sizeof name, "KOGPT2_%s", o->name);
+        for (int i = 7; i < n; i++)
+            name[i] = name[i] == '-' ? '_' : (char)toupper((unsigned char)name[i]);
+        const char *v = getenv(name);
+        if (!v || !*v) continue;
+        if (o->has_arg == no_argument) {
+            int on = !strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") ||
+                     !strcasecmp(v, "on");
+            if (!on && strcmp(v, "0") && strcasecmp(v, "false") && strcasecmp(v, "no") &&
+                strcasecmp(v, "off")) {
+                fprintf(stderr,
+                        "kogpt2d: %s: expected 1, true, yes, on or 0, false, no, off, "
+                        "got '%s'\n",
+                        name, v);
+                exit(2);
+            }
+            if (!on) continue;
+        }
+        main_apply(a, o->val, v, name, 1);
+    }
+}
+
+// The keys of --api-key and --api-key-file (and their variables) into a->keys; exits with a
+// message naming the flag at fault (main only).
+static void main_keys(MainArgs *a) {
+    char err[KG_ERRLEN];
+    for (size_t i = 0; i < a->n_key_args; i++) {
+        int rc = a->key_args[i].file ? auth_add_file(&a->keys, a->key_args[i].value, err)
+                                     : auth_add(&a->keys, a->key_args[i].value, err);
+        if (rc) {
+            fprintf(stderr, "kogpt2d: %s: %s\n",
+                    main_key_source(a->key_args[i].file, a->key_args[i].from_env), err);
+            exit(2);
+        }
+    }
+}
+
+// SageMaker starts a container as `IMAGE serve`: its contract's defaults, which KOGPT2_*
+// variables and flags still override: every address, port $SAGEMAKER_BIND_TO_PORT (else 8080,
+// the default anyway), and the model SageMaker unpacked into /opt/ml/model when it holds one
+// (its config.json; else the default model).
+static void main_sagemaker(MainArgs *a) {
+    a->host = "0.0.0.0";
+    const char *port = getenv("SAGEMAKER_BIND_TO_PORT");
+    if (port && *port) a->port = main_num("SAGEMAKER_BIND_TO_PORT", port, 1, 65535);
+    struct stat st;
+    if (!stat(MAIN_SAGEMAKER_MODEL "/config.json", &st)) a->model = MAIN_SAGEMAKER_MODEL;
+}
+
 static void main_parse(MainArgs *a, int argc, char **argv) {
-    enum {
-        O_ALIAS = 256,
-        O_HTTP_THREADS,
-        O_CTX,
-        O_BATCH,
-        O_QUEUE,
-        O_CACHE,
-        O_KEY,
-        O_CORS,
-        O_WEB,
-        O_TIMEOUT,
-        O_BODY,
-        O_CONNS,
-        O_CONNS_IP,
-        O_WORK_THREADS,
-        O_WORK_QUEUE,
-        O_REQ_TO,
-        O_MAX_TOK,
-        O_DTYPE,
-        O_PRECISION,
-        O_DEVICE,
-        O_NOSPEC,
-        O_QUIET,
-        O_CHAT
-    };
-    static const struct option OPTS[] = {
-        {"model", required_argument, NULL, 'm'},
-        {"alias", required_argument, NULL, O_ALIAS},
-        {"host", required_argument, NULL, 'H'},
-        {"port", required_argument, NULL, 'p'},
-        {"threads", required_argument, NULL, 't'},
-        {"http-threads", required_argument, NULL, O_HTTP_THREADS},
-        {"ctx-size", required_argument, NULL, O_CTX},
-        {"max-batch", required_argument, NULL, O_BATCH},
-        {"max-queue", required_argument, NULL, O_QUEUE},
-        {"cache-mb", required_argument, NULL, O_CACHE},
-        {"api-key", required_argument, NULL, O_KEY},
-        {"cors-origin", required_argument, NULL, O_CORS},
-        {"web-dir", required_argument, NULL, O_WEB},
-        {"timeout", required_argument, NULL, O_TIMEOUT},
-        {"max-body", required_argument, NULL, O_BODY},
-        {"max-connections", required_argument, NULL, O_CONNS},
-        {"max-connections-per-ip", required_argument, NULL, O_CONNS_IP},
-        {"work-threads", required_argument, NULL, O_WORK_THREADS},
-        {"max-work-queue", required_argument, NULL, O_WORK_QUEUE},
-        {"request-timeout", required_argument, NULL, O_REQ_TO},
-        {"max-tokenize", required_argument, NULL, O_MAX_TOK},
-        {"dtype", required_argument, NULL, O_DTYPE},
-        {"precision", required_argument, NULL, O_PRECISION},
-        {"device", required_argument, NULL, O_DEVICE},
-        {"no-speculate", no_argument, NULL, O_NOSPEC},
-        {"quiet", no_argument, NULL, O_QUIET},
-        {"chat-template", required_argument, NULL, O_CHAT},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
     *a = (MainArgs){.host = "127.0.0.1",
                     .port = 8080,
                     .http_threads = 4,
@@ -182,110 +419,17 @@ static void main_parse(MainArgs *a, int argc, char **argv) {
                     .precision = KG_F32,
                     .device = "auto",
                     .speculate = 1};
-    a->api_key = getenv("KOGPT2_API_KEY");
-    char err[KG_ERRLEN];
-    int c;
-    while ((c = getopt_long(argc, argv, "m:H:p:t:h", OPTS, NULL)) != -1) {
-        switch (c) {
-        case 'm':
-            a->model = optarg;
-            break;
-        case O_ALIAS:
-            a->alias = optarg;
-            break;
-        case 'H':
-            a->host = optarg;
-            break;
-        case 'p':
-            a->port = main_num("--port", optarg, 0, 65535);
-            break;
-        case 't':
-            a->threads = main_num("--threads", optarg, 0, 1024);
-            break;
-        case O_HTTP_THREADS:
-            a->http_threads = main_num("--http-threads", optarg, 1, 256);
-            break;
-        case O_CTX:
-            a->ctx_size = main_num("--ctx-size", optarg, 1, GPT2_MAX_CTX);
-            break;
-        case O_BATCH:
-            a->max_batch = main_num("--max-batch", optarg, 1, 1024);
-            break;
-        case O_QUEUE:
-            a->max_queue = main_num("--max-queue", optarg, 0, 1 << 20);
-            break;
-        case O_CACHE:
-            a->cache_mb = main_num("--cache-mb", optarg, 0, 1 << 20);
-            break;
-        case O_KEY:
-            a->api_key = optarg;
-            break;
-        case O_CORS:
-            a->cors_origin = optarg;
-            break;
-        case O_WEB:
-            a->web_dir = optarg;
-            break;
-        case O_CHAT:
-            a->chat_template = optarg;
-            break;
-        case O_TIMEOUT:
-            a->timeout_s = main_num("--timeout", optarg, 1, 86400);
-            break;
-        case O_BODY:
-            a->max_body = main_num("--max-body", optarg, 64, 1l << 30);
-            break;
-        case O_CONNS:
-            a->max_connections = main_num("--max-connections", optarg, 1, 65536);
-            break;
-        case O_CONNS_IP:
-            a->max_connections_per_ip = main_num("--max-connections-per-ip", optarg, 0, 65536);
-            break;
-        case O_WORK_THREADS:
-            a->work_threads = main_num("--work-threads", optarg, 1, 256);
-            break;
-        case O_WORK_QUEUE:
-            a->max_work_queue = main_num("--max-work-queue", optarg, 0, 1 << 20);
-            break;
-        case O_REQ_TO:
-            a->request_timeout_s = main_num("--request-timeout", optarg, 0, 86400);
-            break;
-        case O_MAX_TOK:
-            a->max_tokenize = main_num("--max-tokenize", optarg, 1, 1l << 24);
-            break;
-        case O_DTYPE:
-            if (kg_dtype_parse(optarg, &a->dtype, err)) {
-                fprintf(stderr, "kogpt2d: --dtype: %s\n", err);
-                exit(2);
-            }
-            break;
-        case O_PRECISION:
-            if (kg_precision_parse(optarg, &a->precision, err)) {
-                fprintf(stderr, "kogpt2d: --precision: %s\n", err);
-                exit(2);
-            }
-            break;
-        case O_DEVICE: // the last --device wins (a Deployment overrides the image's)
-            if (kg_device_check(optarg, err)) {
-                fprintf(stderr, "kogpt2d: %s\n", err);
-                exit(2);
-            }
-            a->device = optarg;
-            break;
-        case O_NOSPEC:
-            a->speculate = 0;
-            break;
-        case O_QUIET:
-            a->quiet = 1;
-            break;
-        case 'h':
-            main_usage(stdout);
-            exit(0);
-        default:
-            main_usage(stderr);
-            exit(2);
-        }
+    if (argc > 1 && !strcmp(argv[1], "serve")) { // `kogpt2d serve [flags]`: SageMaker's start
+        main_sagemaker(a);
+        argv[1] = argv[0]; // getopt then sees the flags after it alone
+        argv++;
+        argc--;
     }
+    main_env(a);
+    char from[64];
+    int c;
+    while ((c = getopt_long(argc, argv, "m:H:p:t:h", OPTS, NULL)) != -1)
+        main_apply(a, c, optarg, main_flag_name(c, from, sizeof from), 0);
     if (optind < argc) {
         fprintf(stderr, "kogpt2d: unexpected argument '%s'\n", argv[optind]);
         main_usage(stderr);
@@ -304,7 +448,7 @@ static void main_parse(MainArgs *a, int argc, char **argv) {
     }
     if (!a->alias && strcmp(model_dir, a->model)) a->alias = a->model; // served as ORG/NAME
     a->model = model_dir;
-    if (a->api_key && !a->api_key[0]) a->api_key = NULL;
+    main_keys(a);
 }
 
 // --web-dir, else the project's web/ (kg_find_data_dir); NULL when there is none (then
@@ -313,7 +457,18 @@ static const char *main_web_dir(const char *flag, char *buf, size_t cap) {
     return flag ? flag : kg_find_data_dir("web", buf, cap);
 }
 
-static void main_log(const char *line) { fprintf(stderr, "%s\n", line); }
+// The backend for --device. kg_backend_new writes its device line into a FILE: here a memory
+// one, whose lines then go through the logger. NULL with err.
+static KgBackend *main_backend(const MainArgs *a, char *err) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = a->quiet ? NULL : open_memstream(&text, &len);
+    KgBackend *be = kg_backend_new(a->device, (int)a->threads, f, err);
+    if (f) fclose(f);
+    log_lines(LOG_INFO, text);
+    free(text);
+    return be;
+}
 
 static void main_warm_notify(void *ctx) { (void)ctx; }
 
@@ -399,8 +554,7 @@ static int main_wait_idle(SrvServer *srv, double deadline) {
     while (srv_in_flight(srv) > 0 && srv_now() < deadline) {
         int sig = main_next_signal(10);
         if (sig) {
-            fprintf(stderr, "kogpt2d: %s again: ending the requests in flight now\n",
-                    strsignal(sig));
+            log_msg(LOG_WARN, "%s again: ending the requests in flight now", strsignal(sig));
             return 1;
         }
     }
@@ -410,6 +564,7 @@ static int main_wait_idle(SrvServer *srv, double deadline) {
 int main(int argc, char **argv) {
     MainArgs a;
     main_parse(&a, argc, argv);
+    log_setup("kogpt2d", a.log_format); // every line from here on goes through log.h
     // A fixed mmap threshold: every allocation of 128 KiB or more (a request's body, its JSON,
     // the tokenizer's scratch for a long text) is its own mapping and goes back to the system
     // when freed. glibc's default raises the threshold to the largest block freed so far, so
@@ -418,7 +573,7 @@ int main(int argc, char **argv) {
     mallopt(M_MMAP_THRESHOLD, 128 << 10);
 
     if (main_signals()) {
-        fprintf(stderr, "kogpt2d: signal handlers: %s\n", strerror(errno));
+        log_msg(LOG_ERROR, "signal handlers: %s", strerror(errno));
         return 1;
     }
 
@@ -445,20 +600,21 @@ int main(int argc, char **argv) {
                      .timeout_s = (unsigned)a.timeout_s,
                      .request_timeout_s = (unsigned)a.request_timeout_s,
                      .max_body = (size_t)a.max_body,
-                     .api_key = a.api_key,
+                     .api_keys = &a.keys,
                      .cors_origin = a.cors_origin,
                      .routes = routes,
                      .n_routes = n_routes,
                      .fallback = ep_static,
                      .app = &app,
-                     .log = a.quiet ? NULL : main_log};
+                     .log = !a.quiet};
     SrvServer *srv;
     if (srv_start(&srv, &so, err)) {
-        fprintf(stderr, "kogpt2d: %s\n", err);
+        log_msg(LOG_ERROR, "%s", err);
+        auth_free(&a.keys);
         return 1;
     }
     app.srv = srv;
-    fprintf(stderr, "kogpt2d: listening on http://%s:%d (web: %s)\n", a.host, srv_port(srv),
+    log_msg(LOG_INFO, "listening on http://%s:%d (web: %s)", a.host, srv_port(srv),
             app.web_dir ? app.web_dir : "none");
 
     Tokenizer *tok = NULL;
@@ -468,14 +624,15 @@ int main(int argc, char **argv) {
     Sched *sched = NULL;
     ChatTemplate *chat = NULL;
     if (tok_open(&tok, a.model, err)) goto fail;
-    if (!(be = kg_backend_new(a.device, (int)a.threads, a.quiet ? NULL : stderr, err))) goto fail;
+    if (!(be = main_backend(&a, err))) goto fail;
+    app.device = be->ops->name;
     be->mixed = a.precision; // before any matmul, the warm-up's included
     const char *note = kg_precision_note(be);
-    if (note && !a.quiet) fprintf(stderr, "kogpt2d: %s\n", note);
+    if (note && !a.quiet) log_msg(LOG_INFO, "%s", note);
     if (gpt2_open(&model, a.model, be, a.dtype, err)) goto fail;
     model_open = 1;
     if (!a.quiet)
-        fprintf(stderr, "kogpt2d: loaded %s%s%s\n", model.src.what, model.warning[0] ? "; " : "",
+        log_msg(LOG_INFO, "loaded %s%s%s", model.src.what, model.warning[0] ? "; " : "",
                 model.warning);
     if (tok_vocab_size(tok) > model.config.vocab_size) {
         kg_err(err, KG_EFORMAT, "%s: the tokenizer has %zu ids, the model only %zu", a.model,
@@ -512,15 +669,16 @@ int main(int argc, char **argv) {
     app.tok = tok;
     app.n_ctx = n_ctx;
     app.vocab_size = tok_vocab_size(tok);
+    app.dtype = kg_dtype_name(model.dtype);
+    app.max_jobs = (size_t)(a.max_batch + a.max_queue);
     if (ep_chat_setup(&app, a.model, a.chat_template, &chat, err)) goto fail;
     atomic_store(&app.ready, 1);
-    fprintf(stderr,
-            "kogpt2d: ready: %s (%zu layers, %zu wide, n_ctx %zu, vocab %zu) on %s, precision %s\n",
+    log_msg(LOG_INFO, "ready: %s (%zu layers, %zu wide, n_ctx %zu, vocab %zu) on %s, precision %s",
             app.model_name, model.config.n_layer, model.config.n_embd, n_ctx, app.vocab_size,
             be->ops->name, be->mixed == KG_BF16 ? "bf16" : "f32");
 
     int sig = main_next_signal(-1);
-    fprintf(stderr, "kogpt2d: %s: draining (up to %lds)\n", strsignal(sig), a.timeout_s);
+    log_msg(LOG_INFO, "%s: draining (up to %lds)", strsignal(sig), a.timeout_s);
     srv_drain(srv); // /readyz 503, no new connections
     double deadline = srv_now() + (double)a.timeout_s;
     if (main_wait_idle(srv, deadline)) deadline = srv_now(); // a second signal: no more waiting
@@ -532,7 +690,7 @@ int main(int argc, char **argv) {
     rc = 0;
     goto out;
 fail:
-    fprintf(stderr, "kogpt2d: %s\n", err);
+    log_msg(LOG_ERROR, "%s", err);
     srv_drain(srv);
 out:
     sched_stop(sched, 0);
@@ -543,6 +701,7 @@ out:
     if (model_open) gpt2_close(&model);
     if (be) kg_backend_free(be);
     tok_free(tok);
-    if (!rc) fprintf(stderr, "kogpt2d: stopped\n");
+    auth_free(&a.keys);
+    if (!rc) log_msg(LOG_INFO, "stopped");
     return rc;
 }

@@ -300,8 +300,14 @@ static int metrics_render_gauges(KgBuf *b, const MetricsGauges *g) {
     if (mb_gauge(b, "kogpt2_work_running", "Requests on a work thread now.",
                  (double)g->work_running))
         return KG_ENOMEM;
-    return mb_gauge(b, "kogpt2_ready", "1 when the model is loaded and the server not draining.",
-                    g->ready);
+    if (mb_gauge(b, "kogpt2_ready", "1 when the model is loaded and the server not draining.",
+                 g->ready))
+        return KG_ENOMEM;
+    return buf_printf(b,
+                      "# HELP kogpt2_build_info The build and the device it serves on; always 1.\n"
+                      "# TYPE kogpt2_build_info gauge\n"
+                      "kogpt2_build_info{version=\"%s\",commit=\"%s\",device=\"%s\"} 1\n",
+                      kg_version(), kg_commit(), g->device ? g->device : "none");
 }
 
 char *metrics_render(const MetricsGauges *g, size_t *len) {

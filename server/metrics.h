@@ -1,6 +1,7 @@
 // metrics.h — kogpt2d's Prometheus figures: requests by endpoint and status, latency
 // histograms per endpoint, token counters per endpoint, time to first token and per output
-// token, gauges filled in at scrape time, and the standard process_* figures.
+// token, gauges filled in at scrape time, kogpt2_build_info{version,commit,device} (always 1)
+// and the standard process_* figures.
 //
 // Threads: every function may be called from any thread (one mutex guards the table).
 #ifndef METRICS_H
@@ -19,6 +20,7 @@ typedef struct {
     size_t conns_admitted, conns_refused; // open connections (http.h's limits)
     size_t work_queued, work_running;     // the work pool (workpool.h)
     int ready;
+    const char *device; // the backend serving (kogpt2_build_info's label); NULL: "none" yet
 } MetricsGauges;
 
 // Why a request or connection was turned away (kogpt2_rejected_total{reason}).

@@ -49,10 +49,17 @@ int api_prompt(const SrvApp *app, const cJSON *j_req, int **ids, size_t *n, cons
     return api_prompt_from(app, text, len, j_tokens, "tokens", ids, n, err);
 }
 
+// 1 when model is a URL, http(s)://host[:port][/...]: Hugging Face's clients send the
+// endpoint they call as the model, and that endpoint is this server (the request reached it).
+static int api_model_is_url(const char *model) {
+    size_t n = !strncmp(model, "http://", 7) ? 7 : !strncmp(model, "https://", 8) ? 8 : 0;
+    return n && model[n] && model[n] != '/';
+}
+
 int api_model(const SrvApp *app, const cJSON *j_req, char *err) {
     const char *model;
     int rc = json_str(j_req, "model", &model, NULL, err);
-    if (rc || !model || !strcmp(model, app->model_name)) return rc;
+    if (rc || !model || !strcmp(model, app->model_name) || api_model_is_url(model)) return rc;
     return kg_err(err, KG_ENOTFOUND,
                   "the model '%.*s' does not exist here (model_not_found); this server serves "
                   "'%.*s'",
@@ -226,6 +233,7 @@ static const ApiField SAMPLING_FIELDS[] = {
     {"stream", API_BOOL, SAMPLING(stream), .def = 0},
     {"stream_options", API_READ, .read = api_read_stream_options},
     {"ignore_eos", API_BOOL, SAMPLING(ignore_eos), .def = 0},
+    {"utf8_strict", API_BOOL, SAMPLING(utf8_strict), .def = 1},
     {"stop", API_READ, .read = api_read_stop},
 };
 
@@ -267,13 +275,40 @@ SchedParams api_sched_params(const ApiSampling *s, const int *prompt, size_t n_p
                                        .repetition = (float)s->repetition_penalty},
                          .stop = s->stop,
                          .n_stop = s->n_stop,
-                         .ignore_eos = s->ignore_eos};
+                         .ignore_eos = s->ignore_eos,
+                         .utf8_strict = s->utf8_strict};
 }
 
 // --- shared JSON pieces ---
 
 cJSON *api_ids_json(const int *ids, size_t n) {
     return n ? cJSON_CreateIntArray(ids, (int)n) : cJSON_CreateArray(); // (it refuses n = 0)
+}
+
+cJSON *api_token_json(const Tokenizer *tok, int id) {
+    const char *piece = tok_piece(tok, id);
+    char *bytes = NULL;
+    size_t n = 0;
+    if (!piece || tok_token_bytes(tok, id, &bytes, &n, NULL)) return NULL;
+    int part = tok_byte(tok, id) >= 0x80; // a byte piece that is part of a character
+    // a byte piece that is not a character on its own, and a control piece that decodes to
+    // nothing, show as their piece; every other token as its text
+    const char *text = part ? "\xEF\xBF\xBD" : bytes; // U+FFFD, as the decoder has it alone
+    const char *display = part || n == 0 ? piece : bytes;
+    cJSON *j = cJSON_CreateObject(), *j_bytes = NULL;
+    int ok = j && cJSON_AddNumberToObject(j, "id", id) &&
+             cJSON_AddStringToObject(j, "piece", piece) &&
+             cJSON_AddStringToObject(j, "text", text) &&
+             cJSON_AddStringToObject(j, "display", display) &&
+             (j_bytes = cJSON_AddArrayToObject(j, "bytes"));
+    for (size_t i = 0; ok && i < n; i++)
+        ok = cJSON_AddItemToArray(j_bytes, cJSON_CreateNumber((unsigned char)bytes[i]));
+    free(bytes);
+    if (!ok) {
+        cJSON_Delete(j);
+        return NULL;
+    }
+    return j;
 }
 
 int api_add_timings(cJSON *j_obj, const SchedStats *st) {

@@ -53,7 +53,8 @@ struct Sched {
     Gpt2Seq *seqs;        // (max(max_batch, SCHED_SPEC_CANDIDATES)) a step's sequences
     SchedPlanEntry *plan; // (max_batch) each sequence's job and first logits row
     Speculation spec;
-    float *penalized; // (V) a row with a job's penalties applied, sampled instead of the raw
+    float *penalized; // (V) a row with a job's penalties and UTF-8 mask, sampled instead of the raw
+    SamplerUtf8 utf8; // the tokenizer's byte tokens, for utf8_strict (sampler_utf8.h)
     pthread_t thread;
     int joined; // the engine thread was joined (sched_stop); only its owner reads it
     SchedShared shared;
@@ -109,7 +110,9 @@ static void sched_answer_next_token(Sched *s, SchedJob *j, const float *logits) 
     const SchedParams *p = &j->in.p;
     int oom;
     KgCandidate *candidates = sched_candidates(s, logits, p->n_candidates, p->temperature, &oom);
-    if (oom || sched_job_emit(j, -1, 0.0f, NULL, 0, candidates, p->n_candidates, 0)) {
+    // the exact entropy needs the whole row, which only the engine holds: once per answer
+    double entropy = logits_entropy(logits, s->V, p->temperature > 0 ? p->temperature : 1.0f);
+    if (oom || sched_job_emit_answer(j, candidates, p->n_candidates, entropy)) {
         sched_job_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, "out of memory");
         return;
     }
@@ -117,13 +120,19 @@ static void sched_answer_next_token(Sched *s, SchedJob *j, const float *logits) 
     sched_job_finish(j, SCHED_DONE_LENGTH, KG_OK, NULL);
 }
 
-// Draws a generation's next token from logits (its penalties applied to a copy) and counts
-// it in the penalties. The id, or -1 with the job finished.
+// Draws a generation's next token from logits (its penalties and, with utf8_strict, the UTF-8
+// mask applied to a copy) and counts it in the penalties and the mask's state. The id, or -1
+// with the job finished.
 static int sched_sample(Sched *s, SchedJob *j, const float *logits) {
     SchedJobWork *w = &j->work;
     const float *row = logits; // the raw row stays: the reported logprobs are its
     if (sampler_penalty_active(w->penalty)) {
         sampler_penalty_apply(w->penalty, s->penalized, logits);
+        row = s->penalized;
+    }
+    int strict = j->in.p.utf8_strict && s->utf8.any;
+    if (strict) {
+        sampler_utf8_mask(&s->utf8, &w->utf8, s->penalized, row, s->V);
         row = s->penalized;
     }
     int id = sampler_sample(w->sampler, row);
@@ -136,6 +145,7 @@ static int sched_sample(Sched *s, SchedJob *j, const float *logits) {
         sched_job_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, err);
         return -1;
     }
+    if (strict) sampler_utf8_accept(&w->utf8, tok_byte(s->tok, id));
     return id;
 }
 
@@ -279,17 +289,27 @@ static int sched_score_chunk(Sched *s, SchedJob *j, size_t fed, size_t n, size_t
 
 // A generation's sampler and text stream. The stream is primed with the last prompt token:
 // the first generated piece then keeps its leading space, as it would inside the whole
-// decoded text. KG_OK, or KG_ENOMEM with the job finished.
+// decoded text. A prompt that ends in byte tokens primes it (and the UTF-8 mask's state) with
+// up to the last 4 of them instead: a prompt ending inside a character (the Explorer's
+// clicked bytes) goes on with that character. KG_OK, or KG_ENOMEM with the job finished.
 static int sched_start_generation(Sched *s, SchedJob *j) {
     const SchedParams *p = &j->in.p;
     SchedJobWork *w = &j->work;
     w->sampler = sampler_new(s->V, p->temperature, p->top_k, p->top_p, p->seed);
     w->stream = tok_stream_new(s->tok);
+    size_t from = p->n_tokens - 1; // a character has at most 4 bytes
+    while (from > 0 && p->n_tokens - from < 4 && tok_byte(s->tok, p->tokens[from]) >= 0 &&
+           tok_byte(s->tok, p->tokens[from - 1]) >= 0)
+        from--;
     const char *t;
     size_t tl;
     char err[KG_ERRLEN];
-    if (!w->sampler || !w->stream ||
-        tok_stream_push(w->stream, p->tokens[p->n_tokens - 1], &t, &tl, err)) {
+    int rc = !w->sampler || !w->stream ? KG_ENOMEM : KG_OK;
+    for (size_t i = from; i < p->n_tokens && !rc; i++) {
+        rc = tok_stream_push(w->stream, p->tokens[i], &t, &tl, err);
+        sampler_utf8_accept(&w->utf8, tok_byte(s->tok, p->tokens[i]));
+    }
+    if (rc) {
         sched_job_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, "out of memory");
         return KG_ENOMEM;
     }
@@ -602,6 +622,9 @@ int sched_start(Sched **out, const Gpt2 *m, const Tokenizer *tok, const SchedOpt
     s->tok = tok;
     s->V = m->config.vocab_size < tok_vocab_size(tok) ? m->config.vocab_size : tok_vocab_size(tok);
     s->opt = *opt;
+    int byte_id[256];
+    tok_byte_ids(tok, s->V, byte_id);
+    sampler_utf8_init(&s->utf8, byte_id);
     size_t max_seqs = sched_max_seqs(opt); // the planner's rows (sched_plan.h) or the guess's
     int rc = gpt2_state_init(&s->st, m, opt->prefill_chunk + max_seqs,
                              max_seqs + SCHED_PLAN_SCORE_ROWS, err);

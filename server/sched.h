@@ -63,6 +63,9 @@ typedef struct {
     // (repetition 0 included) means none
     KgPenalties penalties;
     int ignore_eos; // keep going past the end-of-text token
+    // draw no byte token that would keep the text from being valid UTF-8 (sampler_utf8.h): a
+    // byte that cannot go on the character under way, or a text token inside one
+    int utf8_strict;
     // score the prompt first (OpenAI's echo with logprobs, as evaluation harnesses use it):
     // one SchedToken with .prompt set per prompt token, in order, each with its logprob
     // given the tokens before it (NAN for the first) and n_logprobs candidates there. Reads no
@@ -94,6 +97,9 @@ typedef struct {
     const KgCandidate *candidates; // n_candidates of them, best first
     size_t n_candidates;
     int prompt; // a prompt token's score (score_prompt), not a generated token
+    // a next-token entry: the entropy (nats) of the whole distribution its candidates come
+    // from, at the job's temperature; else 0
+    double entropy;
 } SchedToken;
 
 // Timing and cache figures of a job, for the response's "timings" and the metrics.

@@ -83,8 +83,8 @@ void sched_job_notify(SchedJob *j) {
     pthread_mutex_unlock(&j->notify_mu);
 }
 
-int sched_job_emit(SchedJob *j, int id, float logprob, char *text, size_t text_len,
-                   KgCandidate *candidates, size_t n_candidates, int prompt) {
+// Appends t, taking its text and candidates (freed on failure).
+static int sched_job_push(SchedJob *j, const SchedToken *t) {
     SchedJobOutput *o = &j->out;
     pthread_mutex_lock(&o->mu);
     int rc = KG_OK;
@@ -98,14 +98,28 @@ int sched_job_emit(SchedJob *j, int id, float logprob, char *text, size_t text_l
         o->tokens = grown;
         o->cap = cap;
     }
-    o->tokens[o->n++] = (SchedToken){id, logprob, text, text_len, candidates, n_candidates, prompt};
+    o->tokens[o->n++] = *t;
 end:
     pthread_mutex_unlock(&o->mu);
     if (rc) {
-        free(text);
-        free(candidates);
+        free((char *)t->text);
+        free((KgCandidate *)t->candidates);
     }
     return rc;
+}
+
+int sched_job_emit(SchedJob *j, int id, float logprob, char *text, size_t text_len,
+                   KgCandidate *candidates, size_t n_candidates, int prompt) {
+    return sched_job_push(
+        j, &(SchedToken){id, logprob, text, text_len, candidates, n_candidates, prompt, 0.0});
+}
+
+int sched_job_emit_answer(SchedJob *j, KgCandidate *candidates, size_t n_candidates,
+                          double entropy) {
+    return sched_job_push(j, &(SchedToken){.id = -1,
+                                           .candidates = candidates,
+                                           .n_candidates = n_candidates,
+                                           .entropy = entropy});
 }
 
 void sched_job_finish(SchedJob *j, SchedState state, int code, const char *msg) {

@@ -13,6 +13,7 @@
 
 #include "base/kg.h"
 #include "gentext.h"
+#include "model/sampler_utf8.h"
 #include "sched.h"
 
 typedef enum { SCHED_PREFILL, SCHED_DECODE } SchedPhase;
@@ -34,6 +35,7 @@ typedef struct {
     size_t n_gen;             // tokens generated
     Sampler *sampler;         // generate only
     SamplerPenalty *penalty;  // repetition/frequency/presence counts and logit_bias
+    SamplerUtf8State utf8;    // where the text is inside a character (utf8_strict's mask)
     TokStream *stream;        // generated ids to text
     TokStream *prompt_stream; // score_prompt: the prompt's text, token by token
     GenText text;             // the generated text, its stop strings, the bytes held back
@@ -83,6 +85,10 @@ void sched_job_notify(SchedJob *j);
 // KG_ENOMEM.
 int sched_job_emit(SchedJob *j, int id, float logprob, char *text, size_t text_len,
                    KgCandidate *candidates, size_t n_candidates, int prompt);
+// Appends a next-token job's answer: its candidates (taken, freed on failure) and the
+// entropy of the distribution they come from. KG_OK or KG_ENOMEM.
+int sched_job_emit_answer(SchedJob *j, KgCandidate *candidates, size_t n_candidates,
+                          double entropy);
 
 // Marks the job finished (only the first call counts) with its final figures; msg may be
 // NULL.

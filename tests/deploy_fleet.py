@@ -306,10 +306,13 @@ def dockerfiles(d):
             ep = None
         if not ep or not ep[0].endswith("/kogpt2d"):
             fail.append("%s: ENTRYPOINT is not kogpt2d in exec (JSON) form" % name)
-        elif cuda and "--device" not in ep:
-            fail.append("%s: ENTRYPOINT lacks --device auto" % name)
-        elif cuda and ep[ep.index("--device") + 1] != "auto":
-            fail.append("%s: ENTRYPOINT's --device is not auto" % name)
+        elif len(ep) > 1:  # SageMaker starts IMAGE serve: `serve` must be the first argument
+            fail.append("%s: ENTRYPOINT has arguments (%s): `IMAGE serve` would not work"
+                        % (name, " ".join(ep[1:])))
+        if not any(i.startswith("ENV ") and "KOGPT2_HOST=0.0.0.0" in i for i in rins):
+            fail.append("%s: no ENV KOGPT2_HOST=0.0.0.0 (kogpt2d listens on 127.0.0.1)" % name)
+        if cuda and not any(i.startswith("ENV ") and "KOGPT2_DEVICE=auto" in i for i in rins):
+            fail.append("%s: no ENV KOGPT2_DEVICE=auto" % name)
         runtime[name] = (rfrom.split()[1], sorted(apt_packages(rins)))
         print("%s: %d stage%s, runtime on %s; user %s; entrypoint %s" % (
             name, len(st), "s" if len(st) > 1 else "", rfrom.split()[1],

@@ -436,11 +436,14 @@ def promql_queries(rendered):
 
 def names_from_metrics_c(path):
     """Regular expressions of the metric names server/metrics.c renders (its gauges and
-    histograms by their helper calls, the others by their # TYPE lines; %s is a wildcard)."""
+    histograms by their helper calls or their rows in a {name, help, value} table, the others
+    by their # TYPE lines; %s is a wildcard)."""
     with open(path, encoding="utf-8") as f:
         src = f.read()
     names = set()
     for m in re.finditer(r'mb_gauge\(\s*[^,]+,\s*"([^"]+)"', src):
+        names.add(m.group(1))
+    for m in re.finditer(r'\{\s*"(kogpt2_[a-z0-9_]+)",\s*"', src):
         names.add(m.group(1))
     for m in re.finditer(r'mb_hist\(\s*[^,]+,\s*"([^"]+)"', src):
         names.update(m.group(1) + s for s in ("_bucket", "_sum", "_count"))

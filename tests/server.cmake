@@ -30,8 +30,17 @@ if(TARGET kogpt2d AND PYTHON3)
   add_test(NAME test_server_e2e COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_server_e2e.py)
   set_tests_properties(test_server_e2e PROPERTIES SKIP_RETURN_CODE 77 LABELS "server;e2e"
     TIMEOUT 600 ENVIRONMENT "KG_SHARED_DIR=${KG_SHARED_DIR};KG_BUILD_DIR=${CMAKE_BINARY_DIR}")
+  # an operator's kogpt2d (issue 29): request ids, API keys, --version, KOGPT2_* variables,
+  # --log-format json, kogpt2_build_info
+  add_test(NAME test_server_ops COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_server_ops.py)
+  set_tests_properties(test_server_ops PROPERTIES SKIP_RETURN_CODE 77 LABELS "server;e2e"
+    TIMEOUT 300 ENVIRONMENT "KG_SHARED_DIR=${KG_SHARED_DIR};KG_BUILD_DIR=${CMAKE_BINARY_DIR}")
   add_test(NAME test_server_abuse
     COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_server_abuse.py)
+  # no U+FFFD from any sampling endpoint on the default model with utf8_strict (issue 26)
+  add_test(NAME test_server_utf8 COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_server_utf8.py)
+  set_tests_properties(test_server_utf8 PROPERTIES SKIP_RETURN_CODE 77 LABELS "server;e2e"
+    TIMEOUT 600 ENVIRONMENT "KG_BUILD_DIR=${CMAKE_BINARY_DIR}")
   # the README's curl examples, as printed, on the default model (issue 15)
   add_test(NAME test_readme_examples
     COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_readme_examples.py)

@@ -679,10 +679,43 @@ static void test_penalty_contract(void) {
     sampler_penalty_free(ps);
 }
 
+// logits_entropy: the exact entropy of the whole row (the Explorer's figure), against a direct
+// sum in double; uniform rows give log V; NaN and -inf logits count as probability 0.
+static void test_entropy(void) {
+    enum { V = 1000 };
+    static float logits[V];
+    uint64_t r = 12345;
+    for (size_t i = 0; i < V; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        logits[i] = (float)((r >> 40) % 2000) / 100.0f - 10.0f; // -10 .. 10
+    }
+    const float temps[] = {0.5f, 1.0f, 2.0f};
+    for (size_t t = 0; t < 3; t++) {
+        double mx = -INFINITY, z = 0, h = 0;
+        for (size_t i = 0; i < V; i++)
+            mx = fmax(mx, logits[i] / (double)temps[t]);
+        for (size_t i = 0; i < V; i++)
+            z += exp(logits[i] / (double)temps[t] - mx);
+        for (size_t i = 0; i < V; i++) {
+            double lp = logits[i] / (double)temps[t] - mx - log(z);
+            h -= exp(lp) * lp;
+        }
+        double got = logits_entropy(logits, V, temps[t]);
+        CHECK_MSG(fabs(got - h) < 1e-4, "entropy at T=%g: %.6f, direct %.6f (tolerance 1e-4 nats)",
+                  temps[t], got, h);
+    }
+    float flat[V], spiky[4] = {NAN, -INFINITY, 3000.0f, 3000.0f};
+    for (size_t i = 0; i < V; i++)
+        flat[i] = 42.0f;
+    CHECK(fabs(logits_entropy(flat, V, 1.0f) - log((double)V)) < 1e-5);
+    CHECK(fabs(logits_entropy(spiky, 4, 1.0f) - log(2.0)) < 1e-6); // two equal, stable at 3000
+}
+
 int main(void) {
     CHECK(fabs(logits_logsumexp((const float[]){1000.0f, 1000.0f}, 2, 1.0f) - (1000 + log(2.0))) <
           1e-3); // stable: no overflow at large logits
     test_topk();
+    test_entropy();
     test_sampling();
     test_limits();
     test_penalty_plain();

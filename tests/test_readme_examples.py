@@ -30,7 +30,9 @@ curl() {
     printf '%s\n' "$body" >>"$LOG"
     echo >>"$CALLS"
     [ "$code" = 200 ] || { echo "HTTP $code from curl $*: $body" >&2; return 1; }
-    case $body in *'"error"'*) echo "an error body from curl $*: $body" >&2; return 1 ;; esac
+    # an error object (OpenAI's {"error": {...}}, TGI's {"error": "..."}); a Responses object
+    # says "error":null
+    case $body in *'"error":{'*|*'"error":"'*) echo "an error body from curl $*: $body" >&2; return 1 ;; esac
 }
 '''
 

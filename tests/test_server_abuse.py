@@ -41,6 +41,7 @@ import http.client
 import json
 import os
 import random
+import re
 import selectors
 import shutil
 import socket
@@ -352,9 +353,22 @@ def test_max_connections(model_dir):
                    log=os.path.join(model_dir, "conns.log"))
     held = []
     try:
-        for _ in range(8):  # hold the 8 allowed connections, idle
+        for _ in range(7):  # hold 7 of the 8 allowed connections, idle
             held.append(socket.create_connection(("127.0.0.1", d.port)))
-        time.sleep(1)  # accepted by MHD (counted) before the next one
+        # the 8th asks /metrics until MHD has accepted (counted) all 8, however loaded this
+        # machine is, before the next connection comes
+        probe = d.conn()
+        admitted = -1
+        for _ in range(100):
+            probe.request("GET", "/metrics")
+            r = probe.getresponse()
+            m = re.search(rb'kogpt2_connections\{state="admitted"\} (\d+)', r.read())
+            admitted = int(m.group(1)) if m else -1
+            if admitted == 8:
+                break
+            time.sleep(0.1)
+        check(admitted == 8, "the 8 held connections admitted: %d" % admitted)
+        held.append(probe)
         for k in range(3):
             st, hdrs, data = d.request("GET", "/healthz" if k else "/v1/models")
             try:

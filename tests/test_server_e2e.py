@@ -270,6 +270,277 @@ def test_chat(d):
     expect_error(d, "GET", "/v1/models/other", None, 404, "GET /v1/models/other", param="model")
 
 
+def test_chat_no_limit(d):
+    """A chat without max_tokens runs to the model's stop or the end of the context (OpenAI's
+    default), not to 16 tokens; the random model does not stop, so it fills the context."""
+    msgs = [{"role": "user", "content": "안녕하세요"}]
+    c = post(d, "/v1/chat/completions", {"messages": msgs, "seed": 5})
+    u, fin = c["usage"], c["choices"][0]["finish_reason"]
+    check(u["completion_tokens"] > 16 and (fin == "stop" or (
+        fin == "length" and u["prompt_tokens"] + u["completion_tokens"] == 128)),
+        "chat without max_tokens: past 16 tokens, to the end of the context: %r %r" % (fin, u))
+    c = post(d, "/v1/completions", {"prompt": "안녕하세요", "seed": 5})
+    check(c["usage"]["completion_tokens"] == 16 and c["choices"][0]["finish_reason"] == "length",
+          "completions keep OpenAI's default of 16 tokens: %r" % c["usage"])
+
+
+def sse_typed(data):
+    """(event name, data JSON) of each event of an SSE body, in order."""
+    out = []
+    for block in data.decode("utf-8").split("\n\n"):
+        lines = block.split("\n")
+        name = [x[7:] for x in lines if x.startswith("event: ")]
+        body = [x[6:] for x in lines if x.startswith("data: ")]
+        if body:
+            out.append((name[0] if name else None, json.loads(body[0])))
+    return out
+
+
+def test_responses(d):
+    """POST /v1/responses: OpenAI's Responses API for text, whole and streamed."""
+    body = {"input": "안녕하세요", "max_output_tokens": 8, "temperature": 0.8, "seed": 3,
+            "instructions": "친절하게"}
+    r = post(d, "/v1/responses", body)
+    msg = r["output"][0] if r.get("output") else {}
+    part = (msg.get("content") or [{}])[0]
+    u = r.get("usage") or {}
+    check(r.get("object") == "response" and r["id"].startswith("resp_") and
+          r["status"] in ("completed", "incomplete") and r["model"] == "model" and
+          r["instructions"] == "친절하게" and r["max_output_tokens"] == 8 and
+          msg.get("type") == "message" and msg["id"].startswith("msg_") and
+          msg["role"] == "assistant" and msg["status"] == r["status"] and
+          part.get("type") == "output_text" and part.get("annotations") == [] and
+          u.get("total_tokens") == u.get("input_tokens", 0) + u.get("output_tokens", 0) and
+          0 < u["output_tokens"] <= 8 and "cached_tokens" in u["input_tokens_details"],
+          "response object shape %r" % r)
+    check((r["status"] == "incomplete") == (r["incomplete_details"] == {
+        "reason": "max_output_tokens"}) and (r["status"] == "incomplete") == (
+        u.get("output_tokens") == 8), "incomplete_details when max_output_tokens cut it: %r" % r)
+    st, hdrs, data = d.request("POST", "/v1/responses", dict(body, stream=True))
+    ev = sse_typed(data)
+    types = [e[1].get("type") for e in ev]
+    n_delta = types.count("response.output_text.delta")
+    last = "response.incomplete" if r["status"] == "incomplete" else "response.completed"
+    want = (["response.created", "response.in_progress", "response.output_item.added",
+             "response.content_part.added"] + ["response.output_text.delta"] * n_delta +
+            ["response.output_text.done", "response.content_part.done",
+             "response.output_item.done", last])
+    check(st == 200 and hdrs.get("content-type") == "text/event-stream; charset=utf-8" and
+          types == want and all(name == e["type"] for name, e in ev) and
+          [e["sequence_number"] for _, e in ev] == list(range(len(ev))),
+          "responses stream: OpenAI's events in order, named, numbered: %r" % types)
+    if types == want:
+        text = "".join(e["delta"] for _, e in ev if e["type"] == "response.output_text.delta")
+        final = ev[-1][1]["response"]
+        check(ev[0][1]["response"]["status"] == "in_progress" and
+              ev[0][1]["response"]["output"] == [] and ev[2][1]["item"]["content"] == [] and
+              ev[3][1]["part"] == {"type": "output_text", "text": "", "annotations": []} and
+              text == part["text"] and ev[-4][1]["text"] == text and
+              ev[-3][1]["part"]["text"] == text and ev[-2][1]["item"]["content"][0]["text"] ==
+              text and final["output"][0]["content"][0]["text"] == text and
+              final["usage"]["output_tokens"] == u["output_tokens"] and
+              all(e["item_id"] == ev[2][1]["item"]["id"] for _, e in ev[3:-2]),
+              "responses stream: the same text as whole, in the deltas and the done events")
+    parts = {"input": [{"type": "message", "role": "user",
+                        "content": [{"type": "input_text", "text": "안녕"}]},
+                       {"role": "assistant", "content": [{"type": "output_text", "text": "네"}]},
+                       {"role": "user", "content": "하세요"}], "max_output_tokens": 4}
+    check(post(d, "/v1/responses", parts)["usage"]["input_tokens"] > 3,
+          "responses: messages with input_text / output_text parts")
+    for bad, status, param, what in (
+            ({}, 400, "input", "no input"),
+            ({"input": []}, 422, "input", "an empty input"),
+            ({"input": 5}, 400, "input", "input a number"),
+            ({"input": "a", "instructions": 5}, 400, "instructions", "instructions a number"),
+            ({"input": [{"type": "function_call_output", "call_id": "x", "output": "y"}]}, 422,
+             "input", "a function_call_output item"),
+            ({"input": [{"role": "user", "content": [{"type": "input_image"}]}]}, 422, "input",
+             "an image part"),
+            ({"input": "a", "tools": [{"type": "function", "name": "f"}]}, 422, "tools",
+             "tools"),
+            ({"input": "a", "previous_response_id": "resp_x"}, 422, "previous_response_id",
+             "previous_response_id"),
+            ({"input": "a", "text": {"format": {"type": "json_schema"}}}, 422, "text",
+             "text.format json_schema"),
+            ({"input": "a", "max_output_tokens": 0}, 422, "max_output_tokens",
+             "max_output_tokens 0"),
+            ({"input": "a", "model": "gpt-4.1"}, 404, "model", "another model")):
+        expect_error(d, "POST", "/v1/responses", bad, status, "responses: " + what, param=param)
+
+
+def test_chat_default_model():
+    """The project's own model (models/default) under its own chat template (its
+    tokenizer_config.json: the question line after </s>, the answer ends at </s>): a chat with
+    no max_tokens gives a non-empty reply that ends at the model's stop, also through
+    /v1/responses; and a system message does not turn it off."""
+    model = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models", "default")
+    d = lib.Daemon(model, log=os.path.join(tempfile.gettempdir(), "kg_default_chat.log"))
+    try:
+        for msgs in ([{"role": "user", "content": "오늘 날씨 어때요?"}],
+                     [{"role": "system", "content": "You are a helpful assistant."},
+                      {"role": "user", "content": "긴 시간이 걸렸지만 괜찮아."}]):
+            c = post(d, "/v1/chat/completions", {"messages": msgs, "temperature": 0})
+            ch = c["choices"][0]
+            check(ch["message"]["content"].strip() and ch["finish_reason"] == "stop",
+                  "default model, chat without max_tokens: a reply ending at its stop: %r" % c)
+        r = post(d, "/v1/responses", {"input": "긴 시간이 걸렸지만 괜찮아.", "temperature": 0})
+        check(r["status"] == "completed" and r["output"][0]["content"][0]["text"].strip(),
+              "default model, responses: a non-empty completed reply: %r" % r)
+    finally:
+        d.stop()
+
+
+def test_charset(d):
+    """Every text type says charset=utf-8, as a client library reads it (email.message, what
+    http.client's headers are), so clients that guess never read Korean as ISO-8859-1."""
+    import email.message
+
+    def charset(hdrs):
+        m = email.message.Message()
+        m["Content-Type"] = hdrs.get("content-type", "")
+        return m.get_content_type(), m.get_content_charset()
+
+    body = {"messages": [{"role": "user", "content": "안녕"}], "max_tokens": 2}
+    for what, (st, hdrs, data) in (
+            ("JSON", d.request("POST", "/v1/chat/completions", body)),
+            ("an error", d.request("POST", "/v1/chat/completions", {"messages": 1})),
+            ("SSE", d.request("POST", "/v1/chat/completions", dict(body, stream=True))),
+            ("/metrics", d.request("GET", "/metrics")),
+            ("/healthz", d.request("GET", "/healthz")),
+            ("index.html", d.request("GET", "/")),
+            ("app.js", d.request("GET", "/app.js"))):
+        ctype, cs = charset(hdrs)
+        check(cs == "utf-8", "%s: %s says charset %r" % (what, ctype, cs))
+        if ctype in ("application/json", "text/event-stream"):
+            check(data.decode(cs) == data.decode("utf-8"), "%s decodes as UTF-8" % what)
+    _, hdrs, _ = d.request("GET", "/metrics")
+    check("version=0.0.4" in hdrs.get("content-type", ""), "/metrics keeps Prometheus' version")
+
+
+def expect_tgi_error(d, path, body, status, what, word):
+    """A TGI route's error: `status` with TGI's {"error", "error_type"}, naming `word`."""
+    st, _, data = d.request("POST", path, body)
+    try:
+        j = json.loads(data)
+        ok = isinstance(j.get("error"), str) and isinstance(j.get("error_type"), str)
+    except ValueError:
+        j, ok = data[:200], False
+    check(st == status and ok and word in j["error"],
+          "%s: %d %r, want %d in TGI's shape naming %s" % (what, st, j, status, word))
+
+
+def test_tgi(d):
+    """text-generation-inference's /generate, /generate_stream, /info (issue 29, item 4)."""
+    st, info = d.json("GET", "/info")
+    check(st == 200 and info.get("model_id") and info["max_total_tokens"] == 128
+          and info["max_input_tokens"] == 127 and info["max_stop_sequences"] == 4
+          and info["model_device_type"] in ("cpu", "cuda") and info["model_dtype"]
+          and info["max_concurrent_requests"] > 0 and info["version"],
+          "/info: %r" % (info,))
+    # greedy unless asked to sample: the same text twice, and the same as /v1/generate's
+    body = {"inputs": "오늘 날씨는", "parameters": {"max_new_tokens": 6}}
+    a, b = post(d, "/generate", body), post(d, "/generate", body)
+    g = generate(d, {"text": "오늘 날씨는", "max_tokens": 6, "temperature": 0})
+    check(set(a) == {"generated_text"} and a == b and a["generated_text"] == g["text"],
+          "/generate greedy: %r %r vs %r" % (a, b, g))
+    # details: tokens (their texts make the text), prefill, top_n_tokens, seed when sampling
+    r = post(d, "/generate", {"inputs": "오늘 날씨는", "parameters": {
+        "max_new_tokens": 5, "details": True, "decoder_input_details": True, "top_n_tokens": 3,
+        "do_sample": True, "seed": 7, "return_full_text": True}})
+    det = r.get("details") or {}
+    toks = det.get("tokens", [])
+    check(det.get("finish_reason") in ("length", "eos_token", "stop_sequence")
+          and det.get("generated_tokens") == len(toks) and det.get("seed") == 7
+          and all(set(t) == {"id", "text", "logprob", "special"} for t in toks)
+          and r["generated_text"] == "오늘 날씨는" + "".join(t["text"] for t in toks),
+          "/generate details: %r" % (r,))
+    pre = det.get("prefill", [])
+    check(len(pre) == 3 and pre[0]["logprob"] is None
+          and all(isinstance(p["logprob"], float) for p in pre[1:])
+          and "".join(p["text"] for p in pre) == "오늘 날씨는", "prefill: %r" % (pre,))
+    top = det.get("top_tokens", [])
+    check(len(top) == len(toks) and all(len(t) == 3 for t in top)
+          and all(t[0]["logprob"] >= t[1]["logprob"] >= t[2]["logprob"] for t in top),
+          "top_tokens: %r" % (top,))
+    # the same seed samples the same text; greedy reports no seed
+    r2 = post(d, "/generate", {"inputs": "오늘 날씨는", "parameters": {
+        "max_new_tokens": 5, "do_sample": True, "seed": 7}})
+    check(r2["generated_text"] == r["generated_text"][len("오늘 날씨는"):], "seeded: %r" % (r2,))
+    r3 = post(d, "/generate", {"inputs": "오늘", "parameters": {"max_new_tokens": 2,
+                                                               "details": True}})
+    check(r3["details"]["seed"] is None and "prefill" in r3["details"], "greedy details %r" % r3)
+    # the stream: one event per token, generated_text null until the last, TGI's details
+    st, hdrs, data = d.request("POST", "/generate_stream", {
+        "inputs": "오늘 날씨는", "parameters": {"max_new_tokens": 6, "details": True}})
+    ev = [json.loads(e) for e in lib.sse_events(data)]
+    check(st == 200 and hdrs.get("content-type", "").startswith("text/event-stream") and ev
+          and all(e["generated_text"] is None and e["details"] is None for e in ev[:-1])
+          and [e["index"] for e in ev] == list(range(1, len(ev) + 1))
+          and ev[-1]["generated_text"] == a["generated_text"]
+          and "".join(e["token"]["text"] for e in ev) == a["generated_text"]
+          and set(ev[-1]["details"]) == {"finish_reason", "generated_tokens", "seed",
+                                         "input_length"}
+          and ev[-1]["details"]["input_length"] == 3 and "[DONE]" not in data.decode(),
+          "/generate_stream: %d %r" % (st, ev))
+    ev = [json.loads(e) for e in lib.sse_events(d.request("POST", "/generate_stream", {
+        "inputs": "오늘", "parameters": {"max_new_tokens": 2, "top_n_tokens": 2}})[2])]
+    check(ev and all(len(e.get("top_tokens", [])) == 2 for e in ev), "stream top_tokens %r" % ev)
+    # a stop sequence ends the text before it
+    s = post(d, "/generate", {"inputs": "오늘 날씨는", "parameters": {
+        "max_new_tokens": 6, "stop": [a["generated_text"][2:4]], "details": True}})
+    check(s["details"]["finish_reason"] == "stop_sequence"
+          and a["generated_text"].startswith(s["generated_text"]), "stop: %r" % (s,))
+    # errors in TGI's shape, naming the field
+    for path in ("/generate", "/generate_stream"):
+        expect_tgi_error(d, path, {"inputs": "x", "parameters": {"typical_p": 0.5}}, 422,
+                         path + " typical_p", "typical_p")
+        expect_tgi_error(d, path, {"inputs": "x", "parameters": {"max_new_tokens": 0}}, 422,
+                         path + " max_new_tokens 0", "max_new_tokens")
+        expect_tgi_error(d, path, {"inputs": "x", "parameters": {"top_n_tokens": 21}}, 422,
+                         path + " top_n_tokens", "top_n_tokens")
+        expect_tgi_error(d, path, {"parameters": {}}, 400, path + " no inputs", "inputs")
+        expect_tgi_error(d, path, {"inputs": ""}, 422, path + " empty inputs", "empty")
+        expect_tgi_error(d, path, {"inputs": "x", "parameters": {"temperature": "hot"}}, 400,
+                         path + " temperature type", "temperature")
+        expect_tgi_error(d, path, {"inputs": "x", "parameters": {"watermark": True}}, 422,
+                         path + " watermark", "watermark")
+    expect_tgi_error(d, "/generate_stream", {"inputs": "x", "parameters": {
+        "decoder_input_details": True}}, 422, "stream decoder_input_details",
+        "decoder_input_details")
+    expect_tgi_error(d, "/generate", {"inputs": "x", "parameters": {"best_of": 2}}, 422,
+                     "best_of", "best_of")
+    st, _, data = d.request("POST", "/generate", b"{", {"Content-Type": "application/json"})
+    check(st == 400 and "error_type" in json.loads(data), "bad JSON on /generate: %r" % data)
+    # a model that is this server's URL (Hugging Face's clients send it) names the served one
+    for m in ("http://127.0.0.1:%d" % d.port, "https://example.com/v1/"):
+        st, j = d.json("POST", "/v1/completions", {"model": m, "prompt": "오늘",
+                                                   "max_tokens": 2})
+        check(st == 200 and j["choices"], "model %r: %d %r" % (m, st, j))
+    expect_error(d, "POST", "/v1/completions", {"model": "http://", "prompt": "x"}, 404,
+                 "a bare scheme is no URL")
+
+
+def test_sagemaker(d):
+    """SageMaker's /ping and /invocations (issue 29, item 6)."""
+    st, _, _ = d.request("GET", "/ping")
+    check(st == 200, "/ping: %d" % st)
+    body = {"inputs": "오늘 날씨는", "parameters": {"max_new_tokens": 6}}
+    j = post(d, "/invocations", body)
+    g = post(d, "/generate", body)
+    check(j == [g], "/invocations TGI form: %r vs [%r]" % (j, g))
+    ev = [json.loads(e)
+          for e in lib.sse_events(d.request("POST", "/invocations", dict(body, stream=True))[2])]
+    check(ev and ev[-1]["generated_text"] == g["generated_text"], "/invocations stream %r" % ev)
+    j = post(d, "/invocations", {"prompt": "오늘", "max_tokens": 2})
+    check(j.get("object") == "text_completion", "/invocations prompt: %r" % (j,))
+    j = post(d, "/invocations", {"messages": [{"role": "user", "content": "안녕"}],
+                                 "max_tokens": 2})
+    check(j.get("object") == "chat.completion", "/invocations messages: %r" % (j,))
+    expect_tgi_error(d, "/invocations", {"text": "x"}, 400, "/invocations shape", "inputs")
+    expect_tgi_error(d, "/invocations", {"inputs": "x", "parameters": {"top_k": -1}}, 422,
+                     "/invocations range", "top_k")
+
+
 def test_prompt_scoring(d):
     """echo + logprobs scores the prompt: a greedy generation's own logprobs come back as the
     scores of the same tokens when they are sent as a prompt (1e-4: batched vs one-row sums)."""
@@ -1059,6 +1330,11 @@ def main():
                          ("generate", lambda: test_generate(d)),
                          ("completions", lambda: test_completions(d)),
                          ("chat", lambda: test_chat(d)),
+                         ("chat without max_tokens", lambda: test_chat_no_limit(d)),
+                         ("responses", lambda: test_responses(d)),
+                         ("charset", lambda: test_charset(d)),
+                         ("tgi", lambda: test_tgi(d)),
+                         ("sagemaker", lambda: test_sagemaker(d)),
                          ("static", lambda: test_static(d, web)),
                          ("bad JSON", lambda: test_bad_json(d)),
                          ("bad types", lambda: test_bad_types(d)),
@@ -1095,6 +1371,8 @@ def main():
             print("\n".join(log.splitlines()[-60:]))
     print("- chat templates", flush=True)
     test_chat_templates(model_dir)
+    print("- chat on the default model", flush=True)
+    test_chat_default_model()
     print("- auth, CORS, 429", flush=True)
     test_auth_cors_busy(model_dir)
     print("- SIGTERM under load", flush=True)

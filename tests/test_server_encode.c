@@ -9,6 +9,7 @@
 // tok_encode_max(max >= n) gives the same ids and max < n gives KG_ERANGE with nothing
 // allocated; n * bound >= bytes wherever there is a bound. Then a megabyte of words with a
 // limit of 100 tokens: stopped long before a full encode (the two times are printed).
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,26 +84,33 @@ static void check_early_stop(const Tokenizer *t, const char *name) {
     char *text = repeat("가나 다라 12 ab ", 1 << 20);
     size_t len = strlen(text), n, m, bound = tok_max_bytes_per_token(t);
     int *ids, *ids2;
-    double t0 = now_s();
-    REQUIRE(tok_encode(t, text, len, &ids, &n, err) == KG_OK, "%s: %s", name, err);
-    double full = now_s() - t0, stopped[2];
+    // each time the best of 5 runs: another tenant's load lengthens a run, never shortens it
+    double full = 1e30, stopped[2] = {1e30, 1e30};
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = now_s();
+        REQUIRE(tok_encode(t, text, len, &ids, &n, err) == KG_OK, "%s: %s", name, err);
+        full = fmin(full, now_s() - t0);
+        if (rep < 4) free(ids);
+    }
     size_t limits[2] = {100, bound ? len / bound + 1 : 100};
     for (int k = 0; k < 2; k++) {
-        t0 = now_s();
-        int rc = tok_encode_max(t, text, len, limits[k], &ids2, &m, err);
-        stopped[k] = now_s() - t0;
-        CHECK_MSG(rc == KG_ERANGE, "%s: 1 MiB in %zu tokens: rc %d", name, limits[k], rc);
+        for (int rep = 0; rep < 5; rep++) {
+            double t0 = now_s();
+            int rc = tok_encode_max(t, text, len, limits[k], &ids2, &m, err);
+            stopped[k] = fmin(stopped[k], now_s() - t0);
+            CHECK_MSG(rc == KG_ERANGE, "%s: 1 MiB in %zu tokens: rc %d", name, limits[k], rc);
+        }
+        // refused by length, unread, where there is a byte bound: the message says so
+        if (k == 0 && bound)
+            CHECK_MSG(strstr(err, " a token)") != NULL, "%s: 100 tokens: '%s'", name, err);
     }
     int rc = tok_encode_max(t, text, len, n, &ids2, &m, err);
     CHECK_MSG(rc == KG_OK && m == n && !memcmp(ids, ids2, n * sizeof *ids), "%s: at n", name);
     if (!rc) free(ids2);
     printf("  %s: %zu bytes, %zu tokens, bound %zu bytes a token: full encode %.1f ms; refused "
-           "at %zu tokens after %.3f ms, at %zu after %.3f ms\n",
+           "at %zu tokens after %.3f ms, at %zu after %.3f ms (best of 5)\n",
            name, len, n, bound, 1e3 * full, limits[0], 1e3 * stopped[0], limits[1],
            1e3 * stopped[1]);
-    if (bound) // refused by length, unread
-        CHECK_MSG(stopped[0] * 10 < full, "%s: %.3f ms, full %.3f ms", name, 1e3 * stopped[0],
-                  1e3 * full);
     if (tok_kind(t) == TOK_BPE) // stopped by the count (libsentencepiece cannot stop)
         CHECK_MSG(stopped[1] * 2 < full, "%s: %.3f ms, full %.3f ms", name, 1e3 * stopped[1],
                   1e3 * full);

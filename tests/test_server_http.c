@@ -284,7 +284,7 @@ static void test_live(const char *web) {
                     .threads = 2,
                     .timeout_s = 5,
                     .max_body = 256,
-                    .api_key = "k",
+                    .api_keys = &(AuthKeys){(char *[]){"k"}, 1},
                     .routes = TEST_ROUTES,
                     .n_routes = sizeof TEST_ROUTES / sizeof TEST_ROUTES[0],
                     .fallback = h_static};

@@ -21,6 +21,7 @@ struct Tokenizer {
     TokBpe *bpe;            // kind TOK_BPE
     size_t piece_bytes;     // BPE: bytes of normalized text a token covers at most (0: no bound)
     size_t bytes_per_token; // tok_max_bytes_per_token (0: no bound)
+    int16_t *byte_of;       // (V) tok_byte: the byte of a byte piece, -1; NULL: no byte pieces
 };
 
 struct TokStream {
@@ -75,6 +76,27 @@ static int find_in_dir(const char *dir, char *out, size_t cap, char *err) {
     return KG_OK;
 }
 
+// t->byte_of of a SentencePiece model: the byte of each <0xAB> piece, read once at load, so
+// that the decoder and the sampler's UTF-8 mask never parse a piece per token. Stays NULL
+// when the model has no byte pieces. KG_OK or KG_ENOMEM.
+static int spm_byte_table(Tokenizer *t, char *err) {
+    size_t V = tok_spm_size(t->spm);
+    for (size_t id = 0; id < V; id++) {
+        unsigned v;
+        if (tok_spm_type(t->spm, (int)id) != TOK_SPM_BYTE ||
+            sscanf(tok_spm_piece(t->spm, (int)id), "<0x%2X>", &v) != 1)
+            continue;
+        if (!t->byte_of) {
+            if (!(t->byte_of = malloc(V * sizeof *t->byte_of)))
+                return kg_err(err, KG_ENOMEM, "tokenizer: out of memory");
+            for (size_t i = 0; i < V; i++)
+                t->byte_of[i] = -1;
+        }
+        t->byte_of[id] = (int16_t)v;
+    }
+    return KG_OK;
+}
+
 int tok_open(Tokenizer **out, const char *path, char *err) {
     *out = NULL;
     struct stat st;
@@ -99,9 +121,10 @@ int tok_open(Tokenizer **out, const char *path, char *err) {
         t->kind = TOK_SPM;
         rc = tok_spm_open(&t->spm, file, err);
         if (!rc) t->bytes_per_token = tok_spm_max_bytes(t->spm);
+        if (!rc) rc = spm_byte_table(t, err);
     }
     if (rc) {
-        free(t);
+        tok_free(t);
         return rc;
     }
     *out = t;
@@ -112,6 +135,7 @@ void tok_free(Tokenizer *t) {
     if (!t) return;
     tok_spm_free(t->spm);
     tok_bpe_free(t->bpe);
+    free(t->byte_of);
     free(t);
 }
 
@@ -150,6 +174,17 @@ char *tok_piece_text(const Tokenizer *t, int id) {
     }
     *o = '\0';
     return out;
+}
+
+int tok_byte(const Tokenizer *t, int id) {
+    return t->byte_of && id >= 0 && (size_t)id < tok_vocab_size(t) ? t->byte_of[id] : -1;
+}
+
+void tok_byte_ids(const Tokenizer *t, size_t V, int byte_id[256]) {
+    for (int b = 0; b < 256; b++)
+        byte_id[b] = -1;
+    for (size_t id = 0; id < V; id++)
+        if (tok_byte(t, (int)id) >= 0) byte_id[tok_byte(t, (int)id)] = (int)id;
 }
 
 int tok_piece_id(const Tokenizer *t, const char *piece) {
@@ -217,7 +252,9 @@ int tok_encode_max(const Tokenizer *t, const char *text, size_t len, size_t max,
     if (!len) return KG_OK;
     size_t bpt = t->bytes_per_token; // more bytes than max tokens can hold: refused unread
     if (bpt && max < SIZE_MAX / bpt && len > max * bpt)
-        return kg_err(err, KG_ERANGE, "encode: more than %zu tokens", max);
+        return kg_err(err, KG_ERANGE,
+                      "encode: more than %zu tokens (%zu bytes, at most %zu a token)", max, len,
+                      bpt);
     if (t->kind == TOK_BPE)
         return tok_bpe_encode(t->bpe, text, len, max, t->piece_bytes, ids, n, err);
     int rc = tok_spm_encode(t->spm, text, len, ids, n, err);
@@ -275,39 +312,56 @@ void tok_stream_free(TokStream *s) {
     free(s);
 }
 
-// SentencePiece's Decode, one piece at a time: control pieces vanish, <unk> reads " ⁇ ",
-// byte pieces are their byte (a run of them cut short by another piece: U+FFFD per byte), others
-// turn '▁' into ' ' and lose a leading '▁' while nothing has been decoded yet (its is_bos_ws rule;
-// checked against DecodeIds by the tests).
+// Appends SentencePiece piece id as DecodeIds renders it: control pieces vanish, <unk> reads
+// " ⁇ ", a byte piece is its byte, others turn '▁' into ' ' and, with strip_space (nothing
+// decoded yet: its is_bos_ws rule, checked against DecodeIds by the tests), lose a leading
+// '▁'. 0, -1 on OOM.
+static int spm_piece_surface(const Tokenizer *t, int id, int strip_space, KgBuf *b) {
+    const char *p = tok_spm_piece(t->spm, id);
+    int byte = tok_byte(t, id);
+    switch (tok_spm_type(t->spm, id)) {
+    case TOK_SPM_CONTROL:
+        return 0;
+    case TOK_SPM_UNKNOWN:
+        return buf_append(b, SPM_UNK, strlen(SPM_UNK));
+    case TOK_SPM_BYTE:
+        if (byte < 0) return buf_append(b, p, strlen(p)); // not <0xAB>: its text
+        return buf_append(b, &(uint8_t){(uint8_t)byte}, 1);
+    default:
+        break;
+    }
+    if (strip_space && !strncmp(p, SPM_SPACE, 3)) p += 3;
+    for (const char *hit; (hit = strstr(p, SPM_SPACE)); p = hit + 3)
+        if (buf_append(b, p, (size_t)(hit - p)) || buf_append(b, " ", 1)) return -1;
+    return buf_append(b, p, strlen(p));
+}
+
+// SentencePiece's Decode, one piece at a time: a run of byte pieces cut short by another piece
+// becomes U+FFFD per byte, then the piece's own surface.
 static int spm_surface(TokStream *s, int id) {
-    const TokSpm *spm = s->t->spm;
-    const char *p = tok_spm_piece(spm, id);
     KgBuf *b = &s->pending;
-    TokSpmType type = tok_spm_type(spm, id);
-    if (type != TOK_SPM_BYTE && b->len) { // a run of byte pieces ends cut short: one U+FFFD a byte
+    if (tok_spm_type(s->t->spm, id) != TOK_SPM_BYTE && b->len) {
         size_t n = b->len;
         b->len = 0;
         for (size_t i = 0; i < n; i++)
             if (buf_append(b, UTF8_FFFD, 3)) return -1;
     }
-    switch (type) {
-    case TOK_SPM_CONTROL:
-        return 0;
-    case TOK_SPM_UNKNOWN:
-        return buf_append(b, SPM_UNK, strlen(SPM_UNK));
-    case TOK_SPM_BYTE: {
-        unsigned v = 0;
-        if (sscanf(p, "<0x%2X>", &v) != 1) return buf_append(b, p, strlen(p));
-        uint8_t byte = (uint8_t)v;
-        return buf_append(b, &byte, 1);
+    return spm_piece_surface(s->t, id, s->emitted == 0 && b->len == 0, b);
+}
+
+int tok_token_bytes(const Tokenizer *t, int id, char **out, size_t *len, char *err) {
+    *out = NULL;
+    *len = 0;
+    int rc = check_id(t, id, err);
+    if (rc) return rc;
+    KgBuf b = {0};
+    int oom =
+        t->kind == TOK_SPM ? spm_piece_surface(t, id, 0, &b) : tok_bpe_surface(t->bpe, id, 0, &b);
+    if (oom || !(*out = buf_take(&b, len))) {
+        buf_free(&b);
+        return kg_err(err, KG_ENOMEM, "decode: out of memory");
     }
-    default:
-        break;
-    }
-    if (s->emitted == 0 && b->len == 0 && !strncmp(p, SPM_SPACE, 3)) p += 3;
-    for (const char *hit; (hit = strstr(p, SPM_SPACE)); p = hit + 3)
-        if (buf_append(b, p, (size_t)(hit - p)) || buf_append(b, " ", 1)) return -1;
-    return buf_append(b, p, strlen(p));
+    return KG_OK;
 }
 
 // Moves the complete characters of pending into out. A malformed byte becomes U+FFFD (one

@@ -78,6 +78,18 @@ const char *tok_piece(const Tokenizer *t, int id);
 char *tok_piece_text(const Tokenizer *t, int id);
 // The id of a piece, or -1 if the vocabulary has no such piece.
 int tok_piece_id(const Tokenizer *t, const char *piece);
+// The byte 0..255 a byte-fallback piece (SentencePiece's <0xAB>) decodes to; -1 for any other
+// id (also one out of range). O(1): a table made at load. tokenizer.json's decoders render
+// such pieces as their text, so there it is -1 for every id.
+int tok_byte(const Tokenizer *t, int id);
+// byte_id[b] = the id below V of byte b's byte-fallback piece, -1 where there is none (the
+// table sampler_utf8_init takes).
+void tok_byte_ids(const Tokenizer *t, size_t V, int byte_id[256]);
+// The bytes id adds to a decoded text after a complete character, as the decoder renders it:
+// a byte piece its one byte (not UTF-8 on its own unless < 0x80), a control piece (</s>)
+// nothing, any other piece its text ('▁' a space). KG_OK with *out malloc'd, NUL-terminated
+// (free()), *len bytes; KG_ERANGE for an id outside the vocabulary, KG_ENOMEM.
+int tok_token_bytes(const Tokenizer *t, int id, char **out, size_t *len, char *err);
 
 // Incremental decoding for streaming: feed ids one at a time, get only complete UTF-8
 // text back (never half a character), with the decoder's rules for leading spaces.

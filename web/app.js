@@ -13,22 +13,30 @@
 // or focus (a next-token request that speculation has already answered); the choices as a
 // tree of paths (jump back, take another branch; the URL keeps it: &root=N&paths=a.b~c.d&at=P.K);
 // the mass of the ten shown and the entropy, at a view temperature (&vt=T).
+//
+// Issue 26: the entropy is the server's, exact over the whole vocabulary; a choice applies to
+// the list it was made on, once (a double-click or a held key adds nothing more while the next
+// answer loads); typing waits for an IME composition to end; the peek follows the list. The
+// prompt is a token path: a clicked candidate adds its bytes (from the server), a character cut
+// short shows as pending bytes until it completes, </s> shows as such; after an edit the text
+// typed after a clicked byte or special token is tokenized on its own, the clicked ids kept.
 'use strict';
 
 const $ = (id) => document.getElementById(id);
 const TOP_K = 10;      // candidates shown
-const ASK_K = 100;    // candidates asked for: the entropy and the mass beyond the ten
 const PEEK_K = 5;     // a candidate's own next tokens
 const DEBOUNCE_MS = 250;
 
 const state = {
   text: '',      // the prompt as shown
   tokens: null,  // its ids (from the server, extended by clicks); null: send the text
-  undo: [],      // earlier {text, tokens}
+  pend: [],      // bytes at the end of the path that do not make a character yet
+  anchor: null,  // {text, tokens}: the path up to the last clicked byte or special token
+  undo: [],      // earlier {text, tokens, pend, anchor}
   cands: [],     // the current answer's candidates, best first
+  candsFor: null, // the tokens they answer (the same array as state.tokens while they hold)
+  dist: null,    // the answer's {entropy (bits, whole vocabulary), mass (of the candidates)}
   focus: 0,      // which candidate has the keyboard focus
-  all: [],       // the ASK_K candidates of the answer (for the distribution figures)
-  vocab: 0,      // V, from /v1/models (0: unknown)
   viewTemp: 1,   // the next-token request's temperature (the view only)
   scores: null,  // /v1/score's scores of state.tokens
   // the choices made from a root prompt: paths of {id, text} (a path shares a prefix with
@@ -39,6 +47,7 @@ let seq = 0;           // bumped on every change; a stale answer is dropped
 let inflight = null;   // AbortController of the next-token request
 let timer = 0;         // debounce / retry timer
 let gen = null;        // {ctl, base: {text, tokens}, ids, text} of the generation panel
+let composing = false; // an IME composition is under way: its half-typed syllables wait
 
 // ---- talking to the server -------------------------------------------------------------
 
@@ -52,6 +61,38 @@ class ApiError extends Error {
 
 // The prompt part of a request: the kept ids when there are any, else the text.
 const promptBody = (p) => (p.tokens ? { tokens: p.tokens } : { text: p.text });
+
+// A token's bytes (the server's; else its text's) and whether typing its text would not give
+// it back: a byte of a character, a special token (no bytes), anything after pending bytes.
+const bytesOf = (c) => c.bytes ?? [...new TextEncoder().encode(c.text ?? '')];
+const isRaw = (c) => !bytesOf(c).length || (c.display ?? c.text) !== c.text;
+
+// text and its pending bytes with bytes added: the complete characters join the text, a last
+// one cut short stays pending.
+function addBytes(text, pend, bytes) {
+  const all = pend.concat(bytes);
+  let cut = all.length;
+  for (let k = 1; k <= Math.min(3, all.length); k++) {
+    const b = all[all.length - k];
+    if ((b & 0xc0) === 0x80) continue;  // a continuation byte: its lead is further back
+    if ((b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1) > k) cut = all.length - k;
+    break;
+  }
+  return { text: text + new TextDecoder().decode(new Uint8Array(all.slice(0, cut))), pend: all.slice(cut) };
+}
+
+// Steps (candidates or tree steps) after a prompt: its text, pending bytes and anchor.
+function addSteps(p, steps) {
+  let t = { text: p.text, pend: p.pend || [] }, anchor = p.anchor || null;
+  const tokens = p.tokens.slice();
+  for (const c of steps) {
+    const raw = isRaw(c) || t.pend.length;
+    t = addBytes(t.text, t.pend, bytesOf(c));
+    tokens.push(c.id);
+    if (raw || t.pend.length) anchor = { text: t.text, tokens: tokens.slice() };
+  }
+  return { text: t.text, tokens, pend: t.pend, anchor };
+}
 
 // A daemon started with --api-key wants "Authorization: Bearer <key>"; asked once per tab.
 let apiKey = '';
@@ -89,6 +130,12 @@ async function api(path, body, signal, retried = false) {
     const j = await res.json();
     detail = (j && j.error && j.error.message) || '';
   } catch { /* not JSON: keep the generic message */ }
+  // the server's "n_prompt_tokens (841) exceeds n_ctx (512)", in words
+  const long = /n_prompt_tokens \(?((?:more than )?\d+)\)? exceeds n_ctx \(?(\d+)/.exec(detail);
+  if (long) {
+    detail = `The prompt is too long for this model: it is ${long[1]} tokens and the model reads at most ${long[2]}. ` +
+      'Shorten it or Undo.';
+  }
   const ra = Math.max(1, Math.ceil(parseFloat(res.headers.get('Retry-After')) || 1));
   const msg = {
     429: `The server is busy right now; please wait ${ra} s.`,
@@ -143,29 +190,33 @@ async function fetchNext() {
   if (!state.text.trim() && !(state.tokens && state.tokens.length)) {
     inflight = null;
     state.cands = [];
-    state.all = [];
-    state.scores = null;
+    forgetAnswer();
     render();
-    renderDist();
-    renderToks();
     showError('');
-    $('stats').textContent = '';
     $('cands').setAttribute('aria-busy', 'false');
     return;
   }
   const ctl = (inflight = new AbortController());
-  // speculate: the server precomputes the answers for these candidates, so a click is instant
-  const body = Object.assign(promptBody(state), { top_k: ASK_K, temperature: state.viewTemp, speculate: true });
   $('cands').setAttribute('aria-busy', 'true');
   const t0 = performance.now();
   try {
+    const a = state.anchor;
+    if (!state.tokens && a) {  // typed after clicked byte or special tokens: those stay ids
+      const rest = state.text.slice(a.text.length);
+      const ids = rest ? (await (await api('/v1/tokenize', { text: rest }, ctl.signal)).json()).tokens : [];
+      if (my !== seq) return;
+      state.tokens = a.tokens.concat(ids);
+    }
+    // speculate: the server precomputes the answers for these candidates, so a click is instant
+    const body = Object.assign(promptBody(state), { top_k: TOP_K, temperature: state.viewTemp, speculate: true });
     const res = await api('/v1/next-token', body, ctl.signal);
     const j = await res.json();
     if (my !== seq) return;
     const rtt = performance.now() - t0;
     if (Array.isArray(j.tokens)) state.tokens = j.tokens;
-    state.all = (j.candidates || []).slice().sort((a, b) => b.prob - a.prob);
-    state.cands = state.all.slice(0, TOP_K);
+    state.cands = (j.candidates || []).slice().sort((a, b) => b.prob - a.prob).slice(0, TOP_K);
+    state.candsFor = state.tokens;
+    state.dist = { entropy: j.entropy_bits, mass: j.candidates_mass };
     if (state.focus >= state.cands.length) state.focus = 0;
     treeSync();
     showError('');
@@ -187,17 +238,30 @@ async function fetchNext() {
     if (e.name === 'AbortError' || my !== seq) return;
     showError(e.status === 429 ? e.message + ' Retrying by itself…' : e.message);
     $('cands').classList.add('stale');
+    forgetAnswer();  // the colours and figures described the previous prompt
     if (e.status === 429) schedule(e.retryAfter * 1000);
+    if (!e.status) serverDown();
   } finally {
     if (my === seq) $('cands').setAttribute('aria-busy', 'false');
   }
 }
 
+// The figures of an answer that no longer describes the prompt: token colours, stats, entropy.
+function forgetAnswer() {
+  state.scores = null;
+  state.dist = null;
+  renderToks();
+  renderDist();
+  $('stats').textContent = '';
+}
+
 // A piece with its space marker ▁ shown as a visible "__".
+// A byte of a character and a special token show as their piece (<0xEC>, </s>), marked.
 function pieceNode(c) {
-  const piece = c.piece ?? String(c.text ?? '').replace(/ /g, '\u2581');
+  const piece = c.display != null ? c.display.replace(/ /g, '\u2581')
+    : c.piece ?? String(c.text ?? '').replace(/ /g, '\u2581');
   const span = document.createElement('span');
-  span.className = 'piece';
+  span.className = 'piece' + (c.bytes && !c.bytes.length ? ' special' : isRaw(c) ? ' raw' : '');
   piece.split('\u2581').forEach((part, i) => {
     if (i) span.appendChild(Object.assign(document.createElement('span'), { className: 'sp', textContent: '__' }));
     if (part) span.appendChild(document.createTextNode(shown(part)));
@@ -225,7 +289,7 @@ function render() {
     b.dataset.i = i;
     b.dataset.id = c.id;
     if (i < 10) b.setAttribute('aria-keyshortcuts', key);
-    b.setAttribute('aria-label', `${key}: ${(c.piece ?? c.text ?? '').replace(/\u2581/g, ' (space) ')}, ${pct(c.prob)}`);
+    b.setAttribute('aria-label', `${key}: ${(c.display ?? c.piece ?? c.text ?? '').replace(/\u2581| /g, ' (space) ')}, ${pct(c.prob)}`);
     b.title = `id ${c.id} · logprob ${Number(c.logprob).toFixed(3)}`;
     b.setAttribute('aria-describedby', 'peek');
     const meter = document.createElement('span');
@@ -245,31 +309,55 @@ function render() {
   $('cands-empty').hidden = state.cands.length > 0;
   const top = state.cands[0];
   $('cands-status').textContent = top
-    ? `${state.cands.length} candidates. Most likely: ${top.text ?? top.piece}, ${pct(top.prob)}.` : '';
+    ? `${state.cands.length} candidates. Most likely: ${top.display ?? top.text ?? top.piece}, ${pct(top.prob)}.` : '';
   if (hadFocus && state.cands.length) list.querySelectorAll('.cand')[state.focus].focus();
-  $('undo').disabled = state.undo.length === 0;
+  refreshPeek();
 }
 
-function setPrompt(text, tokens) {
+// The path as it is now, for Undo.
+const snapshot = () => ({ text: state.text, tokens: state.tokens, pend: state.pend, anchor: state.anchor });
+
+// Undo is usable whenever there is something to undo, the server answering or not.
+function setPrompt(text, tokens, pend = [], anchor = null) {
   state.text = text;
   state.tokens = tokens;
+  state.pend = pend;
+  state.anchor = anchor;
   $('text').value = text;
+  renderPending();
+  $('undo').disabled = state.undo.length === 0;
+  clearPeek();  // until the new list is there: it may not hold the candidate peeked at
   fetchNext();
 }
 
+// Appends candidate i of the list shown, when that list answers the prompt as it is now: a
+// second click of a double-click, a key repeat or a choice after Undo while the next answer
+// loads finds the prompt changed and adds nothing. The keyboard focus goes to the first
+// candidate, so that Enter next takes the new list's best, not the same slot again.
 function choose(i) {
   const c = state.cands[i];
-  if (!c || !state.tokens || $('cands').classList.contains('stale')) return;
-  state.undo.push({ text: state.text, tokens: state.tokens });
-  const text = c.text ?? c.piece.replace(/\u2581/g, ' ');
-  treeChoose({ id: c.id, text });
-  setPrompt(state.text + text, state.tokens.concat(c.id));
+  if (!c || !state.tokens || state.candsFor !== state.tokens) return;
+  state.undo.push(snapshot());
+  treeChoose({ id: c.id, text: c.text, display: c.display, bytes: bytesOf(c) });
+  const p = addSteps(state, [c]);
+  setPrompt(p.text, p.tokens, p.pend, p.anchor);
+  state.focus = 0;
+  const btns = $('cands').querySelectorAll('.cand');
+  btns.forEach((x, k) => { x.tabIndex = k === 0 ? 0 : -1; });
+  if ($('cands').contains(document.activeElement) && btns.length) btns[0].focus();
 }
 
 function undo() {
   const prev = state.undo.pop();
-  if (prev) setPrompt(prev.text, prev.tokens);
-  $('undo').disabled = state.undo.length === 0;
+  if (prev) setPrompt(prev.text, prev.tokens, prev.pend, prev.anchor);
+}
+
+// The bytes of a character not complete yet, after the text box.
+function renderPending() {
+  const el = $('pending');
+  el.hidden = !state.pend.length;
+  el.textContent = state.pend.length ? 'pending bytes (a character not complete yet): ' +
+    state.pend.map((b) => `<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`).join('') : '';
 }
 
 // ---- how surprising each prompt token was (/v1/score) ----------------------------------
@@ -335,10 +423,26 @@ function hideTip(el) {
 
 const peekCache = new Map();  // "ids" -> {cands, cached}
 let peekFor = '';
+let peekAt = -1;  // the candidate under the pointer or the keyboard focus; -1: none
+
+function clearPeek() {
+  peekFor = '';
+  const box = $('peek');
+  box.replaceChildren(Object.assign(document.createElement('span'), { className: 'muted',
+    textContent: 'Hover or focus a candidate to see what would follow it.' }));
+  delete box.dataset.for;
+  delete box.dataset.cached;
+}
+
+// A new list (after a choice, Undo, a view temperature): the peek shows its candidate or none.
+function refreshPeek() {
+  if (peekAt >= 0 && peekAt < state.cands.length) peek(peekAt);
+  else clearPeek();
+}
 
 async function peek(i) {
   const c = state.cands[i];
-  if (!c || !state.tokens) return;
+  if (!c || !state.tokens || state.candsFor !== state.tokens) return;
   const tokens = state.tokens.concat(c.id);
   const key = tokens.join(',') + '@' + state.viewTemp;
   peekFor = key;
@@ -357,15 +461,14 @@ async function peek(i) {
   const box = $('peek');
   box.replaceChildren(Object.assign(document.createElement('span'), { className: 'muted', textContent: 'after ' }),
     pieceNode(c), document.createTextNode(': '));
-  hit.cands.forEach((d, k) => {
+  hit.cands.forEach((d) => {  // chips, not " · ": a separator would read as a candidate
     const s = document.createElement('span');
     s.className = 'peek-c';
-    s.append(pieceNode(d), document.createTextNode(' ' + pct(d.prob)));
+    s.append(pieceNode(d), Object.assign(document.createElement('span'), { className: 'pct', textContent: pct(d.prob) }));
     box.appendChild(s);
-    if (k < hit.cands.length - 1) box.appendChild(document.createTextNode(' · '));
   });
   box.appendChild(Object.assign(document.createElement('span'), {
-    className: 'muted peek-src', textContent: hit.cached ? ' (from the prefix cache: no forward pass)' : ' (computed now)' }));
+    className: 'muted peek-src', textContent: hit.cached ? 'ready in advance' : 'computed now' }));
   box.dataset.cached = hit.cached ? '1' : '0';
   box.dataset.for = key;
 }
@@ -374,20 +477,19 @@ async function peek(i) {
 
 function clampTemp(t) { return Math.max(0.1, Math.min(3, Math.round(t * 100) / 100)); }
 
+// The server's figures of the whole distribution at the view temperature.
 function renderDist() {
-  const el = $('dist-stats');
-  if (!state.all.length) { el.innerHTML = '&nbsp;'; return; }
-  const mass10 = state.cands.reduce((a, c) => a + c.prob, 0);
-  const massAll = state.all.reduce((a, c) => a + c.prob, 0);
-  let h = 0;
-  for (const c of state.all) if (c.prob > 0) h -= c.prob * Math.log2(c.prob);
-  // the rest, spread evenly over the other tokens: an upper bound of its share
-  const rest = Math.max(0, 1 - massAll), nRest = Math.max(1, (state.vocab || 51200) - state.all.length);
-  if (rest > 0) h -= rest * Math.log2(rest / nRest);
-  el.textContent = `top ${state.cands.length} cover ${pct(mass10)} · top ${state.all.length} ${pct(massAll)} · entropy ≈ ${h.toFixed(2)} bits`;
-  el.title = `Entropy of the full distribution at temperature ${state.viewTemp}: the top ${state.all.length} exactly, the remaining ${pct(rest)} counted as spread evenly over the other tokens (an upper bound).`;
-  el.dataset.mass10 = mass10;
-  el.dataset.entropy = h;
+  const el = $('dist-stats'), d = state.dist;
+  if (!d || !state.cands.length || typeof d.entropy !== 'number') {
+    el.innerHTML = '&nbsp;';
+    delete el.dataset.mass10;
+    delete el.dataset.entropy;
+    return;
+  }
+  el.textContent = `top ${state.cands.length} cover ${pct(d.mass)} · entropy ${d.entropy.toFixed(2)} bits`;
+  el.title = `Entropy of the next-token distribution at view temperature ${state.viewTemp}, over the whole vocabulary.`;
+  el.dataset.mass10 = d.mass;
+  el.dataset.entropy = d.entropy;
 }
 
 // ---- the tree of choices --------------------------------------------------------------------
@@ -426,10 +528,10 @@ function treeChoose(c) {
 function treeJump(p, k) {
   const tr = state.tree, path = tr.paths[p];
   if (!tr.root || !path) return;
-  state.undo.push({ text: state.text, tokens: state.tokens });
+  state.undo.push(snapshot());
   tr.at = [p, k];
-  const steps = path.slice(0, k);
-  setPrompt(tr.root.text + steps.map((c) => c.text).join(''), tr.root.tokens.concat(steps.map((c) => c.id)));
+  const q = addSteps(tr.root, path.slice(0, k));
+  setPrompt(q.text, q.tokens, q.pend, q.anchor);
 }
 
 // The first step where path p leaves the earlier paths (its branch point).
@@ -459,7 +561,7 @@ function renderTree() {
     const label = p === 0 ? 'Path 1' : `Branch ${p + 1}, from step ${from}`;
     li.setAttribute('aria-label', label);
     const head = Object.assign(document.createElement('button'), { type: 'button', className: 'step root',
-      textContent: from ? `↳ ${from}` : '●' });
+      textContent: from ? `↳ ${from}` : p ? '↳ start' : '●' });  // a branch from the start is not Path 1
     head.dataset.key = `${p}.${from}`;
     head.dataset.p = p; head.dataset.k = from;
     head.setAttribute('aria-label', from ? `${label}: back to step ${from}` : 'Back to the typed prompt');
@@ -492,11 +594,11 @@ async function treeFromUrl(p, text, tokens) {
   try {
     const paths = await Promise.all(ids.map(async (a) => {
       const j = await (await api('/v1/score', { tokens: rootTokens.concat(a) })).json();
-      return j.scores.slice(n).map((s) => ({ id: s.id, text: s.text }));
+      return j.scores.slice(n).map((s) => ({ id: s.id, text: s.text, display: s.display, bytes: s.bytes }));
     }));
     const [ap, ak] = (p.get('at') || '0.0').split('.').map(Number);
     const cur = paths[ap] ? paths[ap].slice(0, ak) : [];
-    const curText = cur.map((c) => c.text).join('');
+    const curText = addSteps({ text: '', tokens: [] }, cur).text;
     const rootText = text.endsWith(curText) ? text.slice(0, text.length - curText.length) : text;
     state.tree = { root: { text: rootText, tokens: rootTokens }, paths, at: [ap || 0, ak || 0] };
   } catch (e) {
@@ -554,7 +656,7 @@ async function generate(ev) {
     stream: true, max_tokens: num('max_tokens'), temperature: num('temperature'),
     top_k: num('top_k'), top_p: num('top_p'), seed: num('seed'),
     repetition_penalty: num('repetition_penalty'), presence_penalty: num('presence_penalty'),
-    frequency_penalty: num('frequency_penalty'),
+    frequency_penalty: num('frequency_penalty'), ignore_eos: $('ignore_eos').checked,
   });
   gen = { ctl: new AbortController(), base, ids: [], text: '', exact: true };
   const g = gen;
@@ -613,10 +715,11 @@ async function generate(ev) {
 
 function adopt() {
   if (!gen || gen.ctl || !gen.text) return;
-  state.undo.push({ text: state.text, tokens: state.tokens });
+  state.undo.push(snapshot());
   const b = gen.base;
   const exact = b.tokens && gen.exact && gen.ids.length;  // else tokenize the text anew
-  setPrompt(b.text + gen.text, exact ? b.tokens.concat(gen.ids) : null);
+  const tokens = exact ? b.tokens.concat(gen.ids) : null;
+  setPrompt(b.text + gen.text, tokens, [], exact ? { text: b.text + gen.text, tokens } : null);
   $('adopt').disabled = true;
 }
 
@@ -629,8 +732,8 @@ async function checkModel() {
     const m = (j.data && j.data[0]) || {};
     $('model-name').textContent = m.id || 'model loaded';
     if (m.n_ctx > 0) $('max_tokens').max = m.n_ctx;  // the daemon refuses more
-    if (m.vocab_size > 0) state.vocab = m.vocab_size;
     el.className = 'model ok';
+    if ($('cands').classList.contains('stale') && !composing) schedule(0);  // back after an outage
   } catch (e) {
     $('model-name').textContent = e.status === 503 ? 'model loading…' : 'server unreachable';
     el.className = 'model bad';
@@ -638,17 +741,35 @@ async function checkModel() {
   }
 }
 
+// A request found no server: the status says so until checkModel reaches it again.
+function serverDown() {
+  if ($('model').classList.contains('bad')) return;  // already polling
+  $('model-name').textContent = 'server unreachable';
+  $('model').className = 'model bad';
+  setTimeout(checkModel, 3000);
+}
+
 const editable = (el) => el && (el.tagName === 'TEXTAREA' || el.tagName === 'INPUT' || el.isContentEditable);
 
 function wire() {
   const text = $('text');
-  text.addEventListener('input', () => {
+  text.addEventListener('input', (e) => {
     state.text = text.value;
-    state.tokens = null;  // edited: tokenize anew
+    state.tokens = null;  // edited: tokenize anew (what follows the anchor, when it still holds)
+    if (state.anchor && !state.text.startsWith(state.anchor.text)) state.anchor = null;
+    if (state.pend.length && state.text !== (state.anchor || {}).text) state.pend = [];  // cut short
+    renderPending();
     seq++;
     if (inflight) inflight.abort();
     $('cands').classList.add('stale');
     syncUrl();
+    if (composing || e.isComposing) clearTimeout(timer);  // "날ㅆ" is not what the user means
+    else schedule(DEBOUNCE_MS);
+  });
+  text.addEventListener('compositionstart', () => { composing = true; clearTimeout(timer); });
+  text.addEventListener('compositionend', () => {
+    composing = false;
+    state.text = text.value;  // Chrome's last input event came before this
     schedule(DEBOUNCE_MS);
   });
   text.addEventListener('keydown', (e) => {  // ↓ at the end of the text: into the list
@@ -687,7 +808,7 @@ function wire() {
   });
   $('undo').addEventListener('click', undo);
   $('clear').addEventListener('click', () => {
-    if (state.text) state.undo.push({ text: state.text, tokens: state.tokens });
+    if (state.text || state.tokens) state.undo.push(snapshot());
     setPrompt('', null);
     text.focus();
   });
@@ -729,10 +850,16 @@ function wire() {
   });
   const onPeek = (e) => {
     const b = e.target.closest('.cand');
-    if (b) peek(Number(b.dataset.i));
+    if (b) peek((peekAt = Number(b.dataset.i)));
   };
   $('cands').addEventListener('mouseover', onPeek);
   $('cands').addEventListener('focusin', onPeek);
+  const offPeek = () => {
+    const f = $('cands').contains(document.activeElement) && document.activeElement.closest('.cand');
+    peekAt = f ? Number(f.dataset.i) : -1;
+  };
+  $('cands').addEventListener('mouseleave', offPeek);
+  $('cands').addEventListener('focusout', (e) => { if (!$('cands').contains(e.relatedTarget)) offPeek(); });
   $('tree').addEventListener('click', (e) => {
     const b = e.target.closest('.step');
     if (b) treeJump(Number(b.dataset.p), Number(b.dataset.k));

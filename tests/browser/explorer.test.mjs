@@ -12,6 +12,12 @@
 // the generate panel's penalties (greedy "이 책은" must not loop on the default model), the
 // layout-shift score while candidates arrive, focus order and accessible names, and
 // screenshots at 390 and 1280 px in light and dark.
+// Issue 26 (real daemon only): the exact entropy against the whole distribution from
+// `kogpt2 next --top-k V` (the CLI beside KG_DAEMON, or KG_CLI), a double-click and repeated
+// keys while the next answer loads, IME composition events, the peek after Undo and a view
+// temperature, Enter after a choice, an over-long prompt and a server gone, the small things
+// (aligned inputs, visible __, bar widths, peek chips, a branch from the start, /favicon.ico),
+// and layout shift over the first stats line and the error banner; screenshots explorer-26-*.png.
 // Saves screenshots and prints their paths. Exit 0: passed; 1: a check failed; 77: skipped
 // (no chromium, no node_modules, or KG_SERVER_URL unreachable).
 //
@@ -27,7 +33,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import net from 'node:net';
-import { spawn } from 'node:child_process';
+import { spawn, execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -114,8 +120,12 @@ const page = ctx.pages()[0] || (await ctx.newPage());
 await page.addInitScript(() => {
   window.__cls = 0;
   window.__shifts = [];
+  window.__allShift = 0;  // input included: the stats line appears within 500 ms of typing
   new PerformanceObserver((l) => {
-    for (const e of l.getEntries()) if (!e.hadRecentInput) { window.__cls += e.value; window.__shifts.push(e.value); }
+    for (const e of l.getEntries()) {
+      window.__allShift += e.value;
+      if (!e.hadRecentInput) { window.__cls += e.value; window.__shifts.push(e.value); }
+    }
   }).observe({ type: 'layout-shift', buffered: true });
 });
 const pageErrors = [];
@@ -321,6 +331,293 @@ async function issue17() {
   await settled();
 }
 
+const post = async (p, body) => (await fetch(base + p, { method: 'POST', headers: { 'Content-Type': 'application/json' },
+  body: JSON.stringify(body) })).json();
+const sleep = (ms) => new Promise((ok) => setTimeout(ok, ms));
+const shot = async (name) => {
+  const f = path.join(ART, `explorer-26-${name}.png`);
+  await page.screenshot({ path: f, fullPage: true });
+  console.log(`# screenshot: ${f}`);
+};
+async function typePrompt(t) {
+  await page.fill('#text', '');
+  await page.locator('#text').pressSequentially(t, { delay: 5 });
+  await settled();
+}
+
+// The entropy in bits of the distribution at temperature T from every token's logprob at T = 1:
+// the page's figure must be this, not a bound from the ten shown.
+function entropyOf(logprobs, T) {
+  const z = logprobs.map((l) => l / T), mx = Math.max(...z);
+  const lse = mx + Math.log(z.reduce((a, x) => a + Math.exp(x - mx), 0));
+  return -z.reduce((h, x) => h + Math.exp(x - lse) * (x - lse), 0) / Math.LN2;
+}
+
+// Issue 26 (1): the prompt stays a token path. The next-token answers are replaced by the
+// server's own token objects (from /v1/score) of the three bytes of "진" and </s>, so that
+// they can be clicked wherever the model would rank them.
+async function issue26Tokens() {
+  await typePrompt('오늘');
+  const base = await page.evaluate(() => state.tokens.slice());
+  const jin = [0xec, 0xa7, 0x84];
+  const sc = await post('/v1/score', { tokens: [2, ...jin.map((b) => b + 3)] });
+  const toks = sc.scores.map(({ id, piece, text, display, bytes }) => ({ id, piece, text, display, bytes }));
+  const [eos, ...bytes] = toks;
+  check(bytes.every((t, i) => t.piece === `<0x${jin[i].toString(16).toUpperCase()}>` && t.bytes[0] === jin[i]) &&
+    eos.piece === '</s>' && eos.bytes.length === 0 && eos.display === '</s>',
+  '/v1/score gives each token its bytes and a display form', JSON.stringify(toks));
+  const a = await post('/v1/score', { tokens: [2, 100] });
+  const dt = await post('/v1/detokenize', { tokens: [100] });
+  check(a.scores[1].text === dt.text && dt.text === 'a', "/v1/score's text of a byte token is /v1/detokenize's",
+    `${a.scores[1].text} vs ${dt.text}`);
+  const list = toks.map((t, i) => Object.assign({ prob: 0.2 - i / 100, logprob: Math.log(0.2 - i / 100) }, t));
+  await page.route('**/v1/next-token', async (r) => {
+    const b = r.request().postDataJSON();
+    await r.fulfill({ contentType: 'application/json', body: JSON.stringify({ model: 'm', tokens: b.tokens || base,
+      candidates: list.slice(0, b.top_k), entropy_bits: 3, candidates_mass: 0.7, prompt_tokens: (b.tokens || base).length,
+      cached_tokens: 0, timings: { total_ms: 1 } }) });
+  });
+  await page.fill('#text', '오늘 ');  // a fresh answer from the route
+  await page.keyboard.press('Backspace');
+  const click = async (id) => { await page.click(`#cands .cand[data-id="${id}"]`); await settled(toks.length); };
+  await page.locator('#text').press('End');
+  await settled(toks.length);
+  await click(bytes[0].id);
+  await click(bytes[1].id);
+  const mid = { text: await prompt(), pend: await page.textContent('#pending'), hidden: await page.isHidden('#pending') };
+  check(mid.text === '오늘' && !mid.hidden && /<0xEC><0xA7>/.test(mid.pend),
+    'two bytes of a character show as pending bytes, not as text', JSON.stringify(mid));
+  await click(bytes[2].id);
+  const ids = await page.evaluate(() => state.tokens.slice());
+  check(await prompt() === '오늘진' && await page.isHidden('#pending') &&
+    JSON.stringify(ids) === JSON.stringify(base.concat(bytes.map((t) => t.id))),
+  'the three byte candidates of "진" show "진", and the prompt is those three ids', `${await prompt()} ${ids}`);
+  await click(eos.id);
+  const afterEos = await page.evaluate(() => state.tokens.slice());
+  check(await prompt() === '오늘진' && afterEos[afterEos.length - 1] === 2, 'clicking </s> keeps id 2, with no literal "</s>"',
+    `${await prompt()} ${afterEos}`);
+  await page.unroute('**/v1/next-token');
+  await page.locator('#text').press('End');
+  await page.keyboard.type('이');
+  await settled();
+  const edited = await page.evaluate(() => state.tokens.slice());
+  check(JSON.stringify(edited.slice(0, afterEos.length)) === JSON.stringify(afterEos) && edited.length > afterEos.length &&
+    !(await prompt()).includes('<'), 'after an edit the clicked byte and </s> ids stay; the typed text is tokenized',
+  `${await prompt()} ${edited}`);
+  await scoresShown();
+  const shownToks = await page.textContent('#toks');
+  check(shownToks.includes('</s>') && (await page.$$('#toks .piece.special')).length === 1,
+    'the token view shows </s> as a special token', shownToks);
+  await typePrompt('안녕\n하세요');
+  await scoresShown();
+  const nl = await page.textContent('#toks');
+  check(!nl.includes('<0x0A>') && nl.includes('↵'), 'a typed newline shows as ↵, not <0x0A>', nl);
+  await shot('tokens');
+}
+
+async function issue26() {
+  await issue26Tokens();
+  // (5) exact entropy vs the whole vocabulary from the CLI (the same model, every candidate)
+  await typePrompt('이 책은');
+  const ids = await page.evaluate(() => state.tokens.slice());
+  const cli = process.env.KG_CLI || (process.env.KG_DAEMON && path.join(path.dirname(process.env.KG_DAEMON), 'kogpt2'));
+  if (cli && fs.existsSync(cli) && process.env.KG_MODEL_DIR) {
+    const vocab = JSON.parse(fs.readFileSync(path.join(process.env.KG_MODEL_DIR, 'config.json'), 'utf8')).vocab_size;
+    const all = JSON.parse(execFileSync(cli, ['next', '--model', process.env.KG_MODEL_DIR, '--device', 'cpu',
+      '--tokens', ids.join(','), '--top-k', String(vocab), '--json'], { maxBuffer: 1 << 28 }));
+    const lps = all.candidates.map((c) => c.logprob);
+    for (const T of [1, 2]) {
+      const j = await post('/v1/next-token', { tokens: ids, top_k: 10, temperature: T });
+      const want = entropyOf(lps, T), top10 = j.candidates.reduce((a, c) => a + c.prob, 0);
+      // tolerance: float32 logits and probabilities summed over V terms, ~1e-5 bits; 1e-3 stated
+      check(all.candidates.length === vocab && Math.abs(j.entropy_bits - want) < 1e-3 && Math.abs(j.candidates_mass - top10) < 1e-6,
+        `/v1/next-token's entropy_bits is the exact entropy over all ${vocab} tokens at T=${T} (±1e-3 bits)`,
+        `server ${j.entropy_bits.toFixed(5)}, from every logprob ${want.toFixed(5)}, mass ${j.candidates_mass.toFixed(5)}`);
+    }
+    const shown = await page.evaluate(() => ({ h: Number($('dist-stats').dataset.entropy), text: $('dist-stats').textContent }));
+    const want1 = entropyOf(lps, 1);
+    check(Math.abs(shown.h - want1) < 1e-3 && shown.text.includes(want1.toFixed(2)) && !/≈|bound/.test(shown.text),
+      'the page shows the exact entropy', `${shown.text} vs ${want1.toFixed(4)}`);
+  } else {
+    console.log(`# the exact-entropy check needs the CLI beside KG_DAEMON and KG_MODEL_DIR (skipped)`);
+  }
+
+  // (2) a double-click and repeated keys while the next answer loads add the candidate once
+  await settled();
+  const before = await page.evaluate(() => ({ tokens: state.tokens.slice(), text: $('text').value,
+    id: state.cands[1].id, t: state.cands[1].text }));
+  await page.route('**/v1/next-token', async (r) => { await sleep(400); await r.continue().catch(() => {}); });
+  await cands.nth(1).dblclick();
+  await page.keyboard.press('1');
+  await page.keyboard.press('1');
+  await page.unroute('**/v1/next-token');
+  await settled();
+  await page.waitForTimeout(300);
+  const after = await page.evaluate(() => ({ tokens: state.tokens, text: $('text').value }));
+  check(JSON.stringify(after.tokens) === JSON.stringify(before.tokens.concat(before.id)) && after.text === before.text + before.t,
+    'a double-click and two key presses while the answer loads add the candidate once', JSON.stringify(after.text));
+
+  // (6) Enter after a choice takes the new list's best, not the same slot (arrows to the 4th)
+  await cands.nth(0).focus();
+  for (let k = 0; k < 3; k++) await page.keyboard.press('ArrowDown');
+  const c3 = await page.evaluate(() => state.cands[3].id);
+  await page.keyboard.press('Enter');
+  await settled();
+  const best = await page.evaluate(() => state.cands[0].id);
+  await page.keyboard.press('Enter');
+  await settled();
+  const tail = await page.evaluate(() => state.tokens.slice(-2));
+  check(tail[0] === c3 && tail[1] === best, 'Enter after a choice picks the new list\'s top candidate', `${tail} vs ${c3},${best}`);
+
+  // (4) the peek follows the list: after Undo (Backspace in the list) and a view temperature
+  const peekOk = () => page.evaluate(() => {
+    const f = $('peek').dataset.for;
+    return !f || state.cands.some((c) => f === state.tokens.concat(c.id).join(',') + '@' + state.viewTemp);
+  });
+  await cands.nth(2).hover();
+  await page.waitForFunction(() => ($('peek').dataset.for || '').startsWith(state.tokens.join(',') + ','));
+  await page.click('#undo');
+  await settled();
+  await page.waitForTimeout(200);
+  const pu = await peekOk();
+  await cands.nth(2).hover();
+  await page.waitForFunction(() => ($('peek').dataset.for || '').startsWith(state.tokens.join(',') + ','));
+  await page.$eval('#view-temp', (el) => { el.value = '2'; el.dispatchEvent(new Event('input', { bubbles: true })); });
+  await page.waitForFunction(() => state.viewTemp === 2);
+  await settled();
+  await page.waitForFunction(() => ($('peek').dataset.for || '').endsWith('@2'), null, { timeout: 5000 }).catch(() => {});
+  const pt = await peekOk() && await page.evaluate(() => ($('peek').dataset.for || '').endsWith('@2'));
+  check(pu && pt, 'the peek names a listed candidate after Undo and after a view-temperature change');
+  // (11) 1–4 % bars stay visible: a flat view (T = 3)
+  await page.$eval('#view-temp', (el) => { el.value = '3'; el.dispatchEvent(new Event('input', { bubbles: true })); });
+  await page.waitForFunction(() => state.viewTemp === 3);
+  await settled();
+  const bars = await readCands();
+  check(bars.every((b) => b.bar >= 5.9), 'every bar is at least 6 px wide on a flat distribution',
+    bars.map((b) => `${b.pct}:${b.bar.toFixed(1)}`).join(' '));
+  await page.$eval('#view-temp', (el) => { el.value = '1'; el.dispatchEvent(new Event('input', { bubbles: true })); });
+  await page.waitForFunction(() => state.viewTemp === 1);
+  await settled();
+  // (11) the peek: chips, no " · ", plain words for where it came from
+  await page.waitForTimeout(150);
+  await cands.nth(0).hover();
+  await page.waitForFunction(() => $('peek').querySelectorAll('.peek-c').length > 0);
+  const pk = await page.evaluate(() => ({ text: $('peek').textContent, border: getComputedStyle($('peek').querySelector('.peek-c')).borderTopStyle }));
+  check(!pk.text.includes('·') && pk.border === 'solid' && !/prefix cache|forward pass/.test(pk.text),
+    'the peek shows chips without " · " and in plain words', pk.text);
+  await shot('peek');
+  await page.mouse.move(0, 0);
+
+  // (3) IME: half-typed syllables are not sent; the composed text is, once it ends
+  await typePrompt('오늘');
+  let sent = [];
+  const onReq = (r) => { if (r.url().endsWith('/v1/next-token')) sent.push(r.postDataJSON()); };
+  page.on('request', onReq);
+  await page.focus('#text');
+  await page.$eval('#text', (el) => el.dispatchEvent(new CompositionEvent('compositionstart', { data: '' })));
+  for (const part of [' ㄴ', ' 나', ' 날', ' 날ㅆ', ' 날씨']) {
+    await page.$eval('#text', (el, v) => {
+      el.value = '오늘' + v;
+      el.dispatchEvent(new CompositionEvent('compositionupdate', { data: v.trim() }));
+      el.dispatchEvent(new InputEvent('input', { bubbles: true, isComposing: true, inputType: 'insertCompositionText', data: v.trim() }));
+    }, part);
+    await page.waitForTimeout(320);  // past the 250 ms pause that sends typed text
+  }
+  const during = sent.length;
+  await page.$eval('#text', (el) => el.dispatchEvent(new CompositionEvent('compositionend', { data: '씨' })));
+  await settled();
+  await page.waitForTimeout(100);
+  page.off('request', onReq);
+  check(during === 0 && sent.length >= 1 && sent.every((b) => b.text === '오늘 날씨'),
+    'an IME composition is sent only when it ends, as the composed text', `${during} during, then ${JSON.stringify(sent.map((b) => b.text))}`);
+
+  // (11) the small things: inputs in line, __ visible in the footer and on the current step
+  const rows = await page.$$eval('.params label', (ls) => ls.map((l) => ({ row: Math.round(l.getBoundingClientRect().top),
+    top: Math.round(l.querySelector('input').getBoundingClientRect().top) })));
+  const misaligned = rows.filter((a) => rows.some((b) => b.row === a.row && Math.abs(b.top - a.top) > 1));
+  check(misaligned.length === 0, 'the generate inputs of a row are in line (presence penalty included)', JSON.stringify(rows));
+  const contrast = (sel) => page.$eval(sel, (el) => {
+    let bg = el, c = getComputedStyle(el).color;
+    while (bg && /rgba\(0, 0, 0, 0\)|transparent/.test(getComputedStyle(bg).backgroundColor)) bg = bg.parentElement;
+    const op = Number(getComputedStyle(el).opacity);
+    return { color: c, bg: bg ? getComputedStyle(bg).backgroundColor : 'none', op, w: el.getBoundingClientRect().width };
+  });
+  const fl = await contrast('footer .sp');
+  check(fl.color !== fl.bg && fl.w > 4 && fl.op >= 0.5, 'the footer\'s __ legend is visible', JSON.stringify(fl));
+  const sp = await page.evaluate(() => state.cands.findIndex((c) => (c.piece || '').startsWith('\u2581')));
+  if (sp >= 0) {
+    await cands.nth(sp).click();
+    await settled();
+    const cs = await contrast('#tree [aria-current] .sp');
+    check(cs.color !== cs.bg, '__ stays visible on the current step of the path', JSON.stringify(cs));
+  }
+  // a branch from the start reads differently from Path 1
+  await page.click('#tree .branch:first-child .step.root');
+  await settled();
+  const other = await page.evaluate(() => state.cands.findIndex((c) => c.id !== state.tree.paths[0][0].id));
+  await cands.nth(other).click();
+  await settled();
+  const heads = await page.$$eval('#tree .step.root', (bs) => bs.map((b) => b.textContent));
+  check(heads.length >= 2 && new Set(heads).size === heads.length, 'a branch from the start is marked apart from Path 1', heads.join(' | '));
+  await shot('branch');
+  const fav = await fetch(base + '/favicon.ico');
+  check(fav.status === 200 && /icon/.test(fav.headers.get('content-type') || ''), '/favicon.ico is served',
+    `${fav.status} ${fav.headers.get('content-type')}`);
+
+  // (10) an over-long prompt: a human message, and no figures of the previous prompt
+  await typePrompt('오늘 날씨가');
+  await scoresShown();
+  const nCtx = (await (await fetch(base + '/v1/models')).json()).data[0].n_ctx || 1024;
+  await page.fill('#text', '가나다라마바사 '.repeat(Math.ceil(nCtx / 2)));
+  await page.waitForSelector('#error:not([hidden])');
+  const long = await page.evaluate(() => ({ err: $('error').textContent, toks: document.querySelectorAll('#toks .tok').length,
+    stats: $('stats').textContent, ent: $('dist-stats').dataset.entropy }));
+  check(/too long/.test(long.err) && !/n_prompt_tokens|n_ctx/.test(long.err) && long.toks === 0 && long.stats === '' && long.ent === undefined,
+    'an over-long prompt is explained in words and the old colours and figures are gone', JSON.stringify(long));
+  await shot('too-long');
+  // the server gone: the dot turns red, Undo stays usable
+  await typePrompt('오늘 날씨가');
+  await page.route('**/v1/**', (r) => r.abort('connectionrefused'));
+  const was = await prompt();
+  await cands.nth(0).click();
+  await page.waitForSelector('#error:not([hidden])');
+  const gone = await page.evaluate(() => ({ dot: $('model').className, undo: $('undo').disabled, name: $('model-name').textContent }));
+  await shot('server-gone');
+  await page.click('#undo');
+  check(/bad/.test(gone.dot) && !gone.undo && await prompt() === was, 'with the server gone the dot turns red and Undo still works',
+    JSON.stringify(gone));
+  await page.unroute('**/v1/**');
+  await page.waitForFunction(() => $('model').classList.contains('ok'), null, { timeout: 10000 });
+  await settled();
+  await page.waitForSelector('#error', { state: 'hidden' });
+  check(true, 'the page recovers by itself when the server is back');
+
+  // (9) layout shift: the first stats line and the error banner move nothing
+  await page.goto(base + '/');
+  await page.waitForFunction(() => document.querySelector('#model').classList.contains('ok'));
+  const pos = () => page.evaluate(() => ['gen-h', 'next-h', 'toks-h'].map((id) => Math.round($(id).getBoundingClientRect().top)).join(','));
+  const s0 = await page.evaluate(() => window.__allShift), p0 = await pos();
+  await page.locator('#text').pressSequentially('오늘 날씨가', { delay: 5 });
+  await settled();
+  await page.waitForTimeout(600);
+  const s1 = await page.evaluate(() => window.__allShift), p1 = await pos();
+  await page.route('**/v1/next-token', (r) => r.fulfill({ status: 422, contentType: 'application/json',
+    body: JSON.stringify({ error: { code: 422, type: 'invalid_request_error', message: 'nope' } }) }), { times: 1 });
+  await page.keyboard.type('은');
+  await page.waitForSelector('#error:not([hidden])');
+  await page.waitForTimeout(300);
+  const p2 = await pos();
+  await page.keyboard.press('Backspace');
+  await page.waitForSelector('#error', { state: 'hidden' });
+  await settled();
+  await page.waitForTimeout(300);
+  const s3 = await page.evaluate(() => window.__allShift), p3 = await pos();
+  check(p0 === p1 && p1 === p2 && p2 === p3 && s3 - s0 < 0.01 && (await page.textContent('#stats')).length > 0,
+    'no layout shift when the stats line first appears or the error banner comes and goes (input included)',
+    `shift ${(s1 - s0).toFixed(4)} + ${(s3 - s1).toFixed(4)}; tops ${p0} / ${p1} / ${p2} / ${p3}`);
+  await typePrompt(PROMPT);
+}
+
 try {
   // 1. load, type Korean, 10 candidates
   await page.goto(base + '/');
@@ -391,7 +688,11 @@ try {
   // 5b. issue 17 on the real daemon: token colours, peek, tree, distribution, keyboard, CLS
   await page.mouse.move(0, 0);
   if (mock) console.log('# issue 17 checks need the real daemon (skipped on the mock)');
-  else await issue17();
+  else {
+    await issue17();
+    await page.mouse.move(0, 0);
+    await issue26();
+  }
   await page.mouse.move(0, 0);
 
   // 6. errors shown kindly: a 429 with Retry-After, then the automatic retry recovers

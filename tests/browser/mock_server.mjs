@@ -134,9 +134,12 @@ function api(req, res, body) {
       if (!toks) return;
       const k = body.top_k ?? 10;
       if (!Number.isInteger(k) || k < 1) return fail(res, 400, 'invalid_request_error', 'top_k must be a positive integer', 'top_k');
-      const cands = distribution(toks).slice(0, k).map((c) => ({
+      const dist = distribution(toks);
+      const cands = dist.slice(0, k).map((c) => ({
         id: c.id, piece: pieces[c.id], text: pieceText(c.id), prob: c.prob, logprob: Math.log(c.prob) }));
-      return sendJson(res, 200, { model: MODEL, tokens: toks, candidates: cands, prompt_tokens: toks.length,
+      const entropy = -dist.reduce((h, c) => h + (c.prob > 0 ? c.prob * Math.log2(c.prob) : 0), 0);
+      return sendJson(res, 200, { model: MODEL, tokens: toks, candidates: cands, entropy_bits: entropy,
+        candidates_mass: cands.reduce((m, c) => m + c.prob, 0), prompt_tokens: toks.length,
         cached_tokens: cachedPrefix(toks), timings: { total_ms: 1 + Math.random() * 2 } });
     }
     case '/v1/generate': return generate(req, res, body);
@@ -156,7 +159,8 @@ function api(req, res, body) {
 // The same policy as kogpt2d's server/static.c, so a page that breaks it fails here too.
 const CSP = "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; object-src 'none'; " +
   "base-uri 'none'; frame-ancestors 'none'";
-const TYPES = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8' };
+const TYPES = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8',
+  '.ico': 'image/x-icon' };
 
 function handle(req, res) {
   const url = new URL(req.url, 'http://x');

@@ -3,10 +3,13 @@
 // daemon on a small model.
 //
 //   sdk.mjs       the official openai Node SDK: completions, streams with include_usage, prompt
-//                 arrays, n, chat, models, typed errors, the API key, penalties
+//                 arrays, n, chat, responses, models, typed errors, the API key, penalties
+//   aisdk.mjs     the AI SDK's default provider call (openai(id): /v1/responses), generateText
+//                 and streamText, and openai.chat(id) without a token limit
 //   browser.mjs   the same SDK in Debian's Chromium (playwright-core) against --cors-origin
 //   langchain.mjs LangChain's OpenAI and ChatOpenAI
 //   metrics.mjs   promtool check metrics on a live /metrics, and the metric families expected
+//   hf.mjs        Hugging Face's @huggingface/inference: textGeneration(Stream) with endpointUrl
 //
 // This runner starts a static server (the browser part's page and the SDK's .mjs files) and
 // kogpt2d on free ports (--api-key, --cors-origin the page's origin), runs each part under its
@@ -28,12 +31,14 @@ const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '../..');
 const MODEL_ID = 'kogpt2-clients';
 const API_KEY = 'sekrit';
-const PARTS = [['sdk', 40000], ['browser', 40000], ['langchain', 25000], ['metrics', 20000]];
+const PARTS = [['sdk', 40000], ['aisdk', 25000], ['browser', 40000], ['langchain', 25000],
+  ['metrics', 20000], ['hf', 25000]];
 const WATCHDOG_MS = 150000; // under ctest's TIMEOUT, so the daemon is always ours to stop
 
 const skip = (why) => { console.log(`SKIP: ${why}`); process.exit(SKIP); };
 
-for (const pkg of ['openai', '@langchain/openai', '@langchain/core', 'playwright-core'])
+for (const pkg of ['openai', 'ai', '@ai-sdk/openai', '@langchain/openai', '@langchain/core',
+  'playwright-core', '@huggingface/inference'])
   if (!fs.existsSync(path.join(HERE, 'node_modules', pkg, 'package.json')))
     skip(`${pkg} is not installed (cd tests/clients && npm ci --ignore-scripts)`);
 const daemonBin = process.env.KG_DAEMON || path.join(ROOT, 'build', 'kogpt2d');

@@ -1,5 +1,6 @@
 // sdk.mjs — the official openai Node SDK against kogpt2d: completions (plain, streamed with
-// include_usage, prompt arrays, n > 1), chat completions (plain and streamed), models
+// include_usage, prompt arrays, n > 1), chat completions (plain and streamed; without
+// max_tokens), responses.create (plain, instructions + input_text parts, streamed), models
 // list/retrieve, typed errors, the API key, and penalties that act.
 import OpenAI from 'openai';
 import { expect, short } from './lib.mjs';
@@ -155,6 +156,56 @@ export async function run({ checks, v1, model, key, daemonUrl }) {
     expect(['stop', 'length'].includes(finish), 'no chunk has finish_reason stop or length', chunks);
     expect(deltas.some((d) => d.content) || finish === 'stop', 'no content delta, yet not stopped', deltas);
     expectUsageChunk(chunks, 'chat stream', true);
+  });
+
+  await check('chat without max_tokens: a non-empty reply that ends at the model\'s stop (not at 16 tokens)', async () => {
+    const r = await client.chat.completions.create({ model, messages: [{ role: 'user', content: '오늘 날씨 어때요?' }], temperature: 0 });
+    const c = r.choices?.[0];
+    expect(c?.message?.content?.trim().length > 0, 'the reply is empty', r);
+    expect(c.finish_reason === 'stop', 'finish_reason is not stop', r);
+  });
+
+  await check('responses.create: a string input, a response object with its message and usage', async () => {
+    const r = await client.responses.create({ model, input: '오늘 날씨 어때요?', temperature: 0 });
+    expect(r.object === 'response' && r.id?.startsWith('resp_') && r.status === 'completed', 'not a completed response', r);
+    expect(r.output?.length === 1 && r.output[0].type === 'message' && r.output[0].role === 'assistant' &&
+      r.output[0].id?.startsWith('msg_'), 'output is not one assistant message', r.output);
+    const part = r.output[0].content?.[0];
+    expect(part?.type === 'output_text' && Array.isArray(part.annotations), 'content[0] is not output_text', r.output[0]);
+    expect(r.output_text === part.text && part.text.trim().length > 0, "the SDK's output_text is not the non-empty text", r);
+    const u = r.usage;
+    expect(u?.input_tokens > 0 && u.output_tokens > 0 && u.total_tokens === u.input_tokens + u.output_tokens,
+      'usage is not {input_tokens, output_tokens, total_tokens}', u);
+  });
+
+  await check('responses.create with instructions, messages of input_text parts and max_output_tokens: incomplete', async () => {
+    const r = await client.responses.create({ model, instructions: '짧게 대답하세요.', max_output_tokens: 3, temperature: 0,
+      input: [{ role: 'user', content: [{ type: 'input_text', text: '배고파' }] }], ignore_eos: true });
+    expect(r.status === 'incomplete' && r.incomplete_details?.reason === 'max_output_tokens', 'not incomplete (max_output_tokens)', r);
+    expect(r.usage?.output_tokens === 3 && r.instructions === '짧게 대답하세요.' && r.max_output_tokens === 3,
+      'usage.output_tokens, instructions or max_output_tokens not as asked', r);
+  });
+
+  await check('responses.create stream: OpenAI\'s events in order, deltas that make the text', async () => {
+    const events = await collect(await client.responses.create({ model, input: '오늘 날씨 어때요?', temperature: 0, stream: true }));
+    const types = events.map((e) => e.type);
+    const deltas = types.filter((t) => t === 'response.output_text.delta').length;
+    const want = ['response.created', 'response.in_progress', 'response.output_item.added', 'response.content_part.added',
+      ...Array(deltas).fill('response.output_text.delta'), 'response.output_text.done', 'response.content_part.done',
+      'response.output_item.done', 'response.completed'];
+    expect(deltas > 0 && JSON.stringify(types) === JSON.stringify(want), 'the events are not in order', types);
+    expect(events.every((e, i) => e.sequence_number === i), 'sequence_number is not 0, 1, 2, ...', events.map((e) => e.sequence_number));
+    const text = events.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta).join('');
+    const done = events.at(-1).response;
+    expect(text.length > 0 && text === events.find((e) => e.type === 'response.output_text.done').text &&
+      done.output[0].content[0].text === text, 'the deltas are not the text', { text, done });
+    expect(done.usage?.output_tokens > 0, 'no usage in response.completed', done);
+  });
+
+  await check('responses.create with tools is refused by name (a 4xx)', async () => {
+    const e = await thrown(() => client.responses.create({ model, input: 'a',
+      tools: [{ type: 'function', name: 'f', parameters: { type: 'object', properties: {} } }] }), 'tools');
+    expect(e?.status >= 400 && e.status < 500 && /tools/.test(e.message), 'not a 4xx naming tools', describe(e));
   });
 
   await check('models.list() contains the served id', async () => {

@@ -77,6 +77,11 @@ cJSON *srv_error_json(int status, const char *message, const char *param) {
     return j;
 }
 
+cJSON *srv_req_error_json(const SrvReq *r, int status, const char *message, const char *param) {
+    (void)r;
+    return srv_error_json(status, message, param);
+}
+
 double srv_now(void) { return 0; }
 
 int srv_status_from_err(int kg_code) {
