@@ -1,4 +1,4 @@
-// logits.c — one row of logits on the host: log-sum-exp, entropy, top k (logits.h).
+// logits.c — one row of logits on the host: log-sum-exp, entropy, top k, rank (logits.h).
 #include "logits.h"
 
 #include <math.h>
@@ -54,6 +54,20 @@ int logits_ranks_before(const KgCandidate *a, const KgCandidate *b) {
     if (isnan(a->logit) || isnan(b->logit))
         return isnan(b->logit) && (!isnan(a->logit) || a->id < b->id);
     return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+}
+
+size_t logits_rank(const float *logits, size_t V, int id) {
+    float x = logits[id];
+    size_t before = 0;
+    if (isnan(x)) { // after every number, and after the NaNs of lower ids
+        for (size_t i = 0; i < V; i++)
+            before += !isnan(logits[i]) || i < (size_t)id;
+        return before + 1;
+    }
+    // a NaN compares false: it never ranks before a number
+    for (size_t i = 0; i < V; i++)
+        before += logits[i] > x || (logits[i] == x && i < (size_t)id);
+    return before + 1;
 }
 
 // Min-heap on rank: heap[0] is the weakest of the k kept so far.

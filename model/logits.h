@@ -1,8 +1,8 @@
-// logits.h — host math on one row of V logits: its log-sum-exp, its entropy and its k most
-// probable tokens. The CPU backend's logits_topk is logits_topk itself; the CUDA backend's is
-// checked against it and falls back to it for a k beyond its kernel; the sampler and the
-// engine use it on the rows they hold. It sits beside backend.h (KgCandidate) and kgmath.h,
-// below the backends and the graph, and depends on nothing above them.
+// logits.h — host math on one row of V logits: its log-sum-exp, its entropy, its k most
+// probable tokens and a token's rank among them all. The CPU backend's logits_topk is logits_topk
+// itself; the CUDA backend's is checked against it and falls back to it for a k beyond its kernel;
+// the sampler and the engine use it on the rows they hold. It sits beside backend.h (KgCandidate)
+// and kgmath.h, below the backends and the graph, and depends on nothing above them.
 #ifndef LOGITS_H
 #define LOGITS_H
 
@@ -32,6 +32,11 @@ double logits_entropy(const float *logits, size_t V, float temperature);
 // 1 when a ranks before b: higher logit, then lower id; a NaN logit ranks after every number
 // (the order stays total, so heaps and sorts over candidates stay consistent).
 int logits_ranks_before(const KgCandidate *a, const KgCandidate *b);
+
+// Token id's rank among all V logits in logits_ranks_before's order: 1 + how many tokens rank
+// before it (1 = the most probable). Exact over the whole row, one O(V) pass with no sort:
+// cheaper than the log-sum-exp beside it.
+size_t logits_rank(const float *logits, size_t V, int id);
 
 // The k most probable tokens (k <= V), highest first, ties broken by lower id, NaN logits
 // last, with their full-vocabulary probabilities. One pass over V with a k-sized min-heap.

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/kg_json.h"
 #include "chat_prompt.h"
 #include "chat_template/chat_template.h"
 #include "job.h"
@@ -356,9 +357,15 @@ static int chat_config_template(const char *model_dir, char **source, char *err)
     char path[4096], *text;
     if (kg_path_join(path, sizeof path, model_dir, "tokenizer_config.json") || access(path, F_OK))
         return KG_OK;
-    int rc = kg_read_file(path, 16 << 20, &text, NULL, err);
+    size_t len;
+    int rc = kg_read_file(path, 16 << 20, &text, &len, err);
     if (rc) return rc;
-    cJSON *j_root = cJSON_Parse(text);
+    // a NUL in a string would cut the template short, or make "default\u0000x" "default"
+    if ((rc = kg_json_check_nul(text, len, path, err))) {
+        free(text);
+        return rc;
+    }
+    cJSON *j_root = cJSON_ParseWithLength(text, len);
     free(text);
     if (!j_root) return kg_err(err, KG_EFORMAT, "%s: not JSON", path);
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(j_root, "chat_template");

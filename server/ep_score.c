@@ -1,15 +1,17 @@
 // ep_score.c — POST /v1/score: how surprising each prompt token was (the Explorer colours the
 // prompt by it, as GLTR did).
 //
-//   {"text"|"tokens"}
+//   {"text"|"tokens", "top_alternatives" 0..SCORE_MAX_ALTERNATIVES (0)}
 //   -> {model, tokens, scores [{id, piece, text, display, bytes, logprob, prob, rank, top {id,
-//       piece, text, display, bytes, prob}}] one per prompt token, prompt_tokens, cached_tokens,
-//       timings}   (a token's fields as api_token_json gives them: text as /v1/detokenize has it)
+//       piece, text, display, bytes, logprob, prob}, alternatives [top_alternatives of them, as
+//       top] (only when asked)}] one per prompt token, prompt_tokens, cached_tokens, timings}
+//      (a token's fields as api_token_json gives them: text as /v1/detokenize has it)
 //
 // A token's logprob and prob are those of the full-vocabulary softmax of the raw logits at the
-// prefix before it (what /v1/next-token answers there); rank is 1 for the model's own top
-// choice (top), up to SCORE_TOP_RANK, and null beyond. The first token, which nothing
-// predicts, has logprob, prob, rank and top null.
+// prefix before it (what /v1/next-token answers there); rank is its place among all the
+// vocabulary's tokens there, exact however far down (1: the model's own top choice, top);
+// alternatives are the model's best tokens there, best first (GLTR's tooltip). The first token,
+// which nothing predicts, has logprob, prob, rank, top and alternatives null.
 //
 // Cost. A position's score depends only on the tokens up to it, so positions of an earlier
 // request sharing the prefix come from the app's memo (score_memo.h; cached_tokens counts
@@ -23,10 +25,10 @@
 #include <stdlib.h>
 
 #include "job.h"
+#include "json_in.h"
 #include "score_memo.h"
 
-#define SCORE_TOP_RANK 100 // ranks reported exactly; beyond is null
-#define SCORE_TAIL     2   // positions left that go through the prefix cache
+#define SCORE_TAIL 2 // positions left that go through the prefix cache
 
 typedef struct {
     int *prompt; // (n_prompt) ids
@@ -36,22 +38,28 @@ typedef struct {
     int whole;          // one prompt-scoring job (else one next-token job per position left)
     size_t next_prompt; // whole: the next prompt position the engine reports
     ScoreMemo *memo;    // the app's; NULL (out of memory): nothing is remembered
+    size_t n_alt;       // alternatives per position in the reply (top_alternatives)
 } Score;
 
-// Position k's score from the candidates there (best first): the token's rank, and its
-// logprob when found among them (else the caller's).
-static void score_set(ScorePos *p, const KgCandidate *c, size_t n, float logprob) {
+// A position's score from the candidates there (best first): the best SCORE_MAX_ALTERNATIVES
+// are kept whatever the request asks, so the memo serves any later one. rank and logprob are
+// the engine's when it gives a rank; else (rank 0) the candidates are the whole vocabulary and
+// the token's place among them is its rank.
+static void score_set(ScorePos *p, const KgCandidate *c, size_t n, float logprob, size_t rank) {
     p->scored = 1;
     p->logprob = logprob;
-    p->rank = 0;
-    for (size_t r = 0; r < n; r++)
+    p->rank = (int)rank;
+    for (size_t r = 0; !rank && r < n; r++)
         if (c[r].id == p->id) {
-            p->rank = r < SCORE_TOP_RANK ? (int)r + 1 : 0;
+            p->rank = (int)r + 1;
             p->logprob = c[r].logprob;
             break;
         }
-    p->top_id = n ? c[0].id : -1;
-    p->top_logprob = n ? c[0].logprob : 0.0f;
+    p->n_alt = n < SCORE_MAX_ALTERNATIVES ? n : SCORE_MAX_ALTERNATIVES;
+    for (size_t r = 0; r < p->n_alt; r++) {
+        p->alt_id[r] = c[r].id;
+        p->alt_logprob[r] = c[r].logprob;
+    }
 }
 
 static int score_token(Job *job, size_t i, const SchedToken *t) {
@@ -60,29 +68,23 @@ static int score_token(Job *job, size_t i, const SchedToken *t) {
         if (!t->prompt) return KG_OK;
         size_t k = s->next_prompt++;
         if (k > 0 && k < s->n_prompt)
-            score_set(&s->pos[k], t->candidates, t->n_candidates, t->logprob);
+            score_set(&s->pos[k], t->candidates, t->n_candidates, t->logprob, t->rank);
         return KG_OK;
     }
     if (t->id == -1 && t->n_candidates) // choice i: next-token at the prefix of position k
-        score_set(&s->pos[s->n_known + i], t->candidates, t->n_candidates, NAN);
+        score_set(&s->pos[s->n_known + i], t->candidates, t->n_candidates, NAN, 0);
     return KG_OK;
 }
 
-// api_token_json's {"id", "piece", "text", "display", "bytes"} of id and its "prob"; with_rank
-// adds "logprob" and "rank" (nulls when not scored).
-static cJSON *score_piece_json(const Tokenizer *tok, int id, float logprob, int scored,
-                               int with_rank, int rank) {
+// api_token_json's {"id", "piece", "text", "display", "bytes"} of id, its "logprob" and
+// "prob" (nulls when not scored).
+static cJSON *score_piece_json(const Tokenizer *tok, int id, float logprob, int scored) {
     cJSON *j = api_token_json(tok, id);
     int ok = j != NULL;
-    if (ok && with_rank)
-        ok = scored ? cJSON_AddNumberToObject(j, "logprob", logprob) != NULL
-                    : cJSON_AddNullToObject(j, "logprob") != NULL;
     if (ok)
-        ok = scored ? cJSON_AddNumberToObject(j, "prob", expf(logprob)) != NULL
-                    : cJSON_AddNullToObject(j, "prob") != NULL;
-    if (ok && with_rank)
-        ok = scored && rank ? cJSON_AddNumberToObject(j, "rank", rank) != NULL
-                            : cJSON_AddNullToObject(j, "rank") != NULL;
+        ok = scored ? cJSON_AddNumberToObject(j, "logprob", logprob) &&
+                          cJSON_AddNumberToObject(j, "prob", expf(logprob))
+                    : cJSON_AddNullToObject(j, "logprob") && cJSON_AddNullToObject(j, "prob");
     if (!ok) {
         cJSON_Delete(j);
         return NULL;
@@ -90,13 +92,39 @@ static cJSON *score_piece_json(const Tokenizer *tok, int id, float logprob, int 
     return j;
 }
 
-static cJSON *score_pos_json(const Tokenizer *tok, const ScorePos *p) {
-    cJSON *j = score_piece_json(tok, p->id, p->logprob, p->scored, 1, p->rank);
-    cJSON *j_top =
-        p->scored ? score_piece_json(tok, p->top_id, p->top_logprob, 1, 0, 0) : cJSON_CreateNull();
-    if (!j || !cJSON_AddItemToObject(j, "top", j_top)) {
-        cJSON_Delete(j);
+// The best n_alt of p's alternatives, or null for the first token.
+static cJSON *score_alternatives_json(const Tokenizer *tok, const ScorePos *p, size_t n_alt) {
+    if (!p->scored) return cJSON_CreateNull();
+    cJSON *j_alt = cJSON_CreateArray();
+    for (size_t r = 0; j_alt && r < n_alt && r < p->n_alt; r++)
+        if (!cJSON_AddItemToArray(j_alt,
+                                  score_piece_json(tok, p->alt_id[r], p->alt_logprob[r], 1))) {
+            cJSON_Delete(j_alt);
+            return NULL;
+        }
+    return j_alt;
+}
+
+// A position's entry: the token, its rank, the model's top choice and, when asked (n_alt > 0),
+// its best n_alt.
+static cJSON *score_pos_json(const Tokenizer *tok, const ScorePos *p, size_t n_alt) {
+    cJSON *j = score_piece_json(tok, p->id, p->logprob, p->scored);
+    int ok = j && (p->scored ? cJSON_AddNumberToObject(j, "rank", p->rank) != NULL
+                             : cJSON_AddNullToObject(j, "rank") != NULL);
+    cJSON *j_top = !ok         ? NULL
+                   : p->scored ? score_piece_json(tok, p->alt_id[0], p->alt_logprob[0], 1)
+                               : cJSON_CreateNull();
+    if (ok && !cJSON_AddItemToObject(j, "top", j_top)) {
         cJSON_Delete(j_top);
+        ok = 0;
+    }
+    cJSON *j_alt = ok && n_alt ? score_alternatives_json(tok, p, n_alt) : NULL;
+    if (ok && n_alt && !cJSON_AddItemToObject(j, "alternatives", j_alt)) {
+        cJSON_Delete(j_alt);
+        ok = 0;
+    }
+    if (!ok) {
+        cJSON_Delete(j);
         return NULL;
     }
     return j;
@@ -117,7 +145,8 @@ static cJSON *score_reply_of(SrvApp *app, const Score *s, Job *job) {
         !(j_scores = cJSON_AddArrayToObject(j_root, "scores")))
         goto fail;
     for (size_t k = 0; k < s->n_prompt; k++)
-        if (!cJSON_AddItemToArray(j_scores, score_pos_json(app->tok, &s->pos[k]))) goto fail;
+        if (!cJSON_AddItemToArray(j_scores, score_pos_json(app->tok, &s->pos[k], s->n_alt)))
+            goto fail;
     if (!cJSON_AddNumberToObject(j_root, "prompt_tokens", (double)s->n_prompt) ||
         !cJSON_AddNumberToObject(j_root, "cached_tokens", (double)cached) ||
         !api_add_timings(j_root, &st))
@@ -153,18 +182,20 @@ static const JobHooks SCORE_HOOKS = {
 static size_t score_jobs(const SrvApp *app, Score *s, SchedParams p[SCORE_TAIL]) {
     size_t n_left = s->n_prompt - s->n_known;
     s->whole = n_left > SCORE_TAIL;
-    if (s->whole) { // every position's candidates in one pass
+    if (s->whole) { // every position's rank and best tokens in one pass
         p[0] = (SchedParams){.kind = SCHED_GENERATE,
                              .tokens = s->prompt,
                              .n_tokens = s->n_prompt,
-                             .n_logprobs = SCORE_TOP_RANK < app->vocab_size ? SCORE_TOP_RANK
-                                                                            : app->vocab_size,
+                             .n_logprobs = SCORE_MAX_ALTERNATIVES < app->vocab_size
+                                               ? SCORE_MAX_ALTERNATIVES
+                                               : app->vocab_size,
                              .temperature = 1,
                              .top_p = 1,
                              .score_prompt = 1};
         return 1;
     }
-    // the whole vocabulary ranked at each prefix: the token's logprob is always found
+    // the whole vocabulary ranked at each prefix (from the prefix cache's logits, no forward
+    // pass): the token's place there is its exact rank
     for (size_t i = 0; i < n_left; i++)
         p[i] = (SchedParams){.kind = SCHED_NEXT_TOKEN,
                              .tokens = s->prompt,
@@ -179,10 +210,12 @@ enum MHD_Result ep_score(SrvReq *r, const cJSON *j_req) {
     SrvApp *app = api_ready(r, &ret);
     if (!app) return ret;
     char err[KG_ERRLEN];
-    const char *param = NULL;
+    const char *param = "top_alternatives";
+    long long n_alt = 0;
     Score *s = calloc(1, sizeof *s);
-    int rc = s ? api_prompt(app, j_req, &s->prompt, &s->n_prompt, &param, err)
+    int rc = s ? json_int(j_req, param, &n_alt, 0, 0, SCORE_MAX_ALTERNATIVES, err)
                : kg_err(err, KG_ENOMEM, "out of memory");
+    if (!rc) rc = api_prompt(app, j_req, &s->prompt, &s->n_prompt, &param, err);
     if (!rc && !(s->pos = calloc(s->n_prompt, sizeof *s->pos)))
         rc = kg_err(err, KG_ENOMEM, "out of memory");
     if (rc) {
@@ -190,7 +223,8 @@ enum MHD_Result ep_score(SrvReq *r, const cJSON *j_req) {
         return srv_reply_kg(r, rc, err, param);
     }
     for (size_t k = 0; k < s->n_prompt; k++)
-        s->pos[k] = (ScorePos){.id = s->prompt[k], .top_id = -1};
+        s->pos[k] = (ScorePos){.id = s->prompt[k]};
+    s->n_alt = (size_t)n_alt;
     s->memo = app->score_memo;
     s->n_known = score_memo_lookup(s->memo, s->prompt, s->n_prompt, s->pos);
     if (s->n_known == 0) s->n_known = 1; // the first token has no score

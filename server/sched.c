@@ -167,7 +167,7 @@ static void sched_end_text(SchedJob *j, SchedState state) {
     char *rest = NULL;
     if (!tok_stream_flush(j->work.stream, &t, &tl, NULL) && !gentext_append(g, t, tl) &&
         (rest = gentext_release(g, g->text.len, &len)) && len)
-        sched_job_emit(j, -1, 0.0f, rest, len, NULL, 0, 0);
+        sched_job_emit(j, -1, 0.0f, rest, len, NULL, 0);
     else
         free(rest);
     sched_job_finish(j, state, KG_OK, NULL);
@@ -190,7 +190,7 @@ static void sched_emit_generated(Sched *s, SchedJob *j, int id, float logprob,
     size_t len;
     char *text = gentext_release(g, upto, &len);
     if (!text) free(candidates);
-    if (!text || sched_job_emit(j, id, logprob, text, len, candidates, j->in.p.n_logprobs, 0)) {
+    if (!text || sched_job_emit(j, id, logprob, text, len, candidates, j->in.p.n_logprobs)) {
         sched_job_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, "out of memory");
         return;
     }
@@ -248,8 +248,8 @@ static void sched_prompt_done(Sched *s, SchedJob *j, const float *logits) {
         sched_generate_step(s, j, logits);
 }
 
-// Emits prompt token id's score: its logprob under logits (NULL for the first token, which
-// nothing predicts) and the n_logprobs candidates there. 0, or an error code with the job
+// Emits prompt token id's score: its logprob and rank under logits (NULL for the first token,
+// which nothing predicts) and the n_logprobs candidates there. 0, or an error code with the job
 // finished.
 static int sched_score_emit(Sched *s, SchedJob *j, int id, const float *logits) {
     const char *piece;
@@ -261,7 +261,8 @@ static int sched_score_emit(Sched *s, SchedJob *j, int id, const float *logits) 
     char *text = !rc && !oom ? strndup(piece, len) : NULL;
     if (!rc && !text) rc = kg_err(err, KG_ENOMEM, "out of memory");
     float lp = logits ? (float)(logits[id] - logits_logsumexp(logits, s->V, 1.0f)) : NAN;
-    if (!rc && sched_job_emit(j, id, lp, text, len, candidates, n_candidates, 1))
+    size_t rank = logits ? logits_rank(logits, s->V, id) : 0;
+    if (!rc && sched_job_emit_score(j, id, lp, text, len, candidates, n_candidates, rank))
         rc = kg_err(err, KG_ENOMEM, "out of memory");
     else if (rc) {
         free(text);

@@ -68,8 +68,9 @@ typedef struct {
     int utf8_strict;
     // score the prompt first (OpenAI's echo with logprobs, as evaluation harnesses use it):
     // one SchedToken with .prompt set per prompt token, in order, each with its logprob
-    // given the tokens before it (NAN for the first) and n_logprobs candidates there. Reads no
-    // cached prefix (every position's logits are needed). max_tokens may then be 0.
+    // given the tokens before it (NAN for the first), its rank and n_logprobs candidates
+    // there. Reads no cached prefix (every position's logits are needed). max_tokens may then
+    // be 0.
     int score_prompt;
     // next-token only: when idle afterwards, run the best candidates one token further and
     // cache them (the Explorer's likely next click). Off by default: it costs a forward pass
@@ -97,6 +98,9 @@ typedef struct {
     const KgCandidate *candidates; // n_candidates of them, best first
     size_t n_candidates;
     int prompt; // a prompt token's score (score_prompt), not a generated token
+    // a prompt token's rank at its position over the whole vocabulary (logits_rank: 1 = the
+    // model's top choice), exact however far down; 0 for the first token and generated ones
+    size_t rank;
     // a next-token entry: the entropy (nats) of the whole distribution its candidates come
     // from, at the job's temperature; else 0
     double entropy;

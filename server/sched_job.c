@@ -109,9 +109,25 @@ end:
 }
 
 int sched_job_emit(SchedJob *j, int id, float logprob, char *text, size_t text_len,
-                   KgCandidate *candidates, size_t n_candidates, int prompt) {
-    return sched_job_push(
-        j, &(SchedToken){id, logprob, text, text_len, candidates, n_candidates, prompt, 0.0});
+                   KgCandidate *candidates, size_t n_candidates) {
+    return sched_job_push(j, &(SchedToken){.id = id,
+                                           .logprob = logprob,
+                                           .text = text,
+                                           .text_len = text_len,
+                                           .candidates = candidates,
+                                           .n_candidates = n_candidates});
+}
+
+int sched_job_emit_score(SchedJob *j, int id, float logprob, char *text, size_t text_len,
+                         KgCandidate *candidates, size_t n_candidates, size_t rank) {
+    return sched_job_push(j, &(SchedToken){.id = id,
+                                           .logprob = logprob,
+                                           .text = text,
+                                           .text_len = text_len,
+                                           .candidates = candidates,
+                                           .n_candidates = n_candidates,
+                                           .prompt = 1,
+                                           .rank = rank});
 }
 
 int sched_job_emit_answer(SchedJob *j, KgCandidate *candidates, size_t n_candidates,

@@ -81,10 +81,14 @@ void sched_job_unref(SchedJob *j);
 // Runs the job's notify callback unless the caller has released the job.
 void sched_job_notify(SchedJob *j);
 
-// Appends one output entry, taking text and candidates (freed on failure). KG_OK or
+// Appends one generated token, taking text and candidates (freed on failure). KG_OK or
 // KG_ENOMEM.
 int sched_job_emit(SchedJob *j, int id, float logprob, char *text, size_t text_len,
-                   KgCandidate *candidates, size_t n_candidates, int prompt);
+                   KgCandidate *candidates, size_t n_candidates);
+// Appends a scored prompt token (score_prompt), as sched_job_emit, with its rank there (0 for
+// the first token, which nothing predicts).
+int sched_job_emit_score(SchedJob *j, int id, float logprob, char *text, size_t text_len,
+                         KgCandidate *candidates, size_t n_candidates, size_t rank);
 // Appends a next-token job's answer: its candidates (taken, freed on failure) and the
 // entropy of the distribution they come from. KG_OK or KG_ENOMEM.
 int sched_job_emit_answer(SchedJob *j, KgCandidate *candidates, size_t n_candidates,

@@ -11,12 +11,20 @@
 
 #include <stddef.h>
 
+// The model's best tokens kept per position (/v1/score's top_alternatives asks 0..this): a
+// fixed array, so a position costs ~100 bytes and the memo's 16 prompts of at most n_ctx
+// positions at most 1.6 MB at n_ctx 1024.
+#define SCORE_MAX_ALTERNATIVES 10
+
 // One prompt position's score.
 typedef struct {
-    int id, top_id;
-    int rank; // 1.., 0: beyond the ranks reported or not scored (the first token)
-    float logprob, top_logprob;
-    int scored; // 0 for the first token
+    int id;
+    int rank; // 1.. over the whole vocabulary (1: the model's top choice); 0: not scored
+    float logprob;
+    int scored;   // 0 for the first token, which nothing predicts
+    size_t n_alt; // the model's best tokens there, best first (alt_id[0] is its top choice)
+    int alt_id[SCORE_MAX_ALTERNATIVES];
+    float alt_logprob[SCORE_MAX_ALTERNATIVES];
 } ScorePos;
 
 typedef struct ScoreMemo ScoreMemo;

@@ -41,6 +41,10 @@ if(TARGET kogpt2d AND PYTHON3)
   add_test(NAME test_server_utf8 COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_server_utf8.py)
   set_tests_properties(test_server_utf8 PROPERTIES SKIP_RETURN_CODE 77 LABELS "server;e2e"
     TIMEOUT 600 ENVIRONMENT "KG_BUILD_DIR=${CMAKE_BINARY_DIR}")
+  # /v1/score's ranks and top_alternatives vs `kogpt2 next --top-k V` (issue 26 item 12)
+  add_test(NAME test_server_score COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_server_score.py)
+  set_tests_properties(test_server_score PROPERTIES SKIP_RETURN_CODE 77 LABELS "server;e2e"
+    TIMEOUT 300 ENVIRONMENT "KG_BUILD_DIR=${CMAKE_BINARY_DIR}")
   # the README's curl examples, as printed, on the default model (issue 15)
   add_test(NAME test_readme_examples
     COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_readme_examples.py)

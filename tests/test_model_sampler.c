@@ -58,6 +58,11 @@ static void test_topk(void) {
     for (size_t i = 0; same && i < k; i++)
         same = c[i].id == ids[i];
     CHECK_MSG(same, "top-50 differs from a full sort");
+    // logits_rank is the place in that full sort, ties included, for every id
+    int ranks_ok = 1;
+    for (size_t r = 0; r < V; r += 97)
+        ranks_ok &= logits_rank(logits, V, ids[r]) == r + 1;
+    CHECK_MSG(ranks_ok, "logits_rank differs from a full sort's place");
     softmax_ref(logits, V, 1.0, p);
     double worst = 0;
     for (size_t i = 0; i < k; i++) {
@@ -203,6 +208,10 @@ static void test_limits(void) {
     for (size_t i = 0; i < V; i++) // the 33 numbers first, then the 17 NaNs
         order_ok &= (i < 33) == !isnan(all[i].logit);
     CHECK_MSG(order_ok, "top-k does not rank NaN logits last");
+    int nan_ranks_ok = 1; // logits_rank agrees with that order, NaNs included
+    for (size_t i = 0; i < V; i++)
+        nan_ranks_ok &= logits_rank(odd, V, all[i].id) == i + 1;
+    CHECK_MSG(nan_ranks_ok, "logits_rank disagrees with top-k's order on NaN logits");
     // all NaN: nothing to draw (-1), greedy too; a +inf logit takes every draw; all -inf but
     // NaNs: some non-NaN id
     for (size_t i = 0; i < V; i++)

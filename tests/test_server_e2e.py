@@ -589,7 +589,9 @@ def test_score(d):
         nt = post(d, "/v1/next-token", {"tokens": ids[:k], "top_k": 100})["candidates"]
         x = sc[k]
         rank = next((r + 1 for r, c in enumerate(nt) if c["id"] == ids[k]), None)
-        check(x["id"] == ids[k] and x["rank"] == rank and x["top"]["id"] == nt[0]["id"] and
+        # rank is exact over the whole vocabulary: past next-token's 100 it is a number > 100
+        check(x["id"] == ids[k] and (x["rank"] == rank if rank else x["rank"] > 100) and
+              x["top"]["id"] == nt[0]["id"] and
               abs(x["top"]["prob"] - nt[0]["prob"]) <= 1e-4 and
               abs(math.exp(x["logprob"]) - x["prob"]) <= 1e-6 and
               (rank is None or abs(x["logprob"] - nt[rank - 1]["logprob"]) <= 1e-4) and
@@ -1023,6 +1025,14 @@ def test_chat_templates(model_dir):
         r = lib.kogpt2d_run(model_dir, "--chat-template", tpl, "--port", "0")
         check(r.returncode == 1 and "macro" in r.stderr and tpl in r.stderr,
               "an unusable --chat-template stops the start: %r" % r.stderr[-300:])
+        # a NUL inside the file's strings would cut the template short (or make a template
+        # named "default\u0000x" the default): refused at start, naming the file
+        with open(cfg, "w") as f:
+            f.write('{"chat_template": "{{ messages[0].content }}\\u0000{{ bos_token }}"}')
+        r = lib.kogpt2d_run(model_dir, "--port", "0")
+        check(r.returncode != 0 and "tokenizer_config.json" in r.stderr and "NUL" in r.stderr,
+              "a NUL in tokenizer_config.json stops the start: %d %r" % (
+                  r.returncode, r.stderr[-300:]))
     finally:
         for path in (cfg, os.path.join(model_dir, "plain.jinja")):
             if os.path.exists(path):

@@ -14,6 +14,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 SKIP = 77
@@ -127,11 +128,13 @@ def kogpt2d_run(model_dir, *args):
 
 
 class Daemon:
-    """build/kogpt2d on 127.0.0.1; waits for /readyz; its stderr goes to a log file."""
+    """build/kogpt2d on 127.0.0.1; waits for /readyz; its stderr goes to a log file (log, or
+    one in a new temporary directory: never into the model's, which may be the source tree's
+    models/default)."""
 
     def __init__(self, model_dir, *args, log=None):
         self.port = free_port()
-        self.log_path = log or os.path.join(model_dir, "kogpt2d.log")
+        self.log_path = log or os.path.join(tempfile.mkdtemp(prefix="kg_daemon_"), "kogpt2d.log")
         self.log = open(self.log_path, "w")
         cmd = kogpt2d_cmd(model_dir, "--port", str(self.port), "--threads", "2", *args)
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)

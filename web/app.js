@@ -20,11 +20,17 @@
 // prompt is a token path: a clicked candidate adds its bytes (from the server), a character cut
 // short shows as pending bytes until it completes, </s> shows as such; after an edit the text
 // typed after a clicked byte or special token is tokenized on its own, the clicked ids kept.
+// GLTR's view from the same /v1/score answer: a token's tooltip lists the model's five most
+// likely tokens there, and a histogram counts the prompt's ranks in top 10 / 100 / 1000 /
+// beyond. On a phone the candidates come before the token colours (on the first screen), and
+// pressing and holding a candidate peeks at it (a tap still chooses).
 'use strict';
 
 const $ = (id) => document.getElementById(id);
 const TOP_K = 10;      // candidates shown
 const PEEK_K = 5;     // a candidate's own next tokens
+const ALT_K = 5;      // a prompt token's alternatives in its tooltip (GLTR's five)
+const HOLD_MS = 450;  // a touch held this long on a candidate peeks instead of choosing
 const DEBOUNCE_MS = 250;
 
 const state = {
@@ -363,14 +369,15 @@ function renderPending() {
 // ---- how surprising each prompt token was (/v1/score) ----------------------------------
 
 const RANK_CLASS = (r) => (r === 1 ? 'r1' : r != null && r <= 10 ? 'r10' : r != null && r <= 100 ? 'r100' : 'rx');
-const RANK_WORD = (r) => (r == null ? 'beyond the top 100' : `rank ${r}`);
+const RANK_WORD = (r) => `rank ${r}`;  // exact over the whole vocabulary
+const HIST_BUCKETS = [['10', 10], ['100', 100], ['1000', 1000], ['beyond', Infinity]];
 const shown = (t) => String(t ?? '').replace(/\n/g, '↵').replace(/\t/g, '⇥');
 
 async function fetchScores(my) {
   if (!state.tokens || !state.tokens.length) return;
   const tokens = state.tokens;
   try {
-    const j = await (await api('/v1/score', { tokens })).json();
+    const j = await (await api('/v1/score', { tokens, top_alternatives: ALT_K })).json();
     if (my !== seq || state.tokens !== tokens) return;
     state.scores = j.scores || null;
     renderToks();
@@ -379,10 +386,28 @@ async function fetchScores(my) {
   }
 }
 
-// One sentence for a token: for aria-label and the tooltip.
-function scoreText(s, i) {
+// One sentence for a token: for aria-label (with its alternatives) and the tooltip (which
+// lists them below it).
+function scoreText(s, i, withAlts = true) {
   if (i === 0 || s.top == null) return `${shown(s.text)}: the first token (nothing predicts it)`;
-  return `${shown(s.text)}: ${RANK_WORD(s.rank)}, ${pct(s.prob)}; the model's top choice: ${shown(s.top.text)} ${pct(s.top.prob)}`;
+  const alts = (s.alternatives || []).map((a) => `${shown(a.text)} ${pct(a.prob)}`).join(', ');
+  return `${shown(s.text)}: ${RANK_WORD(s.rank)}, ${pct(s.prob)}; the model's top choice: ${shown(s.top.text)} ${pct(s.top.prob)}` +
+    (alts && withAlts ? `; its ${s.alternatives.length} most likely: ${alts}` : '');
+}
+
+// GLTR's histogram: how many of the scored tokens (all but the first) fall in each rank bucket.
+function renderHist() {
+  const scored = (state.scores || []).slice(1).filter((s) => s.rank != null);
+  let from = 0;
+  for (const [bucket, upto] of HIST_BUCKETS) {
+    const n = scored.filter((s) => s.rank > from && s.rank <= upto).length;
+    from = upto;
+    const li = $('hist').querySelector(`[data-bucket="${bucket}"]`);
+    li.dataset.count = n;
+    li.querySelector('.fill').style.width = (scored.length ? (100 * n) / scored.length : 0) + '%';
+    li.querySelector('.hist-n').textContent = scored.length ? `${n} (${Math.round((100 * n) / scored.length)}%)` : '';
+    li.setAttribute('aria-label', `${li.querySelector('.hist-label').textContent}: ${n} of ${scored.length} tokens`);
+  }
 }
 
 function renderToks() {
@@ -401,11 +426,22 @@ function renderToks() {
   });
   const back = had >= 0 && box.children[Math.min(had, box.children.length - 1)];
   if (back) back.focus();
+  renderHist();
 }
 
-function showTip(el, text) {
-  const tip = $('tip');
-  tip.textContent = text;
+// The tooltip of prompt token i: its sentence, then the model's most likely tokens there.
+function showTip(el, i) {
+  const tip = $('tip'), s = state.scores[i];
+  tip.replaceChildren(document.createTextNode(scoreText(s, i, false)));
+  if (i > 0 && s.alternatives && s.alternatives.length) {
+    const ol = Object.assign(document.createElement('ol'), { className: 'tip-alts' });
+    for (const a of s.alternatives) {
+      const li = Object.assign(document.createElement('li'), { className: a.id === s.id ? 'is-token' : '' });
+      li.append(pieceNode(a), Object.assign(document.createElement('span'), { className: 'pct', textContent: pct(a.prob) }));
+      ol.appendChild(li);
+    }
+    tip.appendChild(ol);
+  }
   tip.hidden = false;
   const r = el.getBoundingClientRect();
   const w = Math.min(320, window.innerWidth - 16);
@@ -429,7 +465,7 @@ function clearPeek() {
   peekFor = '';
   const box = $('peek');
   box.replaceChildren(Object.assign(document.createElement('span'), { className: 'muted',
-    textContent: 'Hover or focus a candidate to see what would follow it.' }));
+    textContent: 'Hover, focus or press and hold a candidate to see what would follow it.' }));
   delete box.dataset.for;
   delete box.dataset.cached;
 }
@@ -778,8 +814,25 @@ function wire() {
       $('cands').querySelectorAll('.cand')[state.focus].focus();
     }
   });
+  // touch: a press held HOLD_MS peeks at the candidate and the click that ends it chooses
+  // nothing; a tap chooses as a click does. A finger that moves (a scroll) cancels the hold.
+  let hold = 0, held = false, holdAt = null;
+  const endHold = () => { clearTimeout(hold); hold = 0; };
+  $('cands').addEventListener('pointerdown', (e) => {
+    const b = e.target.closest('.cand');
+    held = false;
+    if (!b || e.pointerType !== 'touch') return;
+    holdAt = [e.clientX, e.clientY];
+    hold = setTimeout(() => { held = true; peek((peekAt = Number(b.dataset.i))); }, HOLD_MS);
+  });
+  $('cands').addEventListener('pointermove', (e) => {
+    if (hold && Math.hypot(e.clientX - holdAt[0], e.clientY - holdAt[1]) > 10) endHold();
+  });
+  for (const ev of ['pointerup', 'pointercancel']) $('cands').addEventListener(ev, endHold);
+  $('cands').addEventListener('contextmenu', (e) => { if (e.target.closest('.cand')) e.preventDefault(); });
   $('cands').addEventListener('click', (e) => {
     const b = e.target.closest('.cand');
+    if (held) { held = false; return; }  // the end of a press that peeked
     if (b) choose(Number(b.dataset.i));
   });
   $('cands').addEventListener('keydown', (e) => {
@@ -830,7 +883,7 @@ function wire() {
   const toks = $('toks');
   const onTip = (e) => {
     const t = e.target.closest('.tok');
-    if (t && state.scores) showTip(t, scoreText(state.scores[t.dataset.i], Number(t.dataset.i)));
+    if (t && state.scores) showTip(t, Number(t.dataset.i));
   };
   toks.addEventListener('mouseover', onTip);
   toks.addEventListener('mouseout', (e) => { const t = e.target.closest('.tok'); if (t) hideTip(t); });

@@ -17,7 +17,11 @@
 // keys while the next answer loads, IME composition events, the peek after Undo and a view
 // temperature, Enter after a choice, an over-long prompt and a server gone, the small things
 // (aligned inputs, visible __, bar widths, peek chips, a branch from the start, /favicon.ico),
-// and layout shift over the first stats line and the error banner; screenshots explorer-26-*.png.
+// and layout shift over the first stats line and the error banner; GLTR's view (a token's
+// tooltip lists its 5 alternatives, as /v1/next-token ranks them; the rank histogram sums to the
+// scored tokens); on a 390x844 touch screen (mock too) the first candidate on the first
+// screen, a press held on a candidate peeks without choosing (the peek whole and in view), a
+// tap chooses; screenshots explorer-26-*.png.
 // Saves screenshots and prints their paths. Exit 0: passed; 1: a check failed; 77: skipped
 // (no chromium, no node_modules, or KG_SERVER_URL unreachable).
 //
@@ -190,9 +194,11 @@ async function issue17() {
   check(await page.isVisible('#tip') && /rank|beyond/.test(tip) && /top choice/.test(tip) && /%/.test(tip),
     'hovering a token shows its rank, probability and the top choice', tip);
   await page.mouse.move(0, 0);
-  // keyboard: Tab from the prompt reaches the tokens; arrows move; focus shows the tooltip
+  // keyboard: Tab from the prompt reaches the tokens (after the prompt's buttons); arrows move;
+  // focus shows the tooltip
   await page.focus('#text');
-  await page.keyboard.press('Tab');
+  for (let k = 0; k < 5 && !/tok/.test(await page.evaluate(() => document.activeElement.className)); k++)
+    await page.keyboard.press('Tab');
   const f1 = await page.evaluate(() => document.activeElement.className);
   await page.keyboard.press('ArrowRight');
   const f2 = await page.evaluate(() => [document.activeElement.dataset.i, document.getElementById('tip').hidden]);
@@ -285,17 +291,19 @@ async function issue17() {
 
   // (6) no layout shift while candidates arrive (typing, a click, a temperature change)
   const cls0 = await page.evaluate(() => window.__cls);
-  const box0 = await page.$eval('#gen-h', (e) => e.getBoundingClientRect().top);
+  // in page coordinates: typing scrolls the prompt into view, which is no shift
+  const box0 = await page.$eval('#gen-h', (e) => e.getBoundingClientRect().top + scrollY);
   await page.fill('#text', '');
   await settled(0).catch(() => {});
   await page.locator('#text').pressSequentially('오늘 날씨가', { delay: 5 });
   await settled();
   await page.waitForTimeout(600);
-  const box1 = await page.$eval('#gen-h', (e) => e.getBoundingClientRect().top);
+  const box1 = await page.$eval('#gen-h', (e) => e.getBoundingClientRect().top + scrollY);
   const cls = await page.evaluate(() => window.__cls);
   check(cls - cls0 < 0.01 && Math.abs(box1 - box0) < 1, 'no layout shift when candidates arrive',
     `CLS ${(cls - cls0).toFixed(4)} (whole session ${cls.toFixed(4)}), the generate panel moved ${Math.abs(box1 - box0)} px`);
-  // focus order by keyboard: prompt → tokens → buttons → view temperature → candidates → tree
+  // focus order by keyboard: prompt → buttons → tokens (their own card since issue 26, below
+  // the candidates on a phone) → view temperature → candidates → tree
   await page.focus('#text');
   const order = [];
   for (let i = 0; i < 9; i++) {
@@ -303,8 +311,9 @@ async function issue17() {
     order.push(await page.evaluate(() => document.activeElement.id || document.activeElement.className));
   }
   const pos = (re) => order.findIndex((x) => re.test(x));
-  check(pos(/tok/) >= 0 && pos(/tok/) < pos(/^undo|^clear/) && pos(/view-temp/) < pos(/cand/) && pos(/cand/) >= 0,
-    'keyboard focus order: prompt, tokens, buttons, view temperature, candidates', order.join(' → '));
+  check(pos(/^undo|^clear/) >= 0 && pos(/^undo|^clear/) < pos(/tok/) && pos(/tok/) < pos(/view-temp/) &&
+    pos(/view-temp/) < pos(/cand/) && pos(/cand/) >= 0,
+  'keyboard focus order: prompt, buttons, tokens, view temperature, candidates', order.join(' → '));
   const unlabelled = await page.$$eval('input, textarea, button, [role=listitem]', (els) => els.filter((e) => {
     const lab = e.getAttribute('aria-label') || (e.labels && e.labels.length && e.labels[0].textContent.trim()) || e.textContent.trim() || e.getAttribute('aria-labelledby');
     return !lab;
@@ -415,7 +424,91 @@ async function issue26Tokens() {
   await shot('tokens');
 }
 
+// Issue 26 (12): GLTR's view from the one /v1/score answer: a token's tooltip lists the model's
+// 5 most likely tokens there (the ids /v1/next-token ranks first at that prefix), and the
+// histogram's buckets hold every scored token (all but the first) by its rank.
+async function issue26Gltr() {
+  await typePrompt('이 책은 정말 재미있다');
+  await scoresShown();
+  await page.locator('#toks .tok').nth(2).hover();
+  const tip = await page.evaluate(() => ({ visible: !$('tip').hidden, ids: state.scores[2].alternatives.map((a) => a.id),
+    items: [...document.querySelectorAll('#tip .tip-alts li')].map((li) => li.textContent), tokens: state.tokens.slice() }));
+  const nt = await post('/v1/next-token', { tokens: tip.tokens.slice(0, 2), top_k: 5 });
+  check(tip.visible && tip.items.length === 5 && tip.items.every((t) => /%/.test(t)) &&
+    JSON.stringify(tip.ids) === JSON.stringify(nt.candidates.map((c) => c.id)),
+  "a token's tooltip lists the model's 5 most likely tokens there with their probabilities (vs /v1/next-token)",
+  tip.items.join(' | '));
+  await shot('gltr');
+  await page.mouse.move(0, 0);
+  const hist = await page.$$eval('#hist li', (ls) => ls.map((l) => ({ b: l.dataset.bucket, n: Number(l.dataset.count),
+    w: l.querySelector('.fill').getBoundingClientRect().width, text: l.textContent })));
+  const ranks = await page.evaluate(() => state.scores.slice(1).map((s) => s.rank));
+  const want = [10, 100, 1000, Infinity].map((hi, k, a) => ranks.filter((r) => r > (k ? a[k - 1] : 0) && r <= hi).length);
+  check(hist.length === 4 && hist.reduce((a, h) => a + h.n, 0) === ranks.length && hist.every((h, k) => h.n === want[k]),
+    'the rank histogram (top 10 / 100 / 1000 / beyond) counts every scored token once',
+    `${hist.map((h) => `${h.b}:${h.n}`).join(' ')} of ${ranks.length}; ranks ${ranks.join(',')}`);
+}
+
+// Issue 26 (8): a 390x844 touch screen (its own browser: a mobile, touch context). The first
+// candidate starts on the first screen; a press held on a candidate shows its peek, whole and
+// in view, and chooses nothing; a tap chooses.
+async function touch390() {
+  const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking'] });
+  try {
+    const tctx = await browser.newContext({ viewport: { width: 390, height: 844 }, hasTouch: true, isMobile: true,
+      deviceScaleFactor: 2, locale: 'ko-KR' });
+    const tp = await tctx.newPage();
+    tp.setDefaultTimeout(15000);
+    const tshot = async (name) => {
+      const f = path.join(ART, `explorer-26-${name}.png`);
+      await tp.screenshot({ path: f });
+      console.log(`# screenshot: ${f}`);
+    };
+    const ready10 = () => tp.waitForFunction(() => $('cands').getAttribute('aria-busy') === 'false' &&
+      !$('cands').classList.contains('stale') && document.querySelectorAll('#cands .cand').length === 10);
+    await tp.goto(base + '/?text=' + encodeURIComponent(PROMPT));
+    await ready10();
+    const fold = await tp.evaluate(() => {
+      const bs = [...document.querySelectorAll('#cands .cand')].map((b) => b.getBoundingClientRect());
+      return { top: Math.round(bs[0].top), h: innerHeight, whole: bs.filter((r) => r.top >= 0 && r.bottom <= innerHeight).length };
+    });
+    check(fold.top >= 0 && fold.top < fold.h && fold.whole >= 3, '390x844: the candidates are on the first screen',
+      `first candidate at ${fold.top} px of ${fold.h}; ${fold.whole} wholly visible`);
+    await tshot('touch');
+    await tp.waitForTimeout(150);  // speculation runs when the engine is idle
+    const before = await tp.evaluate(() => state.tokens.slice());
+    const box = await tp.locator('#cands .cand').nth(2).boundingBox();
+    const at = { x: box.x + box.width / 2, y: box.y + box.height / 2 };
+    const cdp = await tctx.newCDPSession(tp);
+    await cdp.send('Input.dispatchTouchEvent', { type: 'touchStart', touchPoints: [at] });
+    await tp.waitForTimeout(800);
+    await cdp.send('Input.dispatchTouchEvent', { type: 'touchEnd', touchPoints: [] });
+    await tp.waitForFunction(() => $('peek').querySelectorAll('.peek-c').length > 0);
+    await tp.waitForTimeout(400);  // a click the press might end with would have chosen by now
+    const pk = await tp.evaluate(() => {
+      const p = $('peek'), r = p.getBoundingClientRect();
+      return { for: p.dataset.for || '', want: state.tokens.concat(state.cands[2].id).join(',') + '@', tokens: state.tokens.slice(),
+        whole: p.scrollHeight <= p.clientHeight + 1 && [...p.querySelectorAll('.peek-c, .peek-src')].every((c) =>
+          c.getBoundingClientRect().bottom <= r.bottom + 1 && c.getBoundingClientRect().right <= r.right + 1),
+        inView: r.top >= 0 && r.bottom <= innerHeight, text: p.textContent };
+    });
+    check(pk.for.startsWith(pk.want) && JSON.stringify(pk.tokens) === JSON.stringify(before) && pk.whole && pk.inView,
+      'touch: a press held on a candidate shows its peek, whole and in view, and chooses nothing', pk.text);
+    await tshot('touch-peek');
+    const first = await tp.evaluate(() => state.cands[0].id);
+    await tp.locator('#cands .cand').nth(0).tap();
+    await tp.waitForFunction((n) => state.tokens && state.tokens.length === n, before.length + 1);
+    await ready10();
+    check(await tp.evaluate(() => state.tokens.at(-1)) === first, 'touch: a tap on a candidate chooses it');
+    await tshot('touch-chosen');
+  } finally {
+    await browser.close();
+  }
+}
+
 async function issue26() {
+  await issue26Gltr();
   await issue26Tokens();
   // (5) exact entropy vs the whole vocabulary from the CLI (the same model, every candidate)
   await typePrompt('이 책은');
@@ -779,6 +872,7 @@ try {
   const mshot = path.join(ART, 'explorer-mobile.png');
   await page.screenshot({ path: mshot, fullPage: true });
   console.log(`# screenshot: ${mshot}`);
+  await touch390();
   check(pageErrors.length === 0, 'no errors in the page', pageErrors.join(' | '));
 } catch (e) {
   check(false, 'the browser session ran to the end', String(e && e.stack || e));
