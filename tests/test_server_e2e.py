@@ -1261,6 +1261,11 @@ def test_port_in_use(d, model_dir):
     p = lib.kogpt2d_run(model_dir, "--port", str(d.port), "--threads", "1")
     check(p.returncode == 1 and "address already in use" in p.stderr,
           "second daemon on a busy port: exit %d, %r" % (p.returncode, p.stderr[-300:]))
+    # a model that is not there: one line saying so, and no "listening on" before it
+    p = lib.kogpt2d_run(os.path.join(model_dir, "nonexistent"), "--port", "0")
+    check(p.returncode == 1 and "nonexistent: No such file" in p.stderr and
+          "listening" not in p.stderr,
+          "a missing --model fails before listening: exit %d, %r" % (p.returncode, p.stderr[-300:]))
     check(d.request("GET", "/healthz")[0] == 200, "the first daemon still serves")
 
 
