@@ -1,7 +1,7 @@
-// api.h — what kogpt2d's endpoints share: the app state (engine, tokenizer, the model's
-// figures; main.c fills it), the request parsing every endpoint does the same way
-// (params.c: readiness, prompt, model, and request fields read from a table), and one
-// handler per endpoint (ep_*.c), which routes.c puts in the table.
+// api.h — what kogpt2d's endpoints share: the app state (the served models, each with its
+// engine, tokenizer and figures; main.c fills it), the request parsing every endpoint does the same
+// way (params.c: readiness, prompt, model, and request fields read from a table), and one handler
+// per endpoint (ep_*.c), which routes.c puts in the table.
 //
 // To add an endpoint: write its handler in a new ep_<name>.c (parse with api_fields() and a
 // table of its fields; answer with srv_reply_*() or, for engine work, a Job of job.h),
@@ -28,27 +28,36 @@
 typedef struct ChatTemplate ChatTemplate;
 typedef struct ScoreMemo ScoreMemo;
 
+// One served model: what an endpoint needs of it. --model given more than once serves several,
+// each with its own tokenizer, weights and engine (its batching, memory and prefix cache); the
+// request's "model" picks one (api_model).
 typedef struct {
-    // set before ready turns 1, read-only afterwards
+    const char *name; // NAME of --model NAME=DIR, the --alias, or the directory's name
     Sched *sched;
     const Tokenizer *tok;
-    const char *model_name;            // the --alias, or the model directory's name
     size_t n_ctx;                      // longest prompt (--ctx-size, <= the model's positions)
     size_t vocab_size;                 // V: token ids are 0 .. V-1
-    size_t max_tokenize;               // tokens per /v1/tokenize or /v1/detokenize (--max-tokenize)
-    const char *web_dir;               // the Explorer's files (NULL: none)
+    size_t weight_bytes;               // the weights in memory (/v1/models reports them)
     const char *device;                // the backend serving ("cpu-avx2", "cuda:0 ...")
     const char *dtype;                 // the weights' dtype in memory ("f16", "q8_0", ...)
-    size_t max_jobs;                   // engine jobs before a 429 (--max-batch + --max-queue)
     const ChatTemplate *chat_template; // renders /v1/chat/completions messages (NULL: refused)
     char chat_error[KG_ERRLEN];        // why, when chat_template is NULL
     const char *bos_token, *eos_token; // their text, for the template
     int chat_stop_id;                  // a chat's reply also ends here (<usr>; -1: none)
     int chat_split_special; // the tokenizer reads bos/eos texts as characters (chat_prompt.h)
+    ScoreMemo *score_memo;  // /v1/score's recent prompts (score_memo.h; NULL: none remembered)
+} SrvModel;
+
+typedef struct {
+    // set before ready turns 1, read-only afterwards
+    SrvModel *models; // (n_models) in --model order; the first answers a request naming none
+    size_t n_models;
+    size_t max_tokenize; // tokens per /v1/tokenize or /v1/detokenize (--max-tokenize)
+    const char *web_dir; // the Explorer's files (NULL: none)
+    size_t max_jobs;     // engine jobs per model before a 429 (--max-batch + --max-queue)
     time_t created;
     SrvServer *srv;
-    atomic_int ready;      // 1: model loaded and warm; 0: loading (/readyz 503)
-    ScoreMemo *score_memo; // /v1/score's recent prompts (score_memo.h; NULL: none remembered)
+    atomic_int ready; // 1: every model loaded and warm; 0: loading (/readyz 503)
 } SrvApp;
 
 // The route table (routes.c) and the endpoint names, for metrics_init().
@@ -60,17 +69,20 @@ size_t api_endpoints(const char **out, size_t cap);
 // The app if the model is loaded; otherwise a 503 has been queued into *ret.
 SrvApp *api_ready(SrvReq *r, enum MHD_Result *ret);
 
-// {"text": "..."} or {"tokens": [...]}: a malloc'd, non-empty prompt that fits the context.
-int api_prompt(const SrvApp *app, const cJSON *j_req, int **ids, size_t *n, const char **param,
+// {"text": "..."} or {"tokens": [...]}: a malloc'd, non-empty prompt that fits m's context.
+int api_prompt(const SrvModel *m, const cJSON *j_req, int **ids, size_t *n, const char **param,
                char *err);
 
 // A prompt as text (len bytes) or as an array of ids, checked like api_prompt.
-int api_prompt_from(const SrvApp *app, const char *text, size_t len, const cJSON *j_tokens,
+int api_prompt_from(const SrvModel *m, const char *text, size_t len, const cJSON *j_tokens,
                     const char *name, int **ids, size_t *n, char *err);
 
-// OpenAI's "model": absent, null, the served name or a URL (this server's, as Hugging Face's
-// clients send it: http(s)://host[:port][/...]); another is KG_ENOTFOUND (404).
-int api_model(const SrvApp *app, const cJSON *j_req, char *err);
+// OpenAI's "model" into *m: absent, null or a URL (this server's, as Hugging Face's clients send
+// it: http(s)://host[:port][/...]) is the first model, a served name that model; another is
+// KG_ENOTFOUND (404, err naming the served models), a wrong type KG_EINVAL.
+int api_model(const SrvApp *app, const cJSON *j_req, const SrvModel **m, char *err);
+// The model served as name; NULL with api_model's 404 message in err.
+const SrvModel *api_model_named(const SrvApp *app, const char *name, char *err);
 
 // --- request fields as a table: one static ApiField row per field, read by api_fields() ---
 
@@ -85,13 +97,13 @@ typedef enum {
 // Where a row's upper bound comes from.
 typedef enum {
     API_HI_CONST, // hi
-    API_HI_N_CTX, // the app's n_ctx
-    API_HI_VOCAB  // the app's vocab_size
+    API_HI_N_CTX, // the model's n_ctx
+    API_HI_VOCAB  // the model's vocab_size
 } ApiHi;
 
 // What a row is read from.
 typedef struct {
-    const SrvApp *app;
+    const SrvModel *model;
     const cJSON *j_req;
     long long max_tokens_default, max_tokens_min; // api_sampling's: the endpoint's choice
 } ApiRequest;
@@ -102,7 +114,7 @@ struct ApiField {
     ApiKind kind;       // how it is read
     size_t offset;      // where its value goes: offsetof(the request shape's struct, member)
     double def, lo, hi; // an absent or null field's value, and the range (API_INT, API_NUM)
-    ApiHi hi_is;        // API_HI_CONST, or the app's figure instead of hi
+    ApiHi hi_is;        // API_HI_CONST, or the model's figure instead of hi
     int open_lo;        // API_NUM: lo is excluded: "top_p must be in (0, 1]"
     const char *why;    // API_REFUSED: the message
     // API_READ: reads q->j_req into out (the whole struct); KG_OK or an error in err. It may
@@ -133,7 +145,7 @@ typedef struct {
 // and must be >= max_tokens_min; n_logprobs comes from "logprobs" given as a number, or from
 // "top_logprobs" when "logprobs" is true, as chat has it; a seed not given is random).
 // *param names a bad one. Free with api_sampling_free, also after an error.
-int api_sampling(const SrvApp *app, const cJSON *j_req, ApiSampling *s,
+int api_sampling(const SrvModel *m, const cJSON *j_req, ApiSampling *s,
                  long long max_tokens_default, long long max_tokens_min, const char **param,
                  char *err);
 void api_sampling_free(ApiSampling *s);
@@ -187,13 +199,13 @@ enum MHD_Result ep_tgi_info(SrvReq *r, const cJSON *j_req);
 // ep_sagemaker.c: SageMaker's POST /invocations (GET /ping is /readyz)
 enum MHD_Result ep_invocations(SrvReq *r, const cJSON *j_req);
 
-// Chat's setup, once the tokenizer is in app: the template (template_file, else the model
+// Chat's setup, once the tokenizer is in m: the template (template_file, else the model
 // directory's tokenizer_config.json chat_template, else the default: <usr>/<sys> where the
 // tokenizer has those tokens, "role: content" lines otherwise), the bos/eos texts and the
 // stop id (<usr>). KG_OK and *out (chat_template_free() it after the server stops). A
 // template_file that cannot be used is an error naming it; a model's own template outside
-// the subset is a warning line, and chat then answers 422 with the reason (app->chat_error).
-int ep_chat_setup(SrvApp *app, const char *model_dir, const char *template_file, ChatTemplate **out,
+// the subset is a warning line, and chat then answers 422 with the reason (m->chat_error).
+int ep_chat_setup(SrvModel *m, const char *model_dir, const char *template_file, ChatTemplate **out,
                   char *err);
 
 #endif

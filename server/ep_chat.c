@@ -176,7 +176,7 @@ static int chat_token(Job *job, size_t i, const SchedToken *t) {
     Chat *ch = job->ctx;
     cJSON *j_entry = NULL;
     if (ch->want_logprobs) {
-        j_entry = chat_logprob_entry(job->app->tok, t);
+        j_entry = chat_logprob_entry(job->model->tok, t);
         if (!j_entry) return KG_ENOMEM;
     }
     if (!job->stream) return chat_logprobs_keep(ch, i, j_entry);
@@ -252,7 +252,7 @@ static const JobHooks CHAT_HOOKS = {.token = chat_token,
                                     .free = chat_free};
 
 // The messages rendered by the chat template and encoded into ch->prompt (chat_prompt.h).
-static int chat_prompt(const SrvApp *app, const cJSON *j_req, Chat *ch, char *err) {
+static int chat_prompt(const SrvModel *model, const cJSON *j_req, Chat *ch, char *err) {
     static const char *const TEXT_PARTS[] = {"text", NULL};
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(j_req, "messages");
     if (!cJSON_IsArray(j)) return kg_err(err, KG_EINVAL, "messages must be an array of messages");
@@ -274,7 +274,7 @@ static int chat_prompt(const SrvApp *app, const cJSON *j_req, Chat *ch, char *er
                                 cJSON_GetObjectItemCaseSensitive(m, "content"), TEXT_PARTS, where,
                                 err);
     }
-    if (!rc) rc = chat_turns_prompt(app, &turns, &ch->prompt, &ch->n_prompt, err);
+    if (!rc) rc = chat_turns_prompt(model, &turns, &ch->prompt, &ch->n_prompt, err);
     chat_turns_free(&turns);
     return rc;
 }
@@ -291,26 +291,27 @@ static int chat_logprobs_new(Chat *ch, char *err) {
     return KG_OK;
 }
 
-// The request into ch and s. KG_OK, or the error with *param naming the field at fault.
-static int chat_parse(const SrvApp *app, const cJSON *j_req, Chat *ch, ApiSampling *s,
-                      const char **param, char *err) {
-    const ApiRequest q = {.app = app, .j_req = j_req};
+// The request into ch and s, for the model it names (*m). KG_OK, or the error with *param naming
+// the field at fault.
+static int chat_parse(const SrvApp *app, const cJSON *j_req, const SrvModel **m, Chat *ch,
+                      ApiSampling *s, const char **param, char *err) {
     ChatFields f;
     *param = "model";
-    int rc = api_model(app, j_req, err);
+    int rc = api_model(app, j_req, m, err);
     if (rc) return rc;
+    const ApiRequest q = {.model = *m, .j_req = j_req};
     rc = api_fields(&q, CHAT_FIELDS, sizeof CHAT_FIELDS / sizeof *CHAT_FIELDS, &f, param, err);
-    if (!rc) rc = api_sampling(app, j_req, s, 0, 1, param, err); // 0: not given
+    if (!rc) rc = api_sampling(*m, j_req, s, 0, 1, param, err); // 0: not given
     if (rc) return rc;
     // "max_completion_tokens", the newer name of max_tokens, wins when both are given
     *param = "max_completion_tokens";
     rc = json_int(j_req, "max_completion_tokens", &s->max_tokens, s->max_tokens, 1,
-                  (long long)app->n_ctx, err);
+                  (long long)(*m)->n_ctx, err);
     if (rc) return rc;
     *param = "messages";
-    rc = chat_prompt(app, j_req, ch, err);
+    rc = chat_prompt(*m, j_req, ch, err);
     if (rc) return rc;
-    if (!s->max_tokens) s->max_tokens = chat_max_tokens(app, ch->n_prompt);
+    if (!s->max_tokens) s->max_tokens = chat_max_tokens(*m, ch->n_prompt);
     ch->want_logprobs = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j_req, "logprobs"));
     ch->include_usage = s->include_usage;
     ch->n_choices = (size_t)f.n;
@@ -324,13 +325,14 @@ enum MHD_Result ep_chat_completions(SrvReq *r, const cJSON *j_req) {
     if (!app) return ret;
     char err[KG_ERRLEN];
     const char *param = "model";
+    const SrvModel *m = NULL;
     ApiSampling s = {0};
     Job *job = NULL;
     SchedParams params[API_MAX_CHOICES];
     Chat *ch = calloc(1, sizeof *ch);
-    int rc =
-        ch ? chat_parse(app, j_req, ch, &s, &param, err) : kg_err(err, KG_ENOMEM, "out of memory");
-    if (!rc) job = job_new(app, &CHAT_HOOKS, ch, ch->n_choices, "chatcmpl", s.stream);
+    int rc = ch ? chat_parse(app, j_req, &m, ch, &s, &param, err)
+                : kg_err(err, KG_ENOMEM, "out of memory");
+    if (!rc) job = job_new(m, &CHAT_HOOKS, ch, ch->n_choices, "chatcmpl", s.stream);
     if (!rc && !job) rc = kg_err(err, KG_ENOMEM, "out of memory");
     if (rc) {
         chat_free(ch);
@@ -341,8 +343,8 @@ enum MHD_Result ep_chat_completions(SrvReq *r, const cJSON *j_req) {
     for (size_t i = 0; i < ch->n_choices; i++) {
         params[i] = api_sched_params(&s, ch->prompt, ch->n_prompt);
         params[i].seed = (uint64_t)s.seed + i; // each sample its own stream
-        params[i].stop_tokens = &app->chat_stop_id;
-        params[i].n_stop_tokens = app->chat_stop_id >= 0;
+        params[i].stop_tokens = &m->chat_stop_id;
+        params[i].n_stop_tokens = m->chat_stop_id >= 0;
         if (s.stream && chat_chunk(job, i, 1, "", NULL, NULL)) job->oom = 1; // role first
     }
     ret = job_run(r, job, params);
@@ -395,16 +397,16 @@ static int chat_reads_special(const Tokenizer *tok, int id) {
     return one;
 }
 
-int ep_chat_setup(SrvApp *app, const char *model_dir, const char *template_file, ChatTemplate **out,
+int ep_chat_setup(SrvModel *m, const char *model_dir, const char *template_file, ChatTemplate **out,
                   char *err) {
     *out = NULL;
-    const Tokenizer *tok = app->tok;
+    const Tokenizer *tok = m->tok;
     TokSpecial sp = tok_special(tok);
-    app->bos_token = sp.bos >= 0 ? tok_piece(tok, sp.bos) : "";
-    app->eos_token = sp.eos >= 0 ? tok_piece(tok, sp.eos) : "";
-    app->chat_split_special = !chat_reads_special(tok, sp.bos) || !chat_reads_special(tok, sp.eos);
+    m->bos_token = sp.bos >= 0 ? tok_piece(tok, sp.bos) : "";
+    m->eos_token = sp.eos >= 0 ? tok_piece(tok, sp.eos) : "";
+    m->chat_split_special = !chat_reads_special(tok, sp.bos) || !chat_reads_special(tok, sp.eos);
     int usr = tok_piece_id(tok, "<usr>"), sys = tok_piece_id(tok, "<sys>");
-    app->chat_stop_id = usr;
+    m->chat_stop_id = usr;
     char *source = NULL;
     const char *what = "the default chat template";
     int rc = KG_OK;
@@ -423,14 +425,14 @@ int ep_chat_setup(SrvApp *app, const char *model_dir, const char *template_file,
     rc = chat_template_parse(out, text, strlen(text), why);
     free(source);
     if (!rc) {
-        app->chat_template = *out;
+        m->chat_template = *out;
         return KG_OK;
     }
     kg_err(err, rc, "%s: %s", what, why);
     if (template_file) return rc; // asked for by name: refuse to start
     // the model's own template is outside the subset (tool branches often are): the rest of
     // the API still serves, and chat answers 422 with this reason instead of guessing a format
-    snprintf(app->chat_error, sizeof app->chat_error, "%s; pass --chat-template FILE", err);
-    log_msg(LOG_WARN, "/v1/chat/completions is refused: %s", app->chat_error);
+    snprintf(m->chat_error, sizeof m->chat_error, "%s; pass --chat-template FILE", err);
+    log_msg(LOG_WARN, "/v1/chat/completions is refused: %s", m->chat_error);
     return KG_OK;
 }

@@ -156,7 +156,7 @@ static int completions_token_chunk(Job *job, size_t i, const SchedToken *t, size
     cJSON *j_lp = NULL;
     if (c->want_logprobs) {
         j_lp = completions_logprobs_new();
-        if (!j_lp || completions_logprobs_add(j_lp, job->app->tok, t, off)) {
+        if (!j_lp || completions_logprobs_add(j_lp, job->model->tok, t, off)) {
             cJSON_Delete(j_lp);
             return KG_ENOMEM;
         }
@@ -174,7 +174,7 @@ static int completions_token_chunk(Job *job, size_t i, const SchedToken *t, size
 static int completions_token(Job *job, size_t i, const SchedToken *t) {
     Completions *c = job->ctx;
     CompletionChoice *ch = &c->choices[i];
-    const Tokenizer *tok = job->app->tok;
+    const Tokenizer *tok = job->model->tok;
     if (t->prompt) { // a prompt token's score (echo + logprobs): logprobs only
         int rc = KG_OK;
         if (ch->j_logprobs) rc = completions_logprobs_add(ch->j_logprobs, tok, t, ch->scored_chars);
@@ -267,13 +267,13 @@ static int completions_prompt_text(const cJSON *j, const char **text, size_t *le
 }
 
 // The text a prompt echoes: its own, or its ids decoded.
-static int completions_prompt_echo(const SrvApp *app, const char *text, CompletionPrompt *pr,
+static int completions_prompt_echo(const SrvModel *m, const char *text, CompletionPrompt *pr,
                                    char *err) {
     if (text) {
         pr->echo = strdup(text);
         if (!pr->echo) return kg_err(err, KG_ENOMEM, "prompt: out of memory");
     } else {
-        int rc = tok_decode(app->tok, pr->ids, pr->n_ids, &pr->echo, NULL, err);
+        int rc = tok_decode(m->tok, pr->ids, pr->n_ids, &pr->echo, NULL, err);
         if (rc) return rc;
     }
     pr->echo_chars = api_utf8_chars(pr->echo, strlen(pr->echo));
@@ -281,7 +281,7 @@ static int completions_prompt_echo(const SrvApp *app, const char *text, Completi
 }
 
 // One prompt: a string or an array of ids.
-static int completions_prompt(const SrvApp *app, const cJSON *j, CompletionPrompt *pr, int echo,
+static int completions_prompt(const SrvModel *m, const cJSON *j, CompletionPrompt *pr, int echo,
                               char *err) {
     const char *text = NULL;
     size_t len = 0;
@@ -290,13 +290,13 @@ static int completions_prompt(const SrvApp *app, const cJSON *j, CompletionPromp
                       "prompt must be a string, an array of token ids, or an "
                       "array of those");
     int rc = cJSON_IsString(j) ? completions_prompt_text(j, &text, &len, err) : KG_OK;
-    if (!rc) rc = api_prompt_from(app, text, len, j, "prompt", &pr->ids, &pr->n_ids, err);
+    if (!rc) rc = api_prompt_from(m, text, len, j, "prompt", &pr->ids, &pr->n_ids, err);
     if (rc || !echo) return rc;
-    return completions_prompt_echo(app, text, pr, err);
+    return completions_prompt_echo(m, text, pr, err);
 }
 
 // "prompt": one (a string or ids) or a batch (an array of strings or of id arrays).
-static int completions_prompts(const SrvApp *app, const cJSON *j_req, Completions *c, int echo,
+static int completions_prompts(const SrvModel *m, const cJSON *j_req, Completions *c, int echo,
                                char *err) {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(j_req, "prompt");
     if (!j || cJSON_IsNull(j)) return kg_err(err, KG_EINVAL, "prompt is required");
@@ -310,7 +310,7 @@ static int completions_prompts(const SrvApp *app, const cJSON *j_req, Completion
     if (!c->prompts || !c->choices) return kg_err(err, KG_ENOMEM, "out of memory");
     const cJSON *j_p = batch ? j->child : j;
     for (size_t i = 0; i < c->n_prompts; i++, j_p = j_p->next) {
-        int rc = completions_prompt(app, j_p, &c->prompts[i], echo, err);
+        int rc = completions_prompt(m, j_p, &c->prompts[i], echo, err);
         if (rc) return rc;
         for (size_t k = 0; k < c->n; k++) // its samples' text starts after the echo
             c->choices[i * c->n + k].text_chars = c->prompts[i].echo_chars;
@@ -340,22 +340,23 @@ static int completions_params(Completions *c, const ApiSampling *s, int scoring,
     return KG_OK;
 }
 
-// The request into c, s and *params (one per choice, malloc'd). KG_OK, or the error with
-// *param naming the field at fault.
-static int completions_parse(const SrvApp *app, const cJSON *j_req, Completions *c, ApiSampling *s,
-                             SchedParams **params, const char **param, char *err) {
-    const ApiRequest q = {.app = app, .j_req = j_req};
+// The request into *m (the model it names), c, s and *params (one per choice, malloc'd).
+// KG_OK, or the error with *param naming the field at fault.
+static int completions_parse(const SrvApp *app, const cJSON *j_req, const SrvModel **m,
+                             Completions *c, ApiSampling *s, SchedParams **params,
+                             const char **param, char *err) {
     const size_t n_fields = sizeof COMPLETIONS_FIELDS / sizeof *COMPLETIONS_FIELDS;
     CompletionsFields f;
     *param = "model";
-    int rc = api_model(app, j_req, err);
+    int rc = api_model(app, j_req, m, err);
+    const ApiRequest q = {.model = *m, .j_req = j_req};
     if (!rc) rc = api_fields(&q, COMPLETIONS_FIELDS, n_fields, &f, param, err);
     if (rc) return rc;
     const cJSON *j_lp = cJSON_GetObjectItemCaseSensitive(j_req, "logprobs");
     c->n = (size_t)f.n;
     c->want_logprobs = j_lp && !cJSON_IsNull(j_lp);
     int scoring = f.echo && c->want_logprobs; // scores the prompt: max_tokens 0 is "score only"
-    rc = api_sampling(app, j_req, s, 16, scoring ? 0 : 1, param, err);
+    rc = api_sampling(*m, j_req, s, 16, scoring ? 0 : 1, param, err);
     if (rc) return rc;
     if (scoring && s->stream) {
         *param = "stream";
@@ -363,7 +364,7 @@ static int completions_parse(const SrvApp *app, const cJSON *j_req, Completions 
     }
     c->include_usage = s->include_usage;
     *param = "prompt";
-    rc = completions_prompts(app, j_req, c, f.echo, err);
+    rc = completions_prompts(*m, j_req, c, f.echo, err);
     if (rc) return rc;
     return completions_params(c, s, scoring, params, err);
 }
@@ -374,14 +375,15 @@ enum MHD_Result ep_completions(SrvReq *r, const cJSON *j_req) {
     if (!app) return ret;
     char err[KG_ERRLEN];
     const char *param = "model";
+    const SrvModel *m = NULL;
     ApiSampling s = {0};
     Job *job = NULL;
     SchedParams *params = NULL;
     Completions *c = calloc(1, sizeof *c);
-    int rc = c ? completions_parse(app, j_req, c, &s, &params, &param, err)
+    int rc = c ? completions_parse(app, j_req, &m, c, &s, &params, &param, err)
                : kg_err(err, KG_ENOMEM, "out of memory");
     size_t n_choices = rc ? 0 : c->n_prompts * c->n;
-    if (!rc) job = job_new(app, &COMPLETIONS_HOOKS, c, n_choices, "cmpl", s.stream);
+    if (!rc) job = job_new(m, &COMPLETIONS_HOOKS, c, n_choices, "cmpl", s.stream);
     if (!rc && !job) rc = kg_err(err, KG_ENOMEM, "out of memory");
     if (rc) {
         completions_free(c);

@@ -57,10 +57,10 @@ static int generate_token(Job *job, size_t i, const SchedToken *t) {
     Generate *g = job->ctx;
     if (t->id >= 0 && !cJSON_AddItemToArray(g->j_ids, cJSON_CreateNumber(t->id))) return KG_ENOMEM;
     if (g->j_logprobs &&
-        !cJSON_AddItemToArray(g->j_logprobs, generate_token_json(job->app->tok, t, 1)))
+        !cJSON_AddItemToArray(g->j_logprobs, generate_token_json(job->model->tok, t, 1)))
         return KG_ENOMEM;
     if (job->stream)
-        return job_sse_json(job, generate_token_json(job->app->tok, t, g->n_logprobs > 0));
+        return job_sse_json(job, generate_token_json(job->model->tok, t, g->n_logprobs > 0));
     return KG_OK;
 }
 
@@ -72,7 +72,7 @@ static cJSON *generate_summary(Job *job, int final_event) {
     const char *text = job->choices[0].text.p ? job->choices[0].text.p : "";
     cJSON *j = cJSON_CreateObject();
     if (!j || (final_event && !cJSON_AddTrueToObject(j, "done")) ||
-        (!final_event && !cJSON_AddStringToObject(j, "model", job->app->model_name)) ||
+        (!final_event && !cJSON_AddStringToObject(j, "model", job->model->name)) ||
         (!final_event &&
          !cJSON_AddItemToObject(j, "prompt", api_ids_json(g->prompt, g->n_prompt))) ||
         !cJSON_AddStringToObject(j, "text", text) ||
@@ -116,18 +116,19 @@ enum MHD_Result ep_generate(SrvReq *r, const cJSON *j_req) {
     SrvApp *app = api_ready(r, &ret);
     if (!app) return ret;
     char err[KG_ERRLEN];
-    const char *param = NULL;
+    const char *param = "model";
+    const SrvModel *m = NULL;
     ApiSampling s = {0};
     Generate *g = calloc(1, sizeof *g);
     Job *job = NULL;
-    int rc = g ? api_sampling(app, j_req, &s, 32, 1, &param, err)
-               : kg_err(err, KG_ENOMEM, "out of memory");
-    if (!rc) rc = api_prompt(app, j_req, &g->prompt, &g->n_prompt, &param, err);
+    int rc = g ? api_model(app, j_req, &m, err) : kg_err(err, KG_ENOMEM, "out of memory");
+    if (!rc) rc = api_sampling(m, j_req, &s, 32, 1, &param, err);
+    if (!rc) rc = api_prompt(m, j_req, &g->prompt, &g->n_prompt, &param, err);
     if (!rc) {
         g->n_logprobs = (size_t)s.n_logprobs;
         if (!(g->j_ids = cJSON_CreateArray()) ||
             (g->n_logprobs && !(g->j_logprobs = cJSON_CreateArray())) ||
-            !(job = job_new(app, &GENERATE_HOOKS, g, 1, "gen", s.stream)))
+            !(job = job_new(m, &GENERATE_HOOKS, g, 1, "gen", s.stream)))
             rc = kg_err(err, KG_ENOMEM, "out of memory");
     }
     if (rc) {

@@ -1,9 +1,9 @@
 // ep_info.c — the GET endpoints: what is served and how it is doing.
 //
-//   /v1/models -> {object: "list", data: [the model]};  /v1/models/{id} -> the model, or 404
+//   /v1/models -> {object: "list", data: [each model]};  /v1/models/{id} -> the model, or 404
 //   /healthz   -> 200 while the process lives (never waits on the engine)
-//   /readyz    -> 200 when the model is loaded and warm and we are not draining, else 503
-//   /metrics   -> Prometheus text (metrics.h)
+//   /readyz    -> 200 when every model is loaded and warm and we are not draining, else 503
+//   /metrics   -> Prometheus text (metrics.h), for the daemon: the engines' gauges summed
 //   other GETs outside /v1/: the Explorer's files (--web-dir)
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,16 +12,24 @@
 #include "api.h"
 #include "metrics.h"
 
-// {"id", "object": "model", "created", "owned_by", "n_ctx", "vocab_size", "ready"}.
-static cJSON *model_json(const SrvApp *app) {
+// {"id", "object": "model", "created", "owned_by", "n_ctx", "vocab_size", "ready", and once
+// loaded its memory: "weight_bytes", "cache_bytes" (its prefix cache now), "device", "dtype"}.
+static cJSON *model_json(const SrvApp *app, const SrvModel *m) {
+    int ready = atomic_load(&app->ready);
+    SchedGauges sg;
+    if (ready) sched_gauges(m->sched, &sg);
     cJSON *j_m = cJSON_CreateObject();
-    if (!j_m || !cJSON_AddStringToObject(j_m, "id", app->model_name) ||
+    if (!j_m || !cJSON_AddStringToObject(j_m, "id", m->name) ||
         !cJSON_AddStringToObject(j_m, "object", "model") ||
         !cJSON_AddNumberToObject(j_m, "created", (double)app->created) ||
         !cJSON_AddStringToObject(j_m, "owned_by", "kogpt2") ||
-        !cJSON_AddNumberToObject(j_m, "n_ctx", (double)app->n_ctx) ||
-        !cJSON_AddNumberToObject(j_m, "vocab_size", (double)app->vocab_size) ||
-        !cJSON_AddBoolToObject(j_m, "ready", atomic_load(&app->ready))) {
+        !cJSON_AddNumberToObject(j_m, "n_ctx", (double)m->n_ctx) ||
+        !cJSON_AddNumberToObject(j_m, "vocab_size", (double)m->vocab_size) ||
+        !cJSON_AddBoolToObject(j_m, "ready", ready) ||
+        (ready && (!cJSON_AddNumberToObject(j_m, "weight_bytes", (double)m->weight_bytes) ||
+                   !cJSON_AddNumberToObject(j_m, "cache_bytes", (double)sg.cache_bytes) ||
+                   !cJSON_AddStringToObject(j_m, "device", m->device) ||
+                   !cJSON_AddStringToObject(j_m, "dtype", m->dtype)))) {
         cJSON_Delete(j_m);
         return NULL;
     }
@@ -30,10 +38,13 @@ static cJSON *model_json(const SrvApp *app) {
 
 enum MHD_Result ep_models(SrvReq *r, const cJSON *j_req) {
     (void)j_req;
-    cJSON *j_root = cJSON_CreateObject(), *j_data;
-    if (!cJSON_AddStringToObject(j_root, "object", "list") ||
-        !(j_data = cJSON_AddArrayToObject(j_root, "data")) ||
-        !cJSON_AddItemToArray(j_data, model_json(srv_app(r->srv)))) {
+    const SrvApp *app = srv_app(r->srv); // the names are set before the server starts
+    cJSON *j_root = cJSON_CreateObject(), *j_data = NULL;
+    int ok = cJSON_AddStringToObject(j_root, "object", "list") &&
+             (j_data = cJSON_AddArrayToObject(j_root, "data"));
+    for (size_t i = 0; ok && i < app->n_models; i++)
+        ok = cJSON_AddItemToArray(j_data, model_json(app, &app->models[i]));
+    if (!ok) {
         cJSON_Delete(j_root);
         j_root = NULL;
     }
@@ -43,14 +54,10 @@ enum MHD_Result ep_models(SrvReq *r, const cJSON *j_req) {
 enum MHD_Result ep_model(SrvReq *r, const cJSON *j_req) {
     (void)j_req;
     const SrvApp *app = srv_app(r->srv);
-    const char *id = r->url + strlen("/v1/models/");
-    if (strcmp(id, app->model_name)) {
-        char msg[200];
-        snprintf(msg, sizeof msg, "the model '%.*s' does not exist here (model_not_found)",
-                 api_quote_len(id, 64), id);
-        return srv_reply_error(r, 404, msg, "model");
-    }
-    return srv_reply_json(r, 200, model_json(app));
+    char err[KG_ERRLEN];
+    const SrvModel *m = api_model_named(app, r->url + strlen("/v1/models/"), err);
+    if (!m) return srv_reply_error(r, 404, err, "model");
+    return srv_reply_json(r, 200, model_json(app, m));
 }
 
 enum MHD_Result ep_healthz(SrvReq *r, const cJSON *j_req) {
@@ -79,16 +86,17 @@ enum MHD_Result ep_metrics(SrvReq *r, const cJSON *j_req) {
                        .work_queued = sv.work_queued,
                        .work_running = sv.work_running,
                        .ready = atomic_load(&app->ready) && !srv_draining(r->srv)};
-    if (atomic_load(&app->ready)) { // (the fields below are set before ready turns 1)
-        g.device = app->device;
+    // (the models are set before ready turns 1); one daemon's figures: every engine's summed
+    for (size_t i = 0; atomic_load(&app->ready) && i < app->n_models; i++) {
+        g.device = app->models[0].device;
         SchedGauges sg;
-        sched_gauges(app->sched, &sg);
-        g.queue_depth = sg.queued;
-        g.running = sg.running;
-        g.batch_rows = sg.last_batch_rows;
-        g.cache_bytes = sg.cache_bytes;
-        g.cache_capacity = sg.cache_capacity;
-        g.cache_entries = sg.cache_entries;
+        sched_gauges(app->models[i].sched, &sg);
+        g.queue_depth += sg.queued;
+        g.running += sg.running;
+        g.batch_rows += sg.last_batch_rows;
+        g.cache_bytes += sg.cache_bytes;
+        g.cache_capacity += sg.cache_capacity;
+        g.cache_entries += sg.cache_entries;
     }
     size_t len;
     char *text = metrics_render(&g, &len);

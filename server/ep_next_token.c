@@ -45,7 +45,7 @@ static int next_token(Job *job, size_t i, const SchedToken *t) {
     nt->entropy = t->entropy;
     for (size_t r = 0; r < t->n_candidates; r++) { // best first
         if (!cJSON_AddItemToArray(nt->j_candidates,
-                                  next_candidate_json(job->app->tok, &t->candidates[r])))
+                                  next_candidate_json(job->model->tok, &t->candidates[r])))
             return KG_ENOMEM;
         nt->mass += t->candidates[r].prob;
     }
@@ -57,7 +57,7 @@ static cJSON *next_reply(Job *job) {
     SchedStats st;
     sched_job_stats(job->choices[0].sched_job, &st);
     cJSON *j_root = cJSON_CreateObject();
-    if (!j_root || !cJSON_AddStringToObject(j_root, "model", job->app->model_name) ||
+    if (!j_root || !cJSON_AddStringToObject(j_root, "model", job->model->name) ||
         !cJSON_AddItemToObject(j_root, "tokens", api_ids_json(nt->prompt, nt->n_prompt)) ||
         !cJSON_AddItemToObject(j_root, "candidates", nt->j_candidates)) {
         cJSON_Delete(j_root);
@@ -91,19 +91,20 @@ enum MHD_Result ep_next_token(SrvReq *r, const cJSON *j_req) {
     SrvApp *app = api_ready(r, &ret);
     if (!app) return ret;
     char err[KG_ERRLEN];
-    const char *param = "top_k";
+    const char *param = "model";
+    const SrvModel *m = NULL;
     long long n_candidates;
     double temperature = 1;
     int speculate = 0;
     NextToken *nt = calloc(1, sizeof *nt);
-    int rc = nt ? json_int(j_req, "top_k", &n_candidates, 10, 1, API_MAX_CANDIDATES, err)
-                : kg_err(err, KG_ENOMEM, "out of memory");
+    int rc = nt ? api_model(app, j_req, &m, err) : kg_err(err, KG_ENOMEM, "out of memory");
+    if (!rc) rc = json_int(j_req, param = "top_k", &n_candidates, 10, 1, API_MAX_CANDIDATES, err);
     if (!rc) rc = json_num(j_req, param = "temperature", &temperature, 1, 1e-3, 100, err);
     if (!rc) rc = json_bool(j_req, param = "speculate", &speculate, 0, err);
-    if (!rc) rc = api_prompt(app, j_req, &nt->prompt, &nt->n_prompt, &param, err);
+    if (!rc) rc = api_prompt(m, j_req, &nt->prompt, &nt->n_prompt, &param, err);
     if (!rc && !(nt->j_candidates = cJSON_CreateArray()))
         rc = kg_err(err, KG_ENOMEM, "out of memory");
-    Job *job = rc ? NULL : job_new(app, &NEXT_TOKEN_HOOKS, nt, 1, "next", 0);
+    Job *job = rc ? NULL : job_new(m, &NEXT_TOKEN_HOOKS, nt, 1, "next", 0);
     if (!rc && !job) rc = kg_err(err, KG_ENOMEM, "out of memory");
     if (rc) {
         next_free(nt);

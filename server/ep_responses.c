@@ -164,7 +164,7 @@ static cJSON *responses_object(const Job *job, int finished) {
              cJSON_AddStringToObject(j, "object", "response") &&
              cJSON_AddNumberToObject(j, "created_at", (double)job->created) &&
              cJSON_AddStringToObject(j, "status", status) &&
-             cJSON_AddStringToObject(j, "model", job->app->model_name) &&
+             cJSON_AddStringToObject(j, "model", job->model->name) &&
              (j_output = cJSON_AddArrayToObject(j, "output")) && responses_add_request(rs, j) &&
              responses_add_fixed(j);
     if (ok && cut) {
@@ -364,38 +364,39 @@ static int responses_turns(const cJSON *j_req, ChatTurns *turns, const char **pa
 }
 
 // The messages rendered and encoded into rs->prompt.
-static int responses_prompt(const SrvApp *app, const cJSON *j_req, Responses *rs,
+static int responses_prompt(const SrvModel *m, const cJSON *j_req, Responses *rs,
                             const char **param, char *err) {
     ChatTurns turns;
     int rc = chat_turns_init(&turns, CHAT_MAX_MESSAGES + 1, err); // + the instructions
     if (!rc) rc = responses_turns(j_req, &turns, param, err);
-    if (!rc) rc = chat_turns_prompt(app, &turns, &rs->prompt, &rs->n_prompt, err);
+    if (!rc) rc = chat_turns_prompt(m, &turns, &rs->prompt, &rs->n_prompt, err);
     chat_turns_free(&turns);
     return rc;
 }
 
-// The request into rs and s. KG_OK, or the error with *param naming the field at fault.
-static int responses_parse(const SrvApp *app, const cJSON *j_req, Responses *rs, ApiSampling *s,
-                           const char **param, char *err) {
-    const ApiRequest q = {.app = app, .j_req = j_req};
+// The request into *m (the model it names), rs and s. KG_OK, or the error with *param naming
+// the field at fault.
+static int responses_parse(const SrvApp *app, const cJSON *j_req, const SrvModel **m, Responses *rs,
+                           ApiSampling *s, const char **param, char *err) {
     *param = "model";
-    int rc = api_model(app, j_req, err);
+    int rc = api_model(app, j_req, m, err);
+    const ApiRequest q = {.model = *m, .j_req = j_req};
     char none; // the table's rows store nothing
     if (!rc)
         rc = api_fields(&q, RESPONSES_FIELDS, sizeof RESPONSES_FIELDS / sizeof *RESPONSES_FIELDS,
                         &none, param, err);
-    if (!rc) rc = api_sampling(app, j_req, s, 0, 1, param, err); // 0: not given
+    if (!rc) rc = api_sampling(*m, j_req, s, 0, 1, param, err); // 0: not given
     if (rc) return rc;
     *param = "max_output_tokens";
     rc = json_int(j_req, "max_output_tokens", &rs->max_output_tokens, s->max_tokens, 1,
-                  (long long)app->n_ctx, err);
-    if (!rc) rc = responses_prompt(app, j_req, rs, param, err);
+                  (long long)(*m)->n_ctx, err);
+    if (!rc) rc = responses_prompt(*m, j_req, rs, param, err);
     if (rc) return rc;
     const cJSON *j_instr = cJSON_GetObjectItemCaseSensitive(j_req, "instructions");
     if (cJSON_IsString(j_instr) && !(rs->instructions = strdup(j_instr->valuestring)))
         return kg_err(err, KG_ENOMEM, "out of memory");
     s->max_tokens =
-        rs->max_output_tokens ? rs->max_output_tokens : chat_max_tokens(app, rs->n_prompt);
+        rs->max_output_tokens ? rs->max_output_tokens : chat_max_tokens(*m, rs->n_prompt);
     s->n_logprobs = 0; // the text's logprobs are not reported here
     rs->temperature = s->temperature;
     rs->top_p = s->top_p;
@@ -408,12 +409,13 @@ enum MHD_Result ep_responses(SrvReq *r, const cJSON *j_req) {
     if (!app) return ret;
     char err[KG_ERRLEN];
     const char *param = "model";
+    const SrvModel *m = NULL;
     ApiSampling s = {0};
     Job *job = NULL;
     Responses *rs = calloc(1, sizeof *rs);
-    int rc = rs ? responses_parse(app, j_req, rs, &s, &param, err)
+    int rc = rs ? responses_parse(app, j_req, &m, rs, &s, &param, err)
                 : kg_err(err, KG_ENOMEM, "out of memory");
-    if (!rc) job = job_new(app, &RESPONSES_HOOKS, rs, 1, "resp", s.stream);
+    if (!rc) job = job_new(m, &RESPONSES_HOOKS, rs, 1, "resp", s.stream);
     if (!rc && !job) rc = kg_err(err, KG_ENOMEM, "out of memory");
     if (rc) {
         responses_free(rs);
@@ -423,8 +425,8 @@ enum MHD_Result ep_responses(SrvReq *r, const cJSON *j_req) {
     job->id[strlen("resp")] = '_'; // OpenAI's ids read "resp_...", "msg_..."
     snprintf(rs->msg_id, sizeof rs->msg_id, "msg_%s", job->id + strlen("resp_"));
     SchedParams params = api_sched_params(&s, rs->prompt, rs->n_prompt);
-    params.stop_tokens = &app->chat_stop_id;
-    params.n_stop_tokens = app->chat_stop_id >= 0;
+    params.stop_tokens = &m->chat_stop_id;
+    params.n_stop_tokens = m->chat_stop_id >= 0;
     if (s.stream && responses_stream_begin(job)) job->oom = 1;
     ret = job_run(r, job, &params);
     api_sampling_free(&s); // sched_submit copied what it keeps

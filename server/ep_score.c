@@ -14,7 +14,7 @@
 // which nothing predicts, has logprob, prob, rank, top and alternatives null.
 //
 // Cost. A position's score depends only on the tokens up to it, so positions of an earlier
-// request sharing the prefix come from the app's memo (score_memo.h; cached_tokens counts
+// request sharing the prefix come from the model's memo (score_memo.h; cached_tokens counts
 // them). The positions left become engine jobs, and which kind is this endpoint's choice
 // (score_jobs): when at most SCORE_TAIL are left (a click appends one token; typing changes the
 // last one or two), each is a next-token job at its prefix, answered from the engine's prefix
@@ -37,7 +37,7 @@ typedef struct {
     size_t n_known;     // positions 0 .. n_known-1 came from the memo
     int whole;          // one prompt-scoring job (else one next-token job per position left)
     size_t next_prompt; // whole: the next prompt position the engine reports
-    ScoreMemo *memo;    // the app's; NULL (out of memory): nothing is remembered
+    ScoreMemo *memo;    // the model's; NULL (out of memory): nothing is remembered
     size_t n_alt;       // alternatives per position in the reply (top_alternatives)
 } Score;
 
@@ -131,7 +131,7 @@ static cJSON *score_pos_json(const Tokenizer *tok, const ScorePos *p, size_t n_a
 }
 
 // The reply; timings are the slowest choice's (they ran in one batch).
-static cJSON *score_reply_of(SrvApp *app, const Score *s, Job *job) {
+static cJSON *score_reply_of(const SrvModel *m, const Score *s, Job *job) {
     SchedStats st = {0}, one;
     size_t cached = s->n_known;
     for (size_t i = 0; job && i < job->n_choices; i++) {
@@ -140,12 +140,12 @@ static cJSON *score_reply_of(SrvApp *app, const Score *s, Job *job) {
         if (!s->whole) cached += one.cached_tokens == one.prompt_tokens; // from the prefix cache
     }
     cJSON *j_root = cJSON_CreateObject(), *j_scores = NULL;
-    if (!j_root || !cJSON_AddStringToObject(j_root, "model", app->model_name) ||
+    if (!j_root || !cJSON_AddStringToObject(j_root, "model", m->name) ||
         !cJSON_AddItemToObject(j_root, "tokens", api_ids_json(s->prompt, s->n_prompt)) ||
         !(j_scores = cJSON_AddArrayToObject(j_root, "scores")))
         goto fail;
     for (size_t k = 0; k < s->n_prompt; k++)
-        if (!cJSON_AddItemToArray(j_scores, score_pos_json(app->tok, &s->pos[k], s->n_alt)))
+        if (!cJSON_AddItemToArray(j_scores, score_pos_json(m->tok, &s->pos[k], s->n_alt)))
             goto fail;
     if (!cJSON_AddNumberToObject(j_root, "prompt_tokens", (double)s->n_prompt) ||
         !cJSON_AddNumberToObject(j_root, "cached_tokens", (double)cached) ||
@@ -162,7 +162,7 @@ static cJSON *score_reply(Job *job) {
     for (size_t k = 1; k < s->n_prompt; k++)
         if (!s->pos[k].scored) return NULL; // the engine left a position out: 503
     score_memo_insert(s->memo, s->prompt, s->pos, s->n_prompt);
-    return score_reply_of(job->app, s, job);
+    return score_reply_of(job->model, s, job);
 }
 
 static void score_free(void *ctx) {
@@ -179,16 +179,16 @@ static const JobHooks SCORE_HOOKS = {
 // The engine jobs that score positions s->n_known .. (at least one is left): one next-token
 // job at each prefix when at most SCORE_TAIL are left (the prefix cache may answer them), else
 // one prompt-scoring job. Sets s->whole; returns how many jobs p holds.
-static size_t score_jobs(const SrvApp *app, Score *s, SchedParams p[SCORE_TAIL]) {
+static size_t score_jobs(const SrvModel *m, Score *s, SchedParams p[SCORE_TAIL]) {
     size_t n_left = s->n_prompt - s->n_known;
     s->whole = n_left > SCORE_TAIL;
     if (s->whole) { // every position's rank and best tokens in one pass
         p[0] = (SchedParams){.kind = SCHED_GENERATE,
                              .tokens = s->prompt,
                              .n_tokens = s->n_prompt,
-                             .n_logprobs = SCORE_MAX_ALTERNATIVES < app->vocab_size
+                             .n_logprobs = SCORE_MAX_ALTERNATIVES < m->vocab_size
                                                ? SCORE_MAX_ALTERNATIVES
-                                               : app->vocab_size,
+                                               : m->vocab_size,
                              .temperature = 1,
                              .top_p = 1,
                              .score_prompt = 1};
@@ -200,7 +200,7 @@ static size_t score_jobs(const SrvApp *app, Score *s, SchedParams p[SCORE_TAIL])
         p[i] = (SchedParams){.kind = SCHED_NEXT_TOKEN,
                              .tokens = s->prompt,
                              .n_tokens = s->n_known + i,
-                             .n_candidates = app->vocab_size,
+                             .n_candidates = m->vocab_size,
                              .temperature = 1};
     return n_left;
 }
@@ -210,12 +210,14 @@ enum MHD_Result ep_score(SrvReq *r, const cJSON *j_req) {
     SrvApp *app = api_ready(r, &ret);
     if (!app) return ret;
     char err[KG_ERRLEN];
-    const char *param = "top_alternatives";
+    const char *param = "model";
+    const SrvModel *m = NULL;
     long long n_alt = 0;
     Score *s = calloc(1, sizeof *s);
-    int rc = s ? json_int(j_req, param, &n_alt, 0, 0, SCORE_MAX_ALTERNATIVES, err)
-               : kg_err(err, KG_ENOMEM, "out of memory");
-    if (!rc) rc = api_prompt(app, j_req, &s->prompt, &s->n_prompt, &param, err);
+    int rc = s ? api_model(app, j_req, &m, err) : kg_err(err, KG_ENOMEM, "out of memory");
+    if (!rc)
+        rc = json_int(j_req, param = "top_alternatives", &n_alt, 0, 0, SCORE_MAX_ALTERNATIVES, err);
+    if (!rc) rc = api_prompt(m, j_req, &s->prompt, &s->n_prompt, &param, err);
     if (!rc && !(s->pos = calloc(s->n_prompt, sizeof *s->pos)))
         rc = kg_err(err, KG_ENOMEM, "out of memory");
     if (rc) {
@@ -225,17 +227,17 @@ enum MHD_Result ep_score(SrvReq *r, const cJSON *j_req) {
     for (size_t k = 0; k < s->n_prompt; k++)
         s->pos[k] = (ScorePos){.id = s->prompt[k]};
     s->n_alt = (size_t)n_alt;
-    s->memo = app->score_memo;
+    s->memo = m->score_memo;
     s->n_known = score_memo_lookup(s->memo, s->prompt, s->n_prompt, s->pos);
     if (s->n_known == 0) s->n_known = 1; // the first token has no score
     if (s->n_known == s->n_prompt) {     // all remembered: no engine work
-        enum MHD_Result out = srv_reply_json(r, 200, score_reply_of(app, s, NULL));
+        enum MHD_Result out = srv_reply_json(r, 200, score_reply_of(m, s, NULL));
         score_free(s);
         return out;
     }
     SchedParams p[SCORE_TAIL];
-    size_t n_jobs = score_jobs(app, s, p);
-    Job *job = job_new(app, &SCORE_HOOKS, s, n_jobs, "score", 0);
+    size_t n_jobs = score_jobs(m, s, p);
+    Job *job = job_new(m, &SCORE_HOOKS, s, n_jobs, "score", 0);
     if (!job) {
         score_free(s);
         return srv_reply_kg(r, KG_ENOMEM, "out of memory", NULL);

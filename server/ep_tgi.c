@@ -150,7 +150,7 @@ static cJSON *tgi_event(size_t index, cJSON *j_token, cJSON *j_top) {
 static int tgi_token(Job *job, size_t i, const SchedToken *t) {
     (void)i;
     Tgi *g = job->ctx;
-    const Tokenizer *tok = job->app->tok;
+    const Tokenizer *tok = job->model->tok;
     if (t->prompt) // decoder_input_details: a prompt token and its logprob
         return cJSON_AddItemToArray(g->j_prefill,
                                     tgi_token_json(tok, t->id, t->text, t->text_len, t->logprob, 0))
@@ -226,9 +226,9 @@ static int tgi_choice_end(Job *job, size_t i) {
     cJSON *j = g->j_held, *j_d = NULL;
     g->j_held = NULL;
     if (!j) // the model ended at once: the end-of-text token is the one to show
-        j = tgi_event(++g->index,
-                      tgi_token_json(job->app->tok, tok_special(job->app->tok).eos, "", 0, NAN, 1),
-                      NULL);
+        j = tgi_event(
+            ++g->index,
+            tgi_token_json(job->model->tok, tok_special(job->model->tok).eos, "", 0, NAN, 1), NULL);
     cJSON_DeleteItemFromObjectCaseSensitive(j, "generated_text"); // (both null so far)
     cJSON_DeleteItemFromObjectCaseSensitive(j, "details");
     int ok = j && tgi_add_generated_text(job, j) &&
@@ -286,19 +286,19 @@ static int tgi_given(const cJSON *j_obj, const char *name) {
 }
 
 // "parameters" (absent or null: TGI's defaults, sampling on), read into g and s.
-static int tgi_parameters(const SrvApp *app, const cJSON *j_req, Tgi *g, ApiSampling *s,
+static int tgi_parameters(const SrvModel *m, const cJSON *j_req, Tgi *g, ApiSampling *s,
                           const char **param, char *err) {
     const cJSON *j_p = cJSON_GetObjectItemCaseSensitive(j_req, "parameters");
     if (cJSON_IsNull(j_p)) j_p = NULL;
     *param = "parameters";
     if (j_p && !cJSON_IsObject(j_p)) return kg_err(err, KG_EINVAL, "parameters must be an object");
-    const ApiRequest q = {.app = app, .j_req = j_p};
+    const ApiRequest q = {.model = m, .j_req = j_p};
     int rc = api_fields(&q, TGI_FIELDS, sizeof TGI_FIELDS / sizeof *TGI_FIELDS, &g->f, param, err);
     if (!rc) rc = json_bool(j_p, "do_sample", &g->f.do_sample, j_p == NULL, err);
     if (rc) return rc;
     if (g->f.watermark) return kg_err(err, KG_EUNSUP, "watermark is not supported");
     // the engine stops at a full context: "to the end" is at most n_ctx tokens
-    rc = api_sampling(app, j_p, s, (long long)app->n_ctx, 1, param, err);
+    rc = api_sampling(m, j_p, s, (long long)m->n_ctx, 1, param, err);
     if (rc) return rc;
     if (g->f.max_new_tokens) s->max_tokens = g->f.max_new_tokens;
     s->n_logprobs = g->f.top_n_tokens;
@@ -317,26 +317,28 @@ static enum MHD_Result tgi_run(SrvReq *r, const cJSON *j_req, int stream, int wr
     SrvApp *app = api_ready(r, &ret);
     if (!app) return ret;
     char err[KG_ERRLEN];
-    const char *param = "inputs", *inputs;
+    const char *param = "model", *inputs;
+    const SrvModel *m = NULL;
     size_t len;
     ApiSampling s = {0};
     Tgi *g = calloc(1, sizeof *g);
     Job *job = NULL;
-    int rc =
-        g ? json_str(j_req, "inputs", &inputs, &len, err) : kg_err(err, KG_ENOMEM, "out of memory");
+    // TGI serves one model; here a "model" beside "inputs" picks one as on the other routes
+    int rc = g ? api_model(app, j_req, &m, err) : kg_err(err, KG_ENOMEM, "out of memory");
+    if (!rc) rc = json_str(j_req, param = "inputs", &inputs, &len, err);
     if (!rc && !inputs) rc = kg_err(err, KG_EINVAL, "inputs is required");
     if (!rc && stream < 0) {
         param = "stream";
         rc = json_bool(j_req, "stream", &stream, 0, err);
     }
-    if (!rc) rc = tgi_parameters(app, j_req, g, &s, &param, err);
+    if (!rc) rc = tgi_parameters(m, j_req, g, &s, &param, err);
     if (!rc && stream && g->f.decoder_input_details) {
         param = "decoder_input_details";
         rc = kg_err(err, KG_ERANGE, "decoder_input_details is not supported when streaming");
     }
     if (!rc) {
         param = "inputs";
-        rc = api_prompt_from(app, inputs, len, NULL, "inputs", &g->prompt, &g->n_prompt, err);
+        rc = api_prompt_from(m, inputs, len, NULL, "inputs", &g->prompt, &g->n_prompt, err);
     }
     if (!rc && g->f.truncate && g->n_prompt > (size_t)g->f.truncate) { // keep the last ones
         size_t drop = g->n_prompt - (size_t)g->f.truncate;
@@ -348,7 +350,7 @@ static enum MHD_Result tgi_run(SrvReq *r, const cJSON *j_req, int stream, int wr
         if ((g->f.return_full_text && !(g->full_text = strndup(inputs, len))) ||
             !(g->j_tokens = cJSON_CreateArray()) || !(g->j_prefill = cJSON_CreateArray()) ||
             (g->f.top_n_tokens && !(g->j_top = cJSON_CreateArray())) ||
-            !(job = job_new(app, &TGI_HOOKS, g, 1, "tgi", stream)))
+            !(job = job_new(m, &TGI_HOOKS, g, 1, "tgi", stream)))
             rc = kg_err(err, KG_ENOMEM, "out of memory");
     }
     if (rc) {
@@ -376,19 +378,20 @@ enum MHD_Result ep_tgi_info(SrvReq *r, const cJSON *j_req) {
     enum MHD_Result ret = MHD_NO;
     SrvApp *app = api_ready(r, &ret);
     if (!app) return ret;
-    const char *device = app->device ? app->device : "cpu";
+    const SrvModel *m = &app->models[0]; // TGI's /info describes one model: the default one
+    const char *device = m->device ? m->device : "cpu";
     cJSON *j = cJSON_CreateObject();
-    if (!j || !cJSON_AddStringToObject(j, "model_id", app->model_name) ||
+    if (!j || !cJSON_AddStringToObject(j, "model_id", m->name) ||
         !cJSON_AddNullToObject(j, "model_sha") ||
-        !cJSON_AddStringToObject(j, "model_dtype", app->dtype ? app->dtype : "f32") ||
+        !cJSON_AddStringToObject(j, "model_dtype", m->dtype ? m->dtype : "f32") ||
         !cJSON_AddStringToObject(j, "model_device_type",
                                  strncmp(device, "cuda", 4) ? "cpu" : "cuda") ||
         !cJSON_AddStringToObject(j, "model_pipeline_tag", "text-generation") ||
         !cJSON_AddNumberToObject(j, "max_concurrent_requests", (double)app->max_jobs) ||
         !cJSON_AddNumberToObject(j, "max_best_of", 1) ||
         !cJSON_AddNumberToObject(j, "max_stop_sequences", API_MAX_STOP) ||
-        !cJSON_AddNumberToObject(j, "max_input_tokens", (double)(app->n_ctx - 1)) ||
-        !cJSON_AddNumberToObject(j, "max_total_tokens", (double)app->n_ctx) ||
+        !cJSON_AddNumberToObject(j, "max_input_tokens", (double)(m->n_ctx - 1)) ||
+        !cJSON_AddNumberToObject(j, "max_total_tokens", (double)m->n_ctx) ||
         !cJSON_AddNumberToObject(j, "max_client_batch_size", 1) ||
         !cJSON_AddStringToObject(j, "router", "kogpt2d") ||
         !cJSON_AddStringToObject(j, "version", kg_version()) ||

@@ -16,18 +16,20 @@ enum MHD_Result ep_tokenize(SrvReq *r, const cJSON *j_req) {
     SrvApp *app = api_ready(r, &ret);
     if (!app) return ret;
     char err[KG_ERRLEN];
-    const char *text;
+    const char *text, *param = "model";
+    const SrvModel *m;
     size_t len, n = 0;
     int *ids = NULL;
-    int rc = json_str(j_req, "text", &text, &len, err);
+    int rc = api_model(app, j_req, &m, err);
+    if (!rc) rc = json_str(j_req, param = "text", &text, &len, err);
     if (!rc && !text) rc = kg_err(err, KG_EINVAL, "text is required");
-    if (!rc) rc = tok_encode_max(app->tok, text, len, app->max_tokenize, &ids, &n, err);
+    if (!rc) rc = tok_encode_max(m->tok, text, len, app->max_tokenize, &ids, &n, err);
     if (rc == KG_ERANGE) // stopped at the limit, or refused by length before encoding
         kg_err(err, KG_ERANGE, "n_tokens (more than %zu) exceeds --max-tokenize (%zu)",
                app->max_tokenize, app->max_tokenize);
     if (rc) {
         free(ids);
-        return srv_reply_kg(r, rc, err, "text");
+        return srv_reply_kg(r, rc, err, param);
     }
     cJSON *j_root = cJSON_CreateObject(), *j_pieces = cJSON_CreateArray();
     if (!cJSON_AddItemToObject(j_root, "tokens", api_ids_json(ids, n)) ||
@@ -36,7 +38,7 @@ enum MHD_Result ep_tokenize(SrvReq *r, const cJSON *j_req) {
         goto oom;
     }
     for (size_t i = 0; i < n; i++)
-        if (!cJSON_AddItemToArray(j_pieces, cJSON_CreateString(tok_piece(app->tok, ids[i]))))
+        if (!cJSON_AddItemToArray(j_pieces, cJSON_CreateString(tok_piece(m->tok, ids[i]))))
             goto oom;
     free(ids);
     return srv_reply_json(r, 200, j_root);
@@ -51,18 +53,22 @@ enum MHD_Result ep_detokenize(SrvReq *r, const cJSON *j_req) {
     SrvApp *app = api_ready(r, &ret);
     if (!app) return ret;
     char err[KG_ERRLEN];
+    const char *param = "model";
+    const SrvModel *m;
     int *ids = NULL;
     size_t n = 0;
     char *text = NULL;
     const cJSON *j_tokens = cJSON_GetObjectItemCaseSensitive(j_req, "tokens");
-    int rc = j_tokens
-                 ? json_ids(j_tokens, "tokens", &ids, &n, 0, (long long)app->vocab_size - 1, err)
-                 : kg_err(err, KG_EINVAL, "tokens is required");
+    int rc = api_model(app, j_req, &m, err);
+    if (!rc) param = "tokens";
+    if (!rc)
+        rc = j_tokens ? json_ids(j_tokens, "tokens", &ids, &n, 0, (long long)m->vocab_size - 1, err)
+                      : kg_err(err, KG_EINVAL, "tokens is required");
     if (!rc && n > app->max_tokenize)
         rc = kg_err(err, KG_ERANGE, "n_tokens (%zu) exceeds --max-tokenize (%zu)", n,
                     app->max_tokenize);
     size_t len = 0;
-    if (!rc) rc = tok_decode(app->tok, ids, n, &text, &len, err);
+    if (!rc) rc = tok_decode(m->tok, ids, n, &text, &len, err);
     // a byte token 0x00 decodes to a NUL, which a JSON string of cJSON would silently end at:
     // refused, never cut
     const char *nul = rc ? NULL : memchr(text, 0, len);
@@ -72,7 +78,7 @@ enum MHD_Result ep_detokenize(SrvReq *r, const cJSON *j_req) {
     free(ids);
     if (rc) {
         free(text);
-        return srv_reply_kg(r, rc, err, "tokens");
+        return srv_reply_kg(r, rc, err, param);
     }
     cJSON *j_root = cJSON_CreateObject();
     if (!cJSON_AddStringToObject(j_root, "text", text)) {

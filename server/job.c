@@ -28,7 +28,7 @@ cJSON *job_openai_object(const Job *job, const char *object, cJSON **j_choices) 
     if (!j_root || !cJSON_AddStringToObject(j_root, "id", job->id) ||
         !cJSON_AddStringToObject(j_root, "object", object) ||
         !cJSON_AddNumberToObject(j_root, "created", (double)job->created) ||
-        !cJSON_AddStringToObject(j_root, "model", job->app->model_name) ||
+        !cJSON_AddStringToObject(j_root, "model", job->model->name) ||
         !(*j_choices = cJSON_AddArrayToObject(j_root, "choices"))) {
         cJSON_Delete(j_root);
         return NULL;
@@ -196,7 +196,7 @@ enum MHD_Result job_run(SrvReq *r, Job *job, const SchedParams *params) {
     r->done = job_done; // from here every path ends in job_done: it releases what was submitted
     job->t_start = srv_now();
     for (size_t i = 0; i < job->n_choices; i++) {
-        int rc = sched_submit(job->app->sched, &params[i], job_notify, r,
+        int rc = sched_submit(job->model->sched, &params[i], job_notify, r,
                               &job->choices[i].sched_job, err);
         if (rc) {
             for (size_t k = 0; k < i; k++)
@@ -209,8 +209,8 @@ enum MHD_Result job_run(SrvReq *r, Job *job, const SchedParams *params) {
     return job_resume(r);
 }
 
-Job *job_new(SrvApp *app, const JobHooks *hooks, void *ctx, size_t n_choices, const char *id_prefix,
-             int stream) {
+Job *job_new(const SrvModel *model, const JobHooks *hooks, void *ctx, size_t n_choices,
+             const char *id_prefix, int stream) {
     Job *job = calloc(1, sizeof *job);
     JobChoice *choices = calloc(n_choices, sizeof *choices);
     if (!job || !choices) {
@@ -220,7 +220,7 @@ Job *job_new(SrvApp *app, const JobHooks *hooks, void *ctx, size_t n_choices, co
     }
     *job = (Job){.hooks = hooks,
                  .ctx = ctx,
-                 .app = app,
+                 .model = model,
                  .stream = stream,
                  .n_choices = n_choices,
                  .choices = choices,

@@ -41,8 +41,8 @@ typedef struct {
 
 struct Job {
     const JobHooks *hooks;
-    void *ctx; // the endpoint's own state
-    SrvApp *app;
+    void *ctx;             // the endpoint's own state
+    const SrvModel *model; // the model the request named
     int stream, finished, oom;
     size_t n_choices;
     JobChoice *choices;
@@ -58,8 +58,8 @@ struct Job {
 // A job of n_choices choices with its reply's id and time, owning ctx from here (freed by
 // hooks->free); NULL on OOM (ctx is then still the caller's). Free with job_free() until
 // job_run() takes it.
-Job *job_new(SrvApp *app, const JobHooks *hooks, void *ctx, size_t n_choices, const char *id_prefix,
-             int stream);
+Job *job_new(const SrvModel *model, const JobHooks *hooks, void *ctx, size_t n_choices,
+             const char *id_prefix, int stream);
 void job_free(Job *job);
 
 // Submits params[0..n_choices) (their arrays are copied by the engine) and answers: streamed

@@ -17,24 +17,24 @@ SrvApp *api_ready(SrvReq *r, enum MHD_Result *ret) {
     return NULL;
 }
 
-int api_prompt_from(const SrvApp *app, const char *text, size_t len, const cJSON *j_tokens,
+int api_prompt_from(const SrvModel *m, const char *text, size_t len, const cJSON *j_tokens,
                     const char *name, int **ids, size_t *n, char *err) {
     int rc;
     if (text) // stops at n_ctx: a megabyte of text costs no more than a prompt that fits
-        rc = tok_encode_max(app->tok, text, len, app->n_ctx, ids, n, err);
+        rc = tok_encode_max(m->tok, text, len, m->n_ctx, ids, n, err);
     else
-        rc = json_ids(j_tokens, name, ids, n, 0, (long long)app->vocab_size - 1, err);
+        rc = json_ids(j_tokens, name, ids, n, 0, (long long)m->vocab_size - 1, err);
     if (text && rc == KG_ERANGE)
         return kg_err(err, KG_ERANGE, "n_prompt_tokens (more than %zu) exceeds n_ctx (%zu)",
-                      app->n_ctx, app->n_ctx);
+                      m->n_ctx, m->n_ctx);
     if (rc) return rc;
     if (*n == 0) return kg_err(err, KG_ERANGE, "the prompt is empty");
-    if (*n > app->n_ctx)
-        return kg_err(err, KG_ERANGE, "n_prompt_tokens (%zu) exceeds n_ctx (%zu)", *n, app->n_ctx);
+    if (*n > m->n_ctx)
+        return kg_err(err, KG_ERANGE, "n_prompt_tokens (%zu) exceeds n_ctx (%zu)", *n, m->n_ctx);
     return KG_OK;
 }
 
-int api_prompt(const SrvApp *app, const cJSON *j_req, int **ids, size_t *n, const char **param,
+int api_prompt(const SrvModel *m, const cJSON *j_req, int **ids, size_t *n, const char **param,
                char *err) {
     const char *text;
     size_t len;
@@ -46,7 +46,7 @@ int api_prompt(const SrvApp *app, const cJSON *j_req, int **ids, size_t *n, cons
     if (text && j_tokens) return kg_err(err, KG_EINVAL, "give text or tokens, not both");
     if (!text && !j_tokens) return kg_err(err, KG_EINVAL, "text or tokens is required");
     if (!text) *param = "tokens";
-    return api_prompt_from(app, text, len, j_tokens, "tokens", ids, n, err);
+    return api_prompt_from(m, text, len, j_tokens, "tokens", ids, n, err);
 }
 
 // 1 when model is a URL, http(s)://host[:port][/...]: Hugging Face's clients send the
@@ -56,23 +56,37 @@ static int api_model_is_url(const char *model) {
     return n && model[n] && model[n] != '/';
 }
 
-int api_model(const SrvApp *app, const cJSON *j_req, char *err) {
+const SrvModel *api_model_named(const SrvApp *app, const char *model, char *err) {
+    for (size_t i = 0; i < app->n_models; i++)
+        if (!strcmp(model, app->models[i].name)) return &app->models[i];
+    char served[KG_ERRLEN] = "";
+    size_t len = 0;
+    for (size_t i = 0; i < app->n_models && len < sizeof served; i++) {
+        const char *name = app->models[i].name;
+        len += (size_t)snprintf(served + len, sizeof served - len, "%s'%.*s'", i ? ", " : "",
+                                api_quote_len(name, 64), name);
+    }
+    kg_err(err, KG_ENOTFOUND,
+           "the model '%.*s' does not exist here (model_not_found); this server serves %s",
+           api_quote_len(model, 64), model, served);
+    return NULL;
+}
+
+int api_model(const SrvApp *app, const cJSON *j_req, const SrvModel **m, char *err) {
     const char *model;
+    *m = &app->models[0];
     int rc = json_str(j_req, "model", &model, NULL, err);
-    if (rc || !model || !strcmp(model, app->model_name) || api_model_is_url(model)) return rc;
-    return kg_err(err, KG_ENOTFOUND,
-                  "the model '%.*s' does not exist here (model_not_found); this server serves "
-                  "'%.*s'",
-                  api_quote_len(model, 64), model, api_quote_len(app->model_name, 64),
-                  app->model_name);
+    if (rc || !model || api_model_is_url(model)) return rc;
+    *m = api_model_named(app, model, err);
+    return *m ? KG_OK : KG_ENOTFOUND;
 }
 
 // --- request fields as a table ---
 
-// A row's upper bound when it is the app's figure, not a constant.
-static double api_field_hi(const SrvApp *app, const ApiField *f) {
-    if (f->hi_is == API_HI_N_CTX) return (double)app->n_ctx;
-    if (f->hi_is == API_HI_VOCAB) return (double)app->vocab_size;
+// A row's upper bound when it is the model's figure, not a constant.
+static double api_field_hi(const SrvModel *m, const ApiField *f) {
+    if (f->hi_is == API_HI_N_CTX) return (double)m->n_ctx;
+    if (f->hi_is == API_HI_VOCAB) return (double)m->vocab_size;
     return f->hi;
 }
 
@@ -94,7 +108,7 @@ static int api_field_refused(const cJSON *j_req, const ApiField *f, char *err) {
 static int api_field(const ApiRequest *q, const ApiField *f, void *out, const char **param,
                      char *err) {
     char *at = (char *)out + f->offset;
-    double hi = api_field_hi(q->app, f);
+    double hi = api_field_hi(q->model, f);
     *param = f->name;
     switch (f->kind) {
     case API_INT:
@@ -139,7 +153,7 @@ static int api_read_max_tokens(const ApiRequest *q, const ApiField *f, void *out
     (void)param;
     ApiSampling *s = out;
     return json_int(q->j_req, f->name, &s->max_tokens, q->max_tokens_default, q->max_tokens_min,
-                    (long long)q->app->n_ctx, err);
+                    (long long)q->model->n_ctx, err);
 }
 
 // "logprobs": a count 0..20 (completions, generate), or true with "top_logprobs" 0..20 (chat).
@@ -172,7 +186,7 @@ static int api_read_logit_bias(const ApiRequest *q, const ApiField *f, void *out
                       API_MAX_LOGIT_BIAS, n);
     if (n) s->logit_bias = calloc(n, sizeof *s->logit_bias);
     if (n && !s->logit_bias) return kg_err(err, KG_ENOMEM, "out of memory");
-    size_t vocab = q->app->vocab_size;
+    size_t vocab = q->model->vocab_size;
     for (const cJSON *e = j->child; e; e = e->next) {
         char *end;
         long id = strtol(e->string, &end, 10);
@@ -237,10 +251,10 @@ static const ApiField SAMPLING_FIELDS[] = {
     {"stop", API_READ, .read = api_read_stop},
 };
 
-int api_sampling(const SrvApp *app, const cJSON *j_req, ApiSampling *s,
+int api_sampling(const SrvModel *m, const cJSON *j_req, ApiSampling *s,
                  long long max_tokens_default, long long max_tokens_min, const char **param,
                  char *err) {
-    const ApiRequest q = {.app = app,
+    const ApiRequest q = {.model = m,
                           .j_req = j_req,
                           .max_tokens_default = max_tokens_default,
                           .max_tokens_min = max_tokens_min};

@@ -48,6 +48,7 @@ const state = {
   // the choices made from a root prompt: paths of {id, text} (a path shares a prefix with
   // earlier ones up to its branch point); at: the path shown and how far along it
   tree: { root: null, paths: [], at: [0, 0] },
+  model: null,   // the served model every request names (null: one model served, none named)
 };
 let seq = 0;           // bumped on every change; a stale answer is dropped
 let inflight = null;   // AbortController of the next-token request
@@ -112,7 +113,8 @@ async function api(path, body, signal, retried = false) {
   if (body !== undefined) {
     init.method = 'POST';
     init.headers['Content-Type'] = 'application/json';
-    init.body = JSON.stringify(body);
+    // the picked model, unless the request names its own (the compare view's)
+    init.body = JSON.stringify(state.model ? { model: state.model, ...body } : body);
   }
   let res;
   try {
@@ -761,12 +763,88 @@ function adopt() {
 
 // ---- wiring ----------------------------------------------------------------------------
 
+// The served models into the picker and the compare view's selects; both stay hidden while
+// the daemon serves one model (the requests then name none, as before).
+function listModels(data) {
+  const ids = data.map((m) => m.id);
+  const several = ids.length > 1;
+  if (several && !ids.includes(state.model)) state.model = ids[0];
+  const fill = (sel, pick) => {
+    if (sel.options.length === ids.length && [...sel.options].every((o, i) => o.value === ids[i])) return;
+    sel.replaceChildren(...ids.map((id) => new Option(id, id)));
+    sel.value = pick;
+  };
+  fill($('model-pick'), state.model);
+  fill($('cmp-a'), ids[0]);
+  fill($('cmp-b'), ids[1] ?? ids[0]);
+  $('model-pick').hidden = !several;
+  $('model-name').hidden = several;
+  $('compare').hidden = !several;
+}
+
+// Another model: ids mean other tokens there, so the prompt goes back to its text and the
+// candidates, scores, peeks and paths (all ids) are asked anew.
+function switchModel(id) {
+  state.model = id;
+  peekCache.clear();
+  state.undo = [];
+  state.tree = { root: null, paths: [], at: [0, 0] };
+  state.scores = null;
+  renderTree();
+  renderToks();
+  setPrompt(state.text, null);
+}
+
+// The compare view: for the prompt's text, each model's next-token candidates side by side,
+// and the prompt tokens where the two models' logprobs differ most marked (where both read the
+// text as the same tokens; otherwise where each model was most surprised).
+const CMP_MARK = 3;  // tokens marked
+async function compare() {
+  const a = $('cmp-a').value, b = $('cmp-b').value, text = state.text;
+  if (!text.trim()) { $('cmp-stats').textContent = 'Type a prompt first.'; return; }
+  $('cmp-stats').textContent = 'comparing…';
+  try {
+    const ask = (path, model, body) => api(path, { ...body, model }).then((r) => r.json());
+    const [na, nb, sa, sb] = await Promise.all([
+      ask('/v1/next-token', a, { text, top_k: TOP_K }), ask('/v1/next-token', b, { text, top_k: TOP_K }),
+      ask('/v1/score', a, { text }), ask('/v1/score', b, { text })]);
+    [[a, na, 'cmp-a'], [b, nb, 'cmp-b']].forEach(([id, j, el]) => {
+      $(el + '-h').textContent = id;
+      $(el + '-cands').replaceChildren(...(j.candidates || []).map((c) => {
+        const li = document.createElement('li');
+        li.append(pieceNode(c), Object.assign(document.createElement('span'), { className: 'prob', textContent: pct(c.prob) }));
+        return li;
+      }));
+    });
+    const same = sa.tokens.length === sb.tokens.length && sa.tokens.every((t, i) => t === sb.tokens[i]);
+    const gap = sa.scores.map((s, i) => (i === 0 ? -1 : same ? Math.abs(s.logprob - sb.scores[i].logprob) : -s.logprob));
+    const marked = new Set(gap.map((g, i) => [g, i]).filter(([g]) => g > 0)
+      .sort((x, y) => y[0] - x[0]).slice(0, CMP_MARK).map(([, i]) => i));
+    $('cmp-toks').replaceChildren(...sa.scores.map((s, i) => {
+      const el = document.createElement('span');
+      el.setAttribute('role', 'listitem');
+      el.className = 'tok' + (marked.has(i) ? ' disagree' : '');
+      el.title = i === 0 ? 'the first token' : same
+        ? `${a}: ${s.logprob.toFixed(2)}, ${b}: ${sb.scores[i].logprob.toFixed(2)} (logprob)`
+        : `${a}: ${s.logprob.toFixed(2)} (logprob)`;
+      el.appendChild(pieceNode(s));
+      return el;
+    }));
+    $('cmp-stats').textContent = same ? `marked: the ${marked.size} tokens where the logprobs differ most`
+      : `the models tokenize differently: marked where ${a} was most surprised`;
+  } catch (e) {
+    $('cmp-stats').textContent = '';
+    if (e.name !== 'AbortError') showError(e.message);
+  }
+}
+
 async function checkModel() {
   const el = $('model');
   try {
     const j = await (await api('/v1/models')).json();
     const m = (j.data && j.data[0]) || {};
     $('model-name').textContent = m.id || 'model loaded';
+    listModels(j.data || []);
     if (m.n_ctx > 0) $('max_tokens').max = m.n_ctx;  // the daemon refuses more
     el.className = 'model ok';
     if ($('cands').classList.contains('stale') && !composing) schedule(0);  // back after an outage
@@ -920,6 +998,8 @@ function wire() {
   $('gen-form').addEventListener('submit', generate);
   $('stop').addEventListener('click', () => gen && gen.ctl && gen.ctl.abort());
   $('adopt').addEventListener('click', adopt);
+  $('model-pick').addEventListener('change', (e) => switchModel(e.target.value));
+  $('cmp-go').addEventListener('click', compare);
   window.addEventListener('popstate', loadFromUrl);
 }
 

@@ -34,16 +34,19 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         fprintf(stderr, "fuzz_http: %s\n", err);
         exit(1);
     }
-    fuzz_app.sched = fuzz_http_sched();
-    fuzz_app.tok = tok;
-    fuzz_app.model_name = "fuzz";
-    fuzz_app.n_ctx = FUZZ_HTTP_N_CTX;
-    fuzz_app.vocab_size = tok_vocab_size(tok);
-    fuzz_app.score_memo = score_memo_new();
+    static SrvModel model;
+    model.sched = fuzz_http_sched();
+    model.tok = tok;
+    model.name = "fuzz";
+    model.n_ctx = FUZZ_HTTP_N_CTX;
+    model.vocab_size = tok_vocab_size(tok);
+    model.score_memo = score_memo_new();
+    fuzz_app.models = &model;
+    fuzz_app.n_models = 1;
     char *slash = strrchr(path, '/');
     *slash = '\0'; // the model directory, for tokenizer_config.json
     static ChatTemplate *chat;
-    if (ep_chat_setup(&fuzz_app, path, NULL, &chat, err)) {
+    if (ep_chat_setup(&model, path, NULL, &chat, err)) {
         fprintf(stderr, "fuzz_http: %s\n", err);
         exit(1);
     }

@@ -153,20 +153,21 @@ struct SchedJob {
 
 // Everything sched_submit() may assume of a request that passed validation.
 static void fuzz_check_params(const SchedParams *p) {
-    FUZZ_CHECK(p->n_tokens >= 1 && p->n_tokens <= fuzz_app->n_ctx);
+    FUZZ_CHECK(p->n_tokens >= 1 && p->n_tokens <= fuzz_app->models[0].n_ctx);
     for (size_t i = 0; i < p->n_tokens; i++)
-        FUZZ_CHECK(p->tokens[i] >= 0 && (size_t)p->tokens[i] < fuzz_app->vocab_size);
+        FUZZ_CHECK(p->tokens[i] >= 0 && (size_t)p->tokens[i] < fuzz_app->models[0].vocab_size);
     FUZZ_CHECK(isfinite(p->temperature) && p->temperature >= 0 && p->temperature <= 100);
     if (p->kind == SCHED_NEXT_TOKEN) { // (/v1/score ranks the whole vocabulary at a position)
-        FUZZ_CHECK(p->n_candidates >= 1 && p->n_candidates <= fuzz_app->vocab_size &&
+        FUZZ_CHECK(p->n_candidates >= 1 && p->n_candidates <= fuzz_app->models[0].vocab_size &&
                    p->temperature > 0);
         return;
     }
     // a prompt-scoring job (echo + logprobs; /v1/score's 100 ranks) may generate nothing
     FUZZ_CHECK(p->kind == SCHED_GENERATE &&
                p->n_logprobs <= (p->score_prompt ? API_MAX_CANDIDATES : API_MAX_LOGPROBS));
-    FUZZ_CHECK((p->max_tokens >= 1 || p->score_prompt) && p->max_tokens <= fuzz_app->n_ctx);
-    FUZZ_CHECK(p->top_k <= fuzz_app->vocab_size);
+    FUZZ_CHECK((p->max_tokens >= 1 || p->score_prompt) &&
+               p->max_tokens <= fuzz_app->models[0].n_ctx);
+    FUZZ_CHECK(p->top_k <= fuzz_app->models[0].vocab_size);
     FUZZ_CHECK(p->top_p > 0 && p->top_p <= 1);
     FUZZ_CHECK(p->seed < (1ull << 53));
     FUZZ_CHECK(p->n_stop <= 4 && (p->n_stop == 0 || p->stop));
@@ -177,7 +178,8 @@ static void fuzz_check_params(const SchedParams *p) {
                pen->frequency <= 2 && pen->repetition >= 0 && pen->repetition <= 100);
     FUZZ_CHECK(pen->n_bias <= API_MAX_LOGIT_BIAS && (pen->n_bias == 0 || pen->bias));
     for (size_t i = 0; i < pen->n_bias; i++)
-        FUZZ_CHECK(pen->bias[i].id >= 0 && (size_t)pen->bias[i].id < fuzz_app->vocab_size &&
+        FUZZ_CHECK(pen->bias[i].id >= 0 &&
+                   (size_t)pen->bias[i].id < fuzz_app->models[0].vocab_size &&
                    pen->bias[i].bias >= -100 && pen->bias[i].bias <= 100);
 }
 
@@ -195,7 +197,7 @@ int sched_submit(Sched *s, const SchedParams *p, void (*notify)(void *ctx), void
     j->p.stop_tokens = NULL;
     j->p.penalties.bias = NULL;
     j->id = p->tokens[p->n_tokens - 1];
-    j->text = tok_piece_text(fuzz_app->tok, j->id);
+    j->text = tok_piece_text(fuzz_app->models[0].tok, j->id);
     j->n_top = p->kind == SCHED_NEXT_TOKEN ? p->n_candidates : p->n_logprobs;
     j->top = calloc(j->n_top ? j->n_top : 1, sizeof *j->top);
     FUZZ_CHECK(j->text && j->top);
