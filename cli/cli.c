@@ -63,6 +63,19 @@ int cli_num(const char *flag, const char *s, double min, double max, double *out
     return KG_OK;
 }
 
+const char *cli_prompt_error(int argc, char **argv, int first, const char *text, const char *tokens,
+                             char *err) {
+    if (first < argc)
+        snprintf(err, KG_ERRLEN, "unexpected argument '%s'", argv[first]);
+    else if (!text && !tokens)
+        snprintf(err, KG_ERRLEN, "no prompt: give --text TEXT or --tokens IDS");
+    else if (text && tokens)
+        snprintf(err, KG_ERRLEN, "give --text or --tokens, not both");
+    else
+        return NULL;
+    return err;
+}
+
 const char *cli_opt_error(int c, char **argv, char *err) {
     // optind is past the refused word, except inside a group of short options (-xz)
     const char *word = optind > 0 ? argv[optind - 1] : "?";

@@ -196,13 +196,9 @@ static int parse_generate_args(int argc, char **argv, GenArgs *a) {
         generate_usage(stderr);
         return 2;
     }
-    const char *wrong = optind < argc            ? "unexpected argument"
-                        : !a->text && !a->tokens ? "no prompt: give --text TEXT or --tokens IDS"
-                        : a->text && a->tokens   ? "give --text or --tokens, not both"
-                                                 : NULL;
+    const char *wrong = cli_prompt_error(argc, argv, optind, a->text, a->tokens, err);
     if (wrong) {
-        fprintf(stderr, "kogpt2 generate: %s%s%s%s\n", wrong, optind < argc ? " '" : "",
-                optind < argc ? argv[optind] : "", optind < argc ? "'" : "");
+        fprintf(stderr, "kogpt2 generate: %s\n", wrong);
         generate_usage(stderr);
         return 2;
     }

@@ -47,6 +47,11 @@ int cli_num(const char *flag, const char *s, double min, double max, double *out
 // refused: c is '?' (an unknown option) or ':' (a missing value); argv is the one it read.
 // Returns err: "unknown option '--frobnicate'", "--model needs a value".
 const char *cli_opt_error(int c, char **argv, char *err);
+// After the flags (argv[first ..] is what getopt left) of a command that takes a prompt as --text
+// or --tokens (next, generate): what is wrong with the rest of argv and those two, written into err
+// ("unexpected argument 'x'", no prompt, both given), or NULL when nothing is.
+const char *cli_prompt_error(int argc, char **argv, int first, const char *text, const char *tokens,
+                             char *err);
 
 // The flags that pick and load a model, shared by next and generate. Their getopt_long vals:
 #define CLI_OPT_MODEL     'm'

@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -241,15 +240,6 @@ int main(int argc, char **argv) {
     // 1 MiB requests, idle RSS stayed at 81 MB instead of the 46 MB it started at (47 MB now).
     mallopt(M_MMAP_THRESHOLD, 128 << 10);
 
-    // a model path that is not there fails now, before "listening on" says all is well (the
-    // loading itself comes after the listen, so that /healthz answers while it runs)
-    struct stat model_st;
-    for (size_t i = 0; i < a.n_models; i++)
-        if (stat(a.models[i].dir, &model_st)) {
-            log_msg(LOG_ERROR, "open %s: %s", a.models[i].dir, strerror(errno));
-            auth_free(&a.keys);
-            return 1;
-        }
     if (main_signals()) {
         log_msg(LOG_ERROR, "signal handlers: %s", strerror(errno));
         return 1;

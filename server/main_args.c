@@ -389,7 +389,9 @@ static void main_sagemaker(MainArgs *a) {
 
 // Each model's directory (ORG/NAME: the Hugging Face cache's copy) and name: NAME=, the
 // --alias for the first, ORG/NAME when so given, else the directory's base name. Names must
-// differ, as a request picks a model by its name. Exits with a message (main only).
+// differ, as a request picks a model by its name. A directory that is not there fails here,
+// before "listening on" says all is well (the loading comes after the listen, so that
+// /healthz answers while it runs). Exits with a message (main only).
 static void main_model_names(MainArgs *a) {
     static char dirs[MAIN_MAX_MODELS][PATH_MAX], bases[MAIN_MAX_MODELS][PATH_MAX];
     char why[KG_ERRLEN];
@@ -400,6 +402,11 @@ static void main_model_names(MainArgs *a) {
             exit(1);
         }
         a->models[i].dir = dirs[i];
+        struct stat st;
+        if (stat(dirs[i], &st)) {
+            fprintf(stderr, "kogpt2d: open %s: %s\n", dirs[i], strerror(errno));
+            exit(1);
+        }
         if (!a->models[i].name && i == 0) a->models[i].name = a->alias;
         if (!a->models[i].name && strcmp(dirs[i], given)) a->models[i].name = given; // ORG/NAME
         snprintf(bases[i], sizeof bases[i], "%s", dirs[i]);
