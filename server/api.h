@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <time.h>
 
-#include "http.h"
-#include "sched.h"
+#include "server/http/http.h"
+#include "server/engine/sched.h"
 
 #define API_MAX_TOKENIZE   65536 // default --max-tokenize
 #define API_MAX_CANDIDATES 100   // next-token candidates

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "base/buf.h"
-#include "json_in.h"
+#include "server/http/json_in.h"
 
 int chat_turns_init(ChatTurns *t, size_t cap, char *err) {
     *t = (ChatTurns){

@@ -27,8 +27,8 @@
 #include "chat_prompt.h"
 #include "chat_template/chat_template.h"
 #include "job.h"
-#include "json_in.h"
-#include "log.h"
+#include "server/http/json_in.h"
+#include "server/http/log.h"
 #include "openai.h"
 
 typedef struct {

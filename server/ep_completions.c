@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "job.h"
-#include "json_in.h"
+#include "server/http/json_in.h"
 #include "openai.h"
 
 // One prompt of the request; its n samples share it.

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "api.h"
-#include "metrics.h"
+#include "server/http/metrics.h"
 
 // {"id", "object": "model", "created", "owned_by", "n_ctx", "vocab_size", "ready", and once
 // loaded its memory: "weight_bytes", "cache_bytes" (its prefix cache now), "device", "dtype"}.

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 
 #include "job.h"
-#include "json_in.h"
+#include "server/http/json_in.h"
 
 typedef struct {
     int *prompt; // (n_prompt) ids

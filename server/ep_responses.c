@@ -31,7 +31,7 @@
 
 #include "chat_prompt.h"
 #include "job.h"
-#include "json_in.h"
+#include "server/http/json_in.h"
 
 typedef struct {
     int *prompt; // (n_prompt) ids: the rendered messages

@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "job.h"
-#include "json_in.h"
+#include "server/http/json_in.h"
 
 #define TGI_MAX_TOP_N 20 // top_n_tokens (TGI's default limit is 5; ours is logprobs')
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "api.h"
-#include "json_in.h"
+#include "server/http/json_in.h"
 
 enum MHD_Result ep_tokenize(SrvReq *r, const cJSON *j_req) {
     enum MHD_Result ret = MHD_NO;

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "metrics.h"
+#include "server/http/metrics.h"
 
 #define JOB_READ_BATCH 32 // tokens copied out of the engine per sched_job_read
 

@@ -15,7 +15,7 @@
 
 #include "api.h"
 #include "base/kg.h"
-#include "http.h"
+#include "server/http/http.h"
 #include "model/hfcache.h"
 
 static void main_usage(FILE *f) {

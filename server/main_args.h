@@ -6,8 +6,8 @@
 
 #include <stddef.h>
 
-#include "auth.h"
-#include "log.h"
+#include "server/http/auth.h"
+#include "server/http/log.h"
 #include "model/dtype.h"
 
 #define MAIN_MAX_KEY_ARGS    64              // --api-key and --api-key-file given, together

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "api.h"
-#include "json_in.h"
+#include "server/http/json_in.h"
 
 SrvApp *api_ready(SrvReq *r, enum MHD_Result *ret) {
     SrvApp *app = srv_app(r->srv);

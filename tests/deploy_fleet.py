@@ -12,7 +12,7 @@
       in OpenAI's error shape, with Retry-After.
   static DOCKER_DIR   no daemon: docker/k8s rendered (kustomize) and checked (deploy_k8s.py:
       workloads, GPU variant, restricted Pod Security Standard, HPA metrics, monitoring), the
-      metric names against server/metrics.c, and the Dockerfiles (dockerfiles()).
+      metric names against server/http/metrics.c, and the Dockerfiles (dockerfiles()).
   k8s DOCKER_DIR METRICS_URL   the same k8s checks, the metric names against a live /metrics.
   schemas DOCKER_DIR   the rendered objects and the dashboard through tests/deploy/validate.mjs
       (Kubernetes and Prometheus Operator schemas, Grafana's types; node and tests/deploy's
@@ -176,15 +176,15 @@ def need(module_or_tool):
 
 def k8s(docker_dir, metrics_url):
     """docker/k8s rendered and checked; the metric names against metrics_url's live /metrics,
-    or against server/metrics.c when metrics_url is None."""
+    or against server/http/metrics.c when metrics_url is None."""
     need("yaml")
     import deploy_k8s
     if metrics_url:
         text = urllib.request.urlopen(metrics_url, timeout=10).read().decode()
         known, how = deploy_k8s.names_from_live(text), "a live /metrics"
     else:
-        src = os.path.join(os.path.dirname(docker_dir), "server", "metrics.c")
-        known, how = deploy_k8s.names_from_metrics_c(src), "server/metrics.c"
+        src = os.path.join(os.path.dirname(docker_dir), "server", "http", "metrics.c")
+        known, how = deploy_k8s.names_from_metrics_c(src), "server/http/metrics.c"
     tags = (dockerfile_tag(os.path.join(docker_dir, "Dockerfile")),
             dockerfile_tag(os.path.join(docker_dir, "Dockerfile.cuda")))
     _, fail = deploy_k8s.render_and_check(os.path.join(docker_dir, "k8s"), tags, known, how)

@@ -14,7 +14,7 @@ targeting it, the GPU one's nvidia.com/gpu, node selection and settings equal to
 every pod template against the "restricted" Pod Security Standard (check_restricted); the HPAs'
 Pods metrics made by the prometheus-adapter rules; the ServiceMonitor, the PrometheusRule's
 alerts and the Grafana dashboard; and every metric name that the alerts, the adapter rules and
-the dashboard use against kogpt2d's metrics (server/metrics.c, or a live /metrics).
+the dashboard use against kogpt2d's metrics (server/http/metrics.c, or a live /metrics).
 """
 import copy
 import json
@@ -435,7 +435,7 @@ def promql_queries(rendered):
 
 
 def names_from_metrics_c(path):
-    """Regular expressions of the metric names server/metrics.c renders (its gauges and
+    """Regular expressions of the metric names server/http/metrics.c renders (its gauges and
     histograms by their helper calls or their rows in a {name, help, value} table, the others
     by their # TYPE lines; %s is a wildcard)."""
     with open(path, encoding="utf-8") as f:

@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "server/http.h"
-#include "server/json_in.h"
-#include "server/metrics.h"
+#include "server/http/http.h"
+#include "server/http/json_in.h"
+#include "server/http/metrics.h"
 
 // --- json_in ---
 

@@ -8,8 +8,8 @@
 
 #include "fuzz.h"
 #include "fuzz_http.h"
-#include "json_in.h"
-#include "metrics.h"
+#include "server/http/json_in.h"
+#include "server/http/metrics.h"
 
 static SrvApp *fuzz_app;
 static int fuzz_sched_token;

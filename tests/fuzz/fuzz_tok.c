@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "server/json_in.h"
+#include "server/http/json_in.h"
 #include "tokenizer/tokenizer.h"
 
 #ifdef FUZZ_TOK_BPE
