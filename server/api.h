@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <time.h>
 
-#include "server/http/http.h"
 #include "server/engine/sched.h"
+#include "server/http/http.h"
 
 #define API_MAX_TOKENIZE   65536 // default --max-tokenize
 #define API_MAX_CANDIDATES 100   // next-token candidates

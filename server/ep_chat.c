@@ -27,9 +27,9 @@
 #include "chat_prompt.h"
 #include "chat_template/chat_template.h"
 #include "job.h"
+#include "openai.h"
 #include "server/http/json_in.h"
 #include "server/http/log.h"
-#include "openai.h"
 
 typedef struct {
     int *prompt; // (n_prompt) ids: the rendered messages

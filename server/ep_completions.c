@@ -20,8 +20,8 @@
 #include <string.h>
 
 #include "job.h"
-#include "server/http/json_in.h"
 #include "openai.h"
+#include "server/http/json_in.h"
 
 // One prompt of the request; its n samples share it.
 typedef struct {

@@ -25,8 +25,8 @@
 #include <stdlib.h>
 
 #include "job.h"
-#include "server/http/json_in.h"
 #include "server/engine/score_memo.h"
+#include "server/http/json_in.h"
 
 #define SCORE_TAIL 2 // positions left that go through the prefix cache
 

@@ -19,17 +19,17 @@
 #include <unistd.h>
 
 #include "api.h"
-#include "server/http/auth.h"
 #include "base/kg.h"
 #include "chat_template/chat_template.h"
-#include "server/http/http.h"
-#include "server/http/log.h"
 #include "main_args.h"
-#include "server/http/metrics.h"
 #include "model/backend.h"
 #include "model/gpt2.h"
 #include "server/engine/sched.h"
 #include "server/engine/score_memo.h"
+#include "server/http/auth.h"
+#include "server/http/http.h"
+#include "server/http/log.h"
+#include "server/http/metrics.h"
 #include "tokenizer/tokenizer.h"
 
 #ifndef KG_WEB_DIR

@@ -15,8 +15,8 @@
 
 #include "api.h"
 #include "base/kg.h"
-#include "server/http/http.h"
 #include "model/hfcache.h"
+#include "server/http/http.h"
 
 static void main_usage(FILE *f) {
     fprintf(f,

@@ -6,9 +6,9 @@
 
 #include <stddef.h>
 
+#include "model/dtype.h"
 #include "server/http/auth.h"
 #include "server/http/log.h"
-#include "model/dtype.h"
 
 #define MAIN_MAX_KEY_ARGS    64              // --api-key and --api-key-file given, together
 #define MAIN_MAX_MODELS      8               // --model given, together

@@ -13,8 +13,8 @@
 
 #include "fuzz.h"
 #include "fuzz_http.h"
-#include "server/http/json_in.h"
 #include "server/engine/score_memo.h"
+#include "server/http/json_in.h"
 #include "tokenizer/tokenizer.h"
 
 #define FUZZ_HTTP_N_CTX 512 // the default model's n_positions (models/default/config.json)
