@@ -45,7 +45,7 @@
 #include "base/buf.h"
 #include "base/kg.h"
 
-#define SRV_MAX_BODY        (1u << 20)  // default --max-body
+#define SRV_MAX_BODY        1048576     // default --max-body (1 MiB; a literal: --help shows it)
 #define SRV_LINGER_BYTES    (64u << 20) // a body over --max-body: read and dropped up to this
 #define SRV_MAX_CONNECTIONS 256         // default --max-connections
 #define SRV_STREAM_BLOCK    4096        // bytes MHD asks a streaming reader for at most
