@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef KG_SOURCE_DIR
@@ -68,9 +69,20 @@ const char *kg_show(char *out, size_t cap, const char *s, size_t n) {
     return out;
 }
 
-static int is_dir(const char *path) {
+int kg_is_dir(const char *path) {
     struct stat st;
-    return path[0] && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int kg_has_suffix(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !memcmp(s + n - k, suffix, k);
+}
+
+double kg_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 char *kg_find_data_dir(const char *rel, char *buf, size_t cap) {
@@ -82,11 +94,11 @@ char *kg_find_data_dir(const char *rel, char *buf, size_t cap) {
         static const char *const UP[] = {"", "../", "../share/kogpt2/"};
         for (size_t i = 0; i < sizeof UP / sizeof UP[0]; i++) {
             snprintf(buf, cap, "%s/%s%s", dir, UP[i], rel);
-            if (is_dir(buf)) return buf;
+            if (kg_is_dir(buf)) return buf;
         }
     }
     snprintf(buf, cap, "%s/%s", KG_SOURCE_DIR, rel);
-    return KG_SOURCE_DIR[0] && is_dir(buf) ? buf : NULL;
+    return KG_SOURCE_DIR[0] && kg_is_dir(buf) ? buf : NULL;
 }
 
 int kg_path_join(char *out, size_t cap, const char *dir, const char *name) {

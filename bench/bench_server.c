@@ -25,16 +25,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../tests/testmodel.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "base/kg.h"
 
 // --- a minimal keep-alive HTTP/1.1 client ---
 
@@ -164,7 +158,7 @@ static void *client_main(void *arg) {
     conn_open(c, cl->port);
     uint64_t rng = 0x9E3779B97F4A7C15ull * (uint64_t)(cl->id + 1);
     char body[8192];
-    while (now_s() < cl->until && cl->n < cl->cap) {
+    while (kg_now() < cl->until && cl->n < cl->cap) {
         // as the Explorer asks: with speculation (the daemon may have it turned off)
         int o = snprintf(body, sizeof body, "{\"top_k\":10,\"speculate\":true,\"tokens\":[");
         for (size_t i = 0; i < cl->n_prompt; i++) {
@@ -173,7 +167,7 @@ static void *client_main(void *arg) {
                           (unsigned long long)(10 + rng % (cl->vocab - 10)));
         }
         snprintf(body + o, sizeof body - (size_t)o, "]}");
-        double t0 = now_s();
+        double t0 = kg_now();
         int st = conn_request(c, "/v1/next-token", body, NULL, 0);
         if (st != 200) {
             cl->errors++;
@@ -181,7 +175,7 @@ static void *client_main(void *arg) {
             conn_open(c, cl->port);
             continue;
         }
-        cl->lat[cl->n++] = now_s() - t0;
+        cl->lat[cl->n++] = kg_now() - t0;
     }
     close(c->fd);
     free(c);
@@ -200,7 +194,7 @@ static double pct(const double *v, size_t n, double p) {
 static void bench_next_token(int port, int clients, double seconds, size_t n_prompt, size_t vocab) {
     Client *cl = calloc((size_t)clients, sizeof *cl);
     pthread_t *tid = calloc((size_t)clients, sizeof *tid);
-    double t0 = now_s();
+    double t0 = kg_now();
     for (int i = 0; i < clients; i++) {
         cl[i] = (Client){.port = port,
                          .id = i,
@@ -217,7 +211,7 @@ static void bench_next_token(int port, int clients, double seconds, size_t n_pro
         total += cl[i].n;
         errors += cl[i].errors;
     }
-    double dt = now_s() - t0;
+    double dt = kg_now() - t0;
     double *all = malloc((total ? total : 1) * sizeof *all);
     size_t k = 0;
     for (int i = 0; i < clients; i++) {
@@ -254,9 +248,9 @@ static void bench_clicks(int port, const char *label, size_t vocab) {
         for (size_t i = 0; i < n; i++)
             o += snprintf(body + o, sizeof body - (size_t)o, "%s%d", i ? "," : "", ids[i]);
         snprintf(body + o, sizeof body - (size_t)o, "]}");
-        double t0 = now_s();
+        double t0 = kg_now();
         if (conn_request(&c, "/v1/next-token", body, out, sizeof out) != 200) break;
-        double dt = now_s() - t0;
+        double dt = kg_now() - t0;
         const char *cand = strstr(out, "\"candidates\":[{\"id\":");
         const char *tot = strstr(out, "\"total_ms\":");
         if (!cand || !tot) break;
@@ -296,12 +290,12 @@ static void *gen_main(void *arg) {
 static void bench_generate(int port, int clients, int tokens) {
     pthread_t tid[64];
     GenArg a = {port, tokens};
-    double t0 = now_s();
+    double t0 = kg_now();
     for (int i = 0; i < clients; i++)
         pthread_create(&tid[i], NULL, gen_main, &a);
     for (int i = 0; i < clients; i++)
         pthread_join(tid[i], NULL);
-    double dt = now_s() - t0;
+    double dt = kg_now() - t0;
     printf("generate    %2d clients  %8.1f tokens/s  (%d x %d tokens in %.2f s)\n", clients,
            clients * tokens / dt, clients, tokens, dt);
 }

@@ -8,13 +8,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static inline double bench_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "base/kg.h"
 
 static inline uint64_t bench_rand(uint64_t *s) {
     *s ^= *s << 13;
@@ -64,7 +59,7 @@ static inline double bench_read_bandwidth(int threads) {
     for (int rep = 0; rep < 3; rep++) {
         pthread_t th[64];
         BenchJob jobs[64];
-        double t0 = bench_now();
+        double t0 = kg_now();
         for (int t = 0; t < threads; t++) {
             jobs[t] = (BenchJob){buf + n / threads * t, n / threads, 0, 0};
             pthread_create(&th[t], NULL,
@@ -74,7 +69,7 @@ static inline double bench_read_bandwidth(int threads) {
         }
         for (int t = 0; t < threads; t++)
             pthread_join(th[t], NULL);
-        double bw = n * sizeof(float) / (bench_now() - t0);
+        double bw = n * sizeof(float) / (kg_now() - t0);
         best = bw > best ? bw : best;
     }
     free(buf);
@@ -130,14 +125,14 @@ static inline double bench_peak_flops(int threads) {
     BenchJob jobs[64];
     double best = 0;
     for (int rep = 0; rep < 3; rep++) {
-        double t0 = bench_now();
+        double t0 = kg_now();
         for (int t = 0; t < threads; t++) {
             jobs[t] = (BenchJob){NULL, 0, 0, iters};
             pthread_create(&th[t], NULL, job, &jobs[t]);
         }
         for (int t = 0; t < threads; t++)
             pthread_join(th[t], NULL);
-        double f = threads * (double)iters * per_iter / (bench_now() - t0);
+        double f = threads * (double)iters * per_iter / (kg_now() - t0);
         best = f > best ? f : best;
     }
     return best;

@@ -259,12 +259,6 @@ typedef struct {
     double prefill_ms, decode_ms;
 } GenResult;
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 // Hands out text[released .. upto): to out (flushed at once: a reader sees each piece as it
 // comes), or nowhere when out is NULL (--json prints it all at the end).
 static int gen_release(GenText *g, size_t upto, FILE *out, char *err) {
@@ -294,7 +288,7 @@ static int generate(CliModel *cm, const GenArgs *a, uint64_t seed, GenText *g, G
     float *penalized = NULL;
     const char *piece;
     size_t piece_len;
-    double t0 = now_ms();
+    double t0 = kg_now_ms();
     int rc = !sampler || !stream ? kg_err(err, KG_ENOMEM, "out of memory") : KG_OK;
     if (!rc) rc = sampler_penalty_new(&penalty, V, &pen, err);
     if (!rc) rc = sampler_penalty_prompt(penalty, a->ids, a->n_ids, err);
@@ -317,7 +311,7 @@ static int generate(CliModel *cm, const GenArgs *a, uint64_t seed, GenText *g, G
     size_t cap = a->n_ids + (size_t)a->max_tokens - 1; // the last token drawn is never fed
     if (!rc) rc = kv_init(&kv, m, cap < n_ctx ? cap : n_ctx, err);
     if (!rc) rc = gpt2_prefill(m, &cm->s, &kv, a->ids, a->n_ids, 1, err);
-    double t1 = now_ms();
+    double t1 = kg_now_ms();
     r->prefill_ms = t1 - t0;
     while (!rc) {
         const float *logits = cm->s.logits_host, *row = logits; // row 0: the last token's
@@ -366,7 +360,7 @@ static int generate(CliModel *cm, const GenArgs *a, uint64_t seed, GenText *g, G
         Gpt2Seq seq = {.kv = &kv, .tokens = &id, .n = 1, .logits = GPT2_LOGITS_LAST};
         rc = gpt2_forward(m, &cm->s, &seq, 1, err);
     }
-    r->decode_ms = now_ms() - t1;
+    r->decode_ms = kg_now_ms() - t1;
     if (rc == KG_ENOMEM && !err[0]) kg_err(err, rc, "out of memory");
     kv_free(&kv, m);
     free(penalized);

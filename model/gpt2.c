@@ -81,9 +81,7 @@ static const StTensor *find_tensor(const WeightSrc *src, const char *name) {
 // Buffers of checkpoints written before transformers 4.31, by name: h.N.attn.bias (the
 // causal mask, (1, 1, T, T) bool or uint8) and h.N.attn.masked_bias (a scalar).
 static int is_old_buffer(const char *name) {
-    size_t n = strlen(name);
-    return (n > 10 && !strcmp(name + n - 10, ".attn.bias")) ||
-           (n > 17 && !strcmp(name + n - 17, ".attn.masked_bias"));
+    return kg_has_suffix(name, ".attn.bias") || kg_has_suffix(name, ".attn.masked_bias");
 }
 
 // m->warning names the tensors of the files that the model does not use (used[0..n_used)

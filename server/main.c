@@ -219,7 +219,7 @@ static int main_next_signal(int timeout_ms) {
 // Waits until no request is in flight or the deadline (monotonic seconds) passes; a further
 // SIGTERM or SIGINT ends the wait at once (returns 1).
 static int main_wait_idle(SrvServer *srv, double deadline) {
-    while (srv_in_flight(srv) > 0 && srv_now() < deadline) {
+    while (srv_in_flight(srv) > 0 && kg_now() < deadline) {
         int sig = main_next_signal(10);
         if (sig) {
             log_msg(LOG_WARN, "%s again: ending the requests in flight now", strsignal(sig));
@@ -305,14 +305,14 @@ static int main_serve(MainArgs *a) {
     int sig = main_next_signal(-1);
     log_msg(LOG_INFO, "%s: draining (up to %lds)", strsignal(sig), a->timeout_s);
     srv_drain(srv); // /readyz 503, no new connections
-    double deadline = srv_now() + (double)a->timeout_s;
-    if (main_wait_idle(srv, deadline)) deadline = srv_now(); // a second signal: no more waiting
-    double left = deadline - srv_now();
+    double deadline = kg_now() + (double)a->timeout_s;
+    if (main_wait_idle(srv, deadline)) deadline = kg_now(); // a second signal: no more waiting
+    double left = deadline - kg_now();
     // cancels what is still running; a request still arriving on a kept-alive connection
     // gets 503 (the engine refuses it, and is freed only once the HTTP server has stopped)
     for (size_t i = 0; i < a->n_models; i++) // the time left, for the models one after another
-        sched_stop(mm[i].sched, (left = deadline - srv_now()) > 0 ? (int)(left * 1e3) : 0);
-    main_wait_idle(srv, srv_now() + 2); // cancelled requests answer their 503s
+        sched_stop(mm[i].sched, (left = deadline - kg_now()) > 0 ? (int)(left * 1e3) : 0);
+    main_wait_idle(srv, kg_now() + 2); // cancelled requests answer their 503s
     rc = 0;
     goto out;
 fail:

@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/kg.h"
@@ -174,15 +173,12 @@ static int cmd_plot(int argc, char **argv) {
     if (rc >= 0) return rc;
     // a checkpoint directory stands for its log, CKPT_DIR.log.jsonl; the PNG goes beside it
     char log[4096], png[4096];
-    struct stat sb;
-    int is_dir = !stat(p.log, &sb) && S_ISDIR(sb.st_mode);
-    if (ckpt_sibling(log, sizeof log, p.log, is_dir ? CKPT_LOG_SUFFIX : "")) {
+    if (ckpt_sibling(log, sizeof log, p.log, kg_is_dir(p.log) ? CKPT_LOG_SUFFIX : "")) {
         fprintf(stderr, "kogpt2-train plot: path too long\n");
         return 2;
     }
-    size_t n = strlen(log), k = strlen(".jsonl");
-    snprintf(png, sizeof png, "%.*s.png",
-             (int)(n > k && !strcmp(log + n - k, ".jsonl") ? n - k : n), log);
+    size_t n = strlen(log) - (kg_has_suffix(log, ".jsonl") ? strlen(".jsonl") : 0);
+    snprintf(png, sizeof png, "%.*s.png", (int)n, log);
     const char *out = p.out ? p.out : png;
     char err[KG_ERRLEN];
     PlotCounts pc;

@@ -23,11 +23,6 @@
 // ---------------------------------------------------------------------------------------
 // Small helpers
 
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && !strcmp(s + n - m, suffix);
-}
-
 // splitmix64: a stateless mix, so every order below is a pure function of its inputs.
 static uint64_t mix64(uint64_t x) {
     x += 0x9E3779B97F4A7C15ull;
@@ -358,8 +353,8 @@ static void prep_progress(Prep *p, gzFile gz, uint64_t file_bytes) {
 static int prep_file(Prep *p, const char *path, char *err) {
     char base[4096];
     snprintf(base, sizeof base, "%s", path);
-    if (ends_with(base, ".gz")) base[strlen(base) - 3] = 0;
-    int csv = ends_with(base, ".csv"), tsv = ends_with(base, ".tsv");
+    if (kg_has_suffix(base, ".gz")) base[strlen(base) - 3] = 0;
+    int csv = kg_has_suffix(base, ".csv"), tsv = kg_has_suffix(base, ".tsv");
     LineReader r = {.gz = gzopen(path, "rb"), .max = p->st.max_line_bytes, .first = 1};
     if (!r.gz) return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
     gzbuffer(r.gz, 1 << 17);
@@ -416,8 +411,9 @@ static int name_cmp(const void *a, const void *b) {
 static int text_ext(const char *name) {
     char base[1024];
     snprintf(base, sizeof base, "%s", name);
-    if (ends_with(base, ".gz")) base[strlen(base) - 3] = 0;
-    return ends_with(base, ".txt") || ends_with(base, ".tsv") || ends_with(base, ".csv");
+    if (kg_has_suffix(base, ".gz")) base[strlen(base) - 3] = 0;
+    return kg_has_suffix(base, ".txt") || kg_has_suffix(base, ".tsv") ||
+           kg_has_suffix(base, ".csv");
 }
 
 // A file is read; a directory is walked in name order (only text extensions).
@@ -704,7 +700,7 @@ static int shard_name_cmp(const void *a, const void *b) { return strcmp(a, b); }
 
 int shard_name_ok(const char *name) {
     size_t n = strnlen(name, SHARD_NAME_MAX);
-    return n < SHARD_NAME_MAX && !strncmp(name, "train_", 6) && ends_with(name, ".bin") &&
+    return n < SHARD_NAME_MAX && !strncmp(name, "train_", 6) && kg_has_suffix(name, ".bin") &&
            !strchr(name, '/');
 }
 
@@ -716,7 +712,8 @@ int shard_list(const char *dir, const char *prefix, char (**names)[SHARD_NAME_MA
     if (!d) return kg_err(err, KG_EIO, "opendir %s: %s", dir, strerror(errno));
     size_t cap = 0;
     for (struct dirent *e; (e = readdir(d));) {
-        if (strncmp(e->d_name, prefix, strlen(prefix)) || !ends_with(e->d_name, ".bin")) continue;
+        if (strncmp(e->d_name, prefix, strlen(prefix)) || !kg_has_suffix(e->d_name, ".bin"))
+            continue;
         if (strlen(e->d_name) >= SHARD_NAME_MAX) continue;
         if (*n == cap) {
             cap = cap ? 2 * cap : 16;

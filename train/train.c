@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "adamw.h"
@@ -18,12 +17,6 @@
 #include "shard.h"
 #include "tokenizer/tokenizer.h"
 #include "trainlog.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 // "1h02m", "3m05s", "12s"
 static void fmt_duration(char *buf, size_t cap, double s) {
@@ -562,7 +555,7 @@ int train_run(const TrainArgs *a, Dist *d, FILE *log, char *err) {
     Run r = {.lock_fd = -1, .best_loss = INFINITY, .last_loss = NAN, .last_bpb = NAN};
     int rc = run_setup(&r, a, d, log, err);
     uint64_t step = r.st.step;
-    double t_start = now_s(), t_last = t_start;
+    double t_start = kg_now(), t_last = t_start;
     uint64_t steps_timed = 0;
     const double tokens_per_step = (double)(a->B * a->T * a->grad_accum) * d->size;
     if (!rc) rc = trainlog_run(&r.log, step, a->steps, tokens_per_step, r.resuming, err);
@@ -588,7 +581,7 @@ int train_run(const TrainArgs *a, Dist *d, FILE *log, char *err) {
                         (unsigned long long)step + 1, norm);
             fflush(log);
         }
-        double t_now = now_s(), dt = t_now - t_last;
+        double t_now = kg_now(), dt = t_now - t_last;
         t_last = t_now;
         steps_timed++;
         if (!isfinite(loss)) {
@@ -633,7 +626,7 @@ int train_run(const TrainArgs *a, Dist *d, FILE *log, char *err) {
     if (!rc && a->val_every && step == a->steps && step > r.st.step)
         rc = run_validate(&r, a, d, log, step, err);
     if (!rc && (step > r.st.step || stopped))
-        rc = run_summary(&r, a, d, log, step, steps_timed, now_s() - t_start, err);
+        rc = run_summary(&r, a, d, log, step, steps_timed, kg_now() - t_start, err);
     dist_release_be(d); // the NCCL communicator, before its GPU's backend
     run_free(&r);
     return rc;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/kg.h"
 #include "pcache.h"
 #include "sched_job.h"
 #include "sched_plan.h"
@@ -203,7 +204,7 @@ static void sched_emit_generated(Sched *s, SchedJob *j, int id, float logprob,
 // Samples the next token of a generation from logits and emits its text.
 static void sched_generate_step(Sched *s, SchedJob *j, const float *logits) {
     SchedJobWork *w = &j->work;
-    if (w->t_first == 0) w->t_first = sched_job_now_ms();
+    if (w->t_first == 0) w->t_first = kg_now_ms();
     int id = sched_sample(s, j, logits);
     if (id < 0) return;
     SchedState end = sched_end_token(s, j, id);
@@ -238,7 +239,7 @@ static void sched_generate_step(Sched *s, SchedJob *j, const float *logits) {
 static void sched_prompt_done(Sched *s, SchedJob *j, const float *logits) {
     j->work.phase = SCHED_DECODE;
     pthread_mutex_lock(&j->out.mu);
-    j->out.stats.prefill_ms = sched_job_now_ms() - j->work.t_start;
+    j->out.stats.prefill_ms = kg_now_ms() - j->work.t_start;
     pthread_mutex_unlock(&j->out.mu);
     if (j->in.p.kind == SCHED_NEXT_TOKEN)
         sched_answer_next_token(s, j, logits);
@@ -349,7 +350,7 @@ static int sched_reuse_prefix(Sched *s, SchedJob *j) {
 // prefix. 1 when the job is already done (answered from the cache alone, or failed).
 static int sched_admit(Sched *s, SchedJob *j) {
     const SchedParams *p = &j->in.p;
-    j->work.t_start = sched_job_now_ms();
+    j->work.t_start = kg_now_ms();
     pthread_mutex_lock(&j->out.mu); // the caller may read the figures at any time
     j->out.stats.queue_ms = j->work.t_start - j->in.t_submit;
     j->out.stats.prompt_tokens = p->n_tokens;
@@ -558,7 +559,7 @@ static void *sched_main(void *arg) {
         while (sched_should_sleep(s))
             pthread_cond_wait(&s->shared.wake, &s->shared.mu);
         int stopping = s->shared.stopping;
-        int timed_out = stopping && sched_job_now_ms() > s->shared.stop_deadline;
+        int timed_out = stopping && kg_now_ms() > s->shared.stop_deadline;
         pthread_mutex_unlock(&s->shared.mu);
         if (timed_out) // past the drain timeout: whatever is left is cancelled
             for (size_t i = 0; i < s->n_active; i++)
@@ -654,7 +655,7 @@ void sched_stop(Sched *s, int timeout_ms) {
     if (!s || s->joined) return;
     pthread_mutex_lock(&s->shared.mu);
     s->shared.stopping = 1;
-    s->shared.stop_deadline = sched_job_now_ms() + timeout_ms;
+    s->shared.stop_deadline = kg_now_ms() + timeout_ms;
     pthread_cond_signal(&s->shared.wake);
     pthread_mutex_unlock(&s->shared.mu);
     pthread_join(s->thread, NULL);
@@ -702,7 +703,7 @@ int sched_submit(Sched *s, const SchedParams *p, void (*notify)(void *ctx), void
     if (rc) return rc;
     SchedJob *j;
     if ((rc = sched_job_new(&j, s->V, p, notify, ctx, err))) return rc;
-    j->in.t_submit = sched_job_now_ms();
+    j->in.t_submit = kg_now_ms();
     SchedShared *sh = &s->shared;
     pthread_mutex_lock(&sh->mu);
     if (sh->stopping)

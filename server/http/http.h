@@ -221,6 +221,4 @@ enum MHD_Result srv_static(SrvReq *r, const char *web_dir, const char *url);
 char *srv_static_resolve(const char *root, const char *url, int *status);
 const char *srv_mime_type(const char *path);
 
-double srv_now(void); // monotonic seconds
-
 #endif
