@@ -89,6 +89,11 @@ char *kg_find_data_dir(const char *rel, char *buf, size_t cap) {
     return KG_SOURCE_DIR[0] && is_dir(buf) ? buf : NULL;
 }
 
+int kg_ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
 int kg_path_join(char *out, size_t cap, const char *dir, const char *name) {
     size_t a = strlen(dir), b = strlen(name);
     if (a + 1 + b >= cap) {

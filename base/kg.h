@@ -50,6 +50,9 @@ const char *kg_commit(void);
 // buf and returns buf, or NULL when there is none.
 char *kg_find_data_dir(const char *rel, char *buf, size_t cap);
 
+// Whether the string s ends with suffix (file extensions: ".bin", ".gz", ".model").
+int kg_ends_with(const char *s, const char *suffix);
+
 // dir + "/" + name into out (cap bytes). 0, or -1 (and out empty) when it does not fit.
 int kg_path_join(char *out, size_t cap, const char *dir, const char *name);
 

@@ -23,11 +23,6 @@ static int is_dir(const char *path) {
     return !stat(path, &sb) && S_ISDIR(sb.st_mode);
 }
 
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && !strcmp(s + n - m, suffix);
-}
-
 int ckpt_remove_dir(const char *dir, char *err) {
     DIR *d = opendir(dir);
     if (!d)
@@ -57,7 +52,7 @@ int ckpt_tokenizer_file(const char *path, char *out, size_t cap, char *err) {
     if (!d) return kg_err(err, KG_EIO, "opendir %s: %s", path, strerror(errno));
     char best[256] = "";
     for (struct dirent *e; (e = readdir(d));)
-        if ((ends_with(e->d_name, ".model") || ends_with(e->d_name, ".spiece")) &&
+        if ((kg_ends_with(e->d_name, ".model") || kg_ends_with(e->d_name, ".spiece")) &&
             (!best[0] || strcmp(e->d_name, best) < 0))
             snprintf(best, sizeof best, "%s", e->d_name);
     closedir(d);

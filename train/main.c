@@ -27,7 +27,7 @@
 #include "model/hfcache.h"
 #include "model/safetensors.h"
 #include "plot.h"
-#include "shard.h"
+#include "prepare.h"
 #include "tokenizer/tokenizer.h"
 #include "train.h"
 
