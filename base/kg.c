@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef KG_SOURCE_DIR
@@ -87,6 +88,12 @@ char *kg_find_data_dir(const char *rel, char *buf, size_t cap) {
     }
     snprintf(buf, cap, "%s/%s", KG_SOURCE_DIR, rel);
     return KG_SOURCE_DIR[0] && is_dir(buf) ? buf : NULL;
+}
+
+double kg_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 int kg_ends_with(const char *s, const char *suffix) {

@@ -50,6 +50,9 @@ const char *kg_commit(void);
 // buf and returns buf, or NULL when there is none.
 char *kg_find_data_dir(const char *rel, char *buf, size_t cap);
 
+// Seconds on the monotonic clock (durations, deadlines; never a date).
+double kg_now_s(void);
+
 // Whether the string s ends with suffix (file extensions: ".bin", ".gz", ".model").
 int kg_ends_with(const char *s, const char *suffix);
 

@@ -97,6 +97,9 @@ static int read_moments(FILE *fp, const char *path, const char *name, int nonneg
 }
 
 static int state_write(const char *path, const CkptState *st, const AdamW *o, char *err) {
+    if (o->lo || o->n != o->total)
+        return kg_err(err, KG_EINVAL, "write %s: the optimizer holds %zu of %zu moments", path,
+                      o->n, o->total);
     unsigned char hdr[CKPT_HDR_SIZE] = {0};
     memcpy(hdr, CKPT_MAGIC, 8);
     hdr[8] = CKPT_VERSION;
@@ -222,9 +225,9 @@ int ckpt_state_read(const char *dir, CkptState *st, AdamW *o, char *err) {
         if ((rc = state_check_names(path, st, err))) goto end;
     }
     if (o) {
-        if (o->n != st->n_params) {
+        if (o->total != st->n_params) {
             rc = kg_err(err, KG_EFORMAT, "%s: %llu parameters, the model has %zu", path,
-                        (unsigned long long)st->n_params, o->n);
+                        (unsigned long long)st->n_params, o->total);
             goto end;
         }
         float *host = malloc(CKPT_CHUNK * sizeof *host);
@@ -232,7 +235,15 @@ int ckpt_state_read(const char *dir, CkptState *st, AdamW *o, char *err) {
             rc = kg_err(err, KG_ENOMEM, "%s: out of memory", path);
             goto end;
         }
-        rc = read_moments(fp, path, "m", 0, o->be, o->m, o->n, host, err);
+        // the file holds every moment; o takes its range (ZeRO-1: one rank's shard), so a
+        // checkpoint of any world size resumes at any other. Offsets within the file's size,
+        // which state_check_header matched against n_params.
+        long at = ftell(fp);
+        long m_at = at + (long)(o->lo * sizeof *host);
+        long v_at = at + (long)((o->total + o->lo) * sizeof *host);
+        if (fseek(fp, m_at, SEEK_SET)) rc = kg_err(err, KG_EIO, "%s: seek failed", path);
+        if (!rc) rc = read_moments(fp, path, "m", 0, o->be, o->m, o->n, host, err);
+        if (!rc && fseek(fp, v_at, SEEK_SET)) rc = kg_err(err, KG_EIO, "%s: seek failed", path);
         if (!rc) rc = read_moments(fp, path, "v", 1, o->be, o->v, o->n, host, err);
         free(host);
         if (rc) goto end;

@@ -37,7 +37,8 @@ typedef struct {
 
 // Writes a checkpoint of m into dir (crash-safe, above): model.safetensors in dtype (KG_F32
 // for a resumable checkpoint), config.json, a copy of the tokenizer file tok_file (may be
-// NULL), and when st is not NULL train_state.bin with st and o's moments.
+// NULL), and when st is not NULL train_state.bin with st and o's moments, which must be all
+// of them (o->n == o->total: ZeRO-1 gathers its shards first; KG_EINVAL otherwise).
 // KG_EIO etc. with err filled; dir is then untouched (the last good checkpoint stays).
 int ckpt_save(const char *dir, const Gpt2 *m, KgDtype dtype, const char *tok_file,
               const CkptState *st, const AdamW *o, char *err);
@@ -115,12 +116,13 @@ typedef enum {
 int ckpt_dir_kind(const char *dir, CkptDirKind *kind, char *first, size_t cap, char *err);
 
 // Reads dir/train_state.bin into st (names malloc'd: ckpt_state_free) and, when o is not
-// NULL, the moments into o (which must hold st->n_params floats: adamw_init first; o->t is
-// set). Everything is checked before it is used, the message naming the field: the file's
-// size against n_names and n_params (no allocation before), B, T, ranks and grad_accum of at
-// least 1, every shard name a train shard's file name (shard_name_ok: nothing outside the
-// data directory), and the moments finite (v not negative). KG_EIO / KG_EFORMAT with err
-// filled.
+// NULL, the moments of o's range [o->lo, o->lo + o->n) into o (o->total must be st->n_params:
+// adamw_init or adamw_init_shard first; o->t is set), so that a checkpoint written at any
+// world size resumes at any other, with or without ZeRO-1. Everything is checked before it is used,
+// the message naming the field: the file's size against n_names and n_params (no allocation
+// before), B, T, ranks and grad_accum of at least 1, every shard name a train shard's file name
+// (shard_name_ok: nothing outside the data directory), and the moments finite (v not negative).
+// KG_EIO / KG_EFORMAT with err filled.
 int ckpt_state_read(const char *dir, CkptState *st, AdamW *o, char *err);
 void ckpt_state_free(CkptState *st);
 

@@ -38,6 +38,8 @@ static const Field FIELDS[] = {
     FIELD("keep", keep, F_UNSIGNED),
     FIELD("recompute", recompute, F_INT),
     FIELD("loss_scale", loss_scale, F_FLOAT),
+    FIELD("zero", zero, F_INT),
+    FIELD("bucket_mb", bucket_mb, F_FLOAT),
 };
 
 // An absolute path for p where it exists (a resumed run may start in another directory).
@@ -64,6 +66,8 @@ char *train_args_json(const TrainArgs *a) {
     }
     const char *prec = a->precision == KG_BF16 ? "bf16" : a->precision == KG_F16 ? "fp16" : "f32";
     if (!cJSON_AddStringToObject(j_root, "precision", prec)) goto end;
+    const char *wire = a->wire == KG_BF16 ? "bf16" : a->wire == KG_F16 ? "f16" : "f32";
+    if (!cJSON_AddStringToObject(j_root, "wire", wire)) goto end;
     text = cJSON_Print(j_root);
 end:
     cJSON_Delete(j_root);
@@ -128,6 +132,12 @@ int train_args_load(TrainArgs *a, const char *dir, char **owned, char *err) {
         a->precision = !strcmp(prec, "bf16") ? KG_BF16 : !strcmp(prec, "fp16") ? KG_F16 : KG_F32;
     else
         rc = kg_err(err, KG_EFORMAT, "%s: \"precision\" is not f32, bf16 or fp16", path);
+    const cJSON *j_wire = cJSON_GetObjectItemCaseSensitive(j_root, "wire");
+    const char *wire = cJSON_IsString(j_wire) ? j_wire->valuestring : "f32";
+    if (!rc && (!strcmp(wire, "bf16") || !strcmp(wire, "f16") || !strcmp(wire, "f32")))
+        a->wire = !strcmp(wire, "bf16") ? KG_BF16 : !strcmp(wire, "f16") ? KG_F16 : KG_F32;
+    else if (!rc)
+        rc = kg_err(err, KG_EFORMAT, "%s: \"wire\" is not f32, bf16 or f16", path);
     // the paths, copied into one block the caller frees (text is at least as long as both)
     char *at = *owned = malloc(len + 2);
     if (!rc && !at) rc = kg_err(err, KG_ENOMEM, "%s: out of memory", path);
