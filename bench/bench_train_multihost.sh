@@ -38,6 +38,7 @@ B=$(cd "$B" && pwd)
 nh_probe || { echo "no network namespaces: $nh_why"; exit 1; }
 w=$(mktemp -d /tmp/bench_train_multihost.XXXXXX)
 trap 'nh_down; rm -rf "$w"' EXIT
+trap 'exit 1' INT TERM HUP # the EXIT trap cleans up after a signal too (ctest's timeout)
 nh_up 4 "$w"
 awk 'BEGIN { srand(3); split("가 나 다 라 마 바 사 아 자 차 카 타 파 하 강 산 물 불 돌 집", s, " ");
   for (i = 0; i < 20000; i++) { l = ""; for (j = 0; j < 12; j++) l = l s[int(rand() * 20) + 1] (rand() < 0.3 ? " " : "");

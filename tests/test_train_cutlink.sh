@@ -30,6 +30,7 @@ nh_probe || { echo "SKIP: no network namespaces: $nh_why"; exit 77; }
 w=$(mktemp -d /tmp/test_train_cutlink.XXXXXX)
 pid=
 trap '[ -n "$pid" ] && kill -9 $pid 2>/dev/null; nh_down; rm -rf "$w"' EXIT
+trap 'exit 1' INT TERM HUP # the EXIT trap cleans up after a signal too (ctest's timeout)
 N=3
 nh_up $N "$w"
 i=0

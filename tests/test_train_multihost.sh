@@ -24,6 +24,7 @@ command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not installed (openmpi
 nh_probe || { echo "SKIP: no network namespaces: $nh_why"; exit 77; }
 w=$(mktemp -d /tmp/test_train_multihost.XXXXXX)
 trap 'nh_down; rm -rf "$w"' EXIT
+trap 'exit 1' INT TERM HUP # the EXIT trap cleans up after a signal too (ctest's timeout)
 N=3
 nh_up $N "$w"
 run() {
