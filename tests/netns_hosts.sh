@@ -1,3 +1,4 @@
+# shellcheck shell=sh disable=SC2034 # (nh_why, nh_dir: read by the scripts that source this)
 # netns_hosts.sh — "hosts" for multi-host tests and benches, sourced by them (sh): network
 # namespaces, each with its own host name, joined by veth pairs to one bridge, and an rsh
 # agent through which mpirun starts its daemons in them. Only addresses of the test range
@@ -69,7 +70,8 @@ nh_in() {
 }
 
 nh_hosts() {
-  h= i=0
+  h=''
+  i=0
   while [ $i -lt "$1" ]; do h="$h${h:+,}198.18.0.$((i + 1)):1"; i=$((i + 1)); done
   echo "$h"
 }

@@ -38,7 +38,7 @@ lo_bytes() { # the loopback's bytes in host $1
   echo $(($1 + $2))
 }
 i=0
-while [ $i -lt $N ]; do eval "v0_$i=\$(nh_veth_bytes $i) l0_$i=\$(lo_bytes $i)"; i=$((i + 1)); done
+while [ $i -lt $N ]; do echo "$(nh_veth_bytes $i) $(lo_bytes $i)" > "$w/bytes.$i"; i=$((i + 1)); done
 ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \
   run nh_mpirun -H "$(nh_hosts $N)" -np $N "$B/kogpt2-train" train --batch 2 --out "$w/dp" \
   > "$w/dp.log" 2>&1 || { cat "$w/dp.log"; echo "FAIL: the $N-host run failed"; exit 1; }
@@ -54,7 +54,9 @@ n_params=$(od -An -t u8 -j $((16 + 8 * 8)) -N 8 "$w/dp/train_state.bin" | tr -d 
 need=$((4 * n_params * 4 * (N - 1) / N))
 i=0
 while [ $i -lt $N ]; do
-  eval "v=\$((\$(nh_veth_bytes $i) - v0_$i)) l=\$((\$(lo_bytes $i) - l0_$i))"
+  read -r v0 l0 < "$w/bytes.$i"
+  v=$(($(nh_veth_bytes $i) - v0))
+  l=$(($(lo_bytes $i) - l0))
   echo "host $i (kg-h$i): veth $v bytes, loopback $l bytes (at least $need expected on the veth)"
   [ "$v" -ge "$need" ] || { echo "FAIL: host $i's veth moved $v bytes, under $need"; exit 1; }
   [ "$l" -lt $((need / 10)) ] || { echo "FAIL: host $i's loopback moved $l bytes"; exit 1; }
