@@ -2,7 +2,7 @@
 # scripts/gpu_check.sh [BUILD_DIR] [LOG_DIR] — everything the CUDA backend needs checked and
 # measured on a machine with an NVIDIA GPU, in one go, each step bounded in time:
 #   1. ctest -L gpu: every op against the CPU backend, the KoGPT2-base forward, an injected
-#      kernel fault, kogpt2d's e2e and abuse tests with --device cuda
+#      kernel fault, kogpt2d's end-to-end tests (test_server_*, abuse) with --device cuda
 #   2. the trainer's tests on the GPU (resume must continue bit for bit)
 #   3. compute-sanitizer: memcheck over every op, racecheck over the attention ops
 #   4. bench_cuda (decode, prompt, batched decode, training step and MFU), one decode and one

@@ -15,7 +15,7 @@ if(NOT TARGET kogpt2 OR NOT PYTHON3)
   return()
 endif()
 
-set(_cli_env "KG_BUILD_DIR=${CMAKE_BINARY_DIR};KG_SHARED_DIR=${KG_SHARED_DIR}")
+set(_cli_env "KG_BUILD_DIR=${CMAKE_BINARY_DIR}")
 foreach(_mode generate progress version tokenize errors next)
   set(_name test_cli_${_mode})
   if(_mode STREQUAL "progress")

@@ -15,9 +15,9 @@ set_tests_properties(test_cuda_ops test_cuda_kogpt2 test_cuda_fault PROPERTIES T
 
 # kogpt2d end to end on the GPU: the server tests with --device cuda (they skip without one)
 if(TARGET kogpt2d AND PYTHON3)
-  foreach(t e2e abuse)
+  foreach(t ${KG_SERVER_E2E} abuse)
     add_test(NAME test_server_${t}_cuda COMMAND ${PYTHON3} ${CMAKE_SOURCE_DIR}/tests/test_server_${t}.py)
     set_tests_properties(test_server_${t}_cuda PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu;server"
-      TIMEOUT 600 ENVIRONMENT "KG_SHARED_DIR=${KG_SHARED_DIR};KG_BUILD_DIR=${CMAKE_BINARY_DIR};KG_TEST_DEVICE=cuda")
+      TIMEOUT 600 ENVIRONMENT "KG_BUILD_DIR=${CMAKE_BINARY_DIR};KG_TEST_DEVICE=cuda")
   endforeach()
 endif()

@@ -430,9 +430,7 @@ def main():
     if len(sys.argv) != 2 or sys.argv[1] not in MODES:
         sys.exit("usage: test_cli.py %s" % "|".join(MODES))
     kogpt2()
-    MODES[sys.argv[1]]()
-    print("%d checks, %d failed" % (lib.CHECKS[0], len(lib.FAILURES)))
-    return 1 if lib.FAILURES else 0
+    return lib.run_tests([(sys.argv[1], MODES[sys.argv[1]])])
 
 
 if __name__ == "__main__":
