@@ -39,6 +39,9 @@ endforeach()
 set_tests_properties(${KG_PARITY_TESTS} PROPERTIES FIXTURES_REQUIRED gpt2_testdata TIMEOUT 600)
 
 kg_test(test_model_sampler SOURCES test_model_sampler.c LIBS kgmodel LABELS model)
+# logits.c alone: log-sum-exp, entropy, top k and ranks against hand-checked rows and a long
+# double / full-sort reference on V = 51,200 (issue 33 item 6)
+kg_test(test_model_logits SOURCES test_model_logits.c LIBS kgmodel LABELS model)
 kg_test(test_model_sampler_utf8 SOURCES test_model_sampler_utf8.c LIBS kgmodel LABELS model)
 
 # The checkpoints users have (issue 14): torch writes pytorch_model.bin files (f32/f16/bf16,

@@ -25,6 +25,18 @@ set_tests_properties(test_server_http PROPERTIES TIMEOUT 60)
 # its byte bound never refuses a text that fits, and it stops early
 kg_test(test_server_encode SOURCES test_server_encode.c LIBS kgtok LABELS server)
 set_tests_properties(test_server_encode PROPERTIES TIMEOUT 120)
+# the parts of the transport and the API that only the daemon reached before (issue 33 item 6):
+# the work pool's bound and stop, the API keys, the request field tables, messages into a
+# chat prompt (the default model's tokenizer, ids from libsentencepiece)
+kg_test(test_server_workpool SOURCES test_server_workpool.c LIBS kghttp LABELS server)
+set_tests_properties(test_server_workpool PROPERTIES TIMEOUT 60)
+kg_test(test_server_auth SOURCES test_server_auth.c LIBS kghttp LABELS server)
+if(TARGET kgapi)
+  kg_test(test_server_params SOURCES test_server_params.c LIBS kgapi PkgConfig::CJSON
+    LABELS server)
+  kg_test(test_server_chat_prompt SOURCES test_server_chat_prompt.c LIBS kgapi PkgConfig::CJSON
+    LABELS server)
+endif()
 # the chat-template interpreter alone, against jinja2's renderings (cJSON reads the vectors)
 kg_test(test_chat_template SOURCES test_chat_template.c LIBS kgchattemplate PkgConfig::CJSON
   LABELS server)
