@@ -59,7 +59,7 @@ echo "summary: $(tail -n 1 a.log)"
 [ -f ck/train_state.bin ] && [ -f ck.step-20/train_state.bin ] && [ ! -e ck.step-10 ] &&
   [ "$(ls -d ck.step-* | wc -l)" = 1 ] && [ -f ck.best/model.safetensors ] ||
   fail "--keep 2 left: $(ls -d ck*)"
-"$B/test_train_cmp" ck.step-20 ck 1e9 > /dev/null # a whole checkpoint (weights readable)
+"$B/weights_cmp" ck.step-20 ck 1e9 > /dev/null # a whole checkpoint (weights readable)
 echo "kept: $(ls -d ck ck.* | tr '\n' ' ')"
 
 # the log: every line JSON; train records at steps 1, 5, 10, ... 30, val at 0, 10, 20, 30;
@@ -122,7 +122,7 @@ grep -q '^resumed r at step 15' r2.log || fail "--resume r alone: $(cat r2.log)"
 grep '^step' a.log | cut -d' ' -f1-4 > a.loss
 cat r1.log r2.log | grep '^step' | cut -d' ' -f1-4 > r.loss
 diff a.loss r.loss > /dev/null || { diff a.loss r.loss; fail "resumed losses differ"; }
-"$B/test_train_cmp" ck r 0 > /dev/null
+"$B/weights_cmp" ck r 0 > /dev/null
 check_log r.log.jsonl 1,5,10,15,20,25,30 0,10,20,30 r.best/val.json > /dev/null 2>&1 ||
   { cat r.log.jsonl; fail "the resumed run's log"; }
 echo "--resume r alone: $(wc -l < r.loss) loss lines as the uninterrupted run's, weights equal"

@@ -18,9 +18,9 @@ kg_test(test_train_ckpt SOURCES test_train_ckpt.c LIBS kgtrain LABELS train)
 kg_test(test_train_shard SOURCES test_train_shard.c LIBS kgtrain LABELS train
   ARGS ${KG_TRAIN_TESTDATA}/tok.model)
 kg_test(test_train_accum SOURCES test_train_accum.c LIBS kgtrain LABELS train)
-# a helper for the scripts: max |a - b| over two checkpoints' tensors
-add_executable(test_train_cmp test_train_cmp.c)
-target_link_libraries(test_train_cmp PRIVATE kgmodel)
+# a tool for the scripts, not a test: max |a - b| over two checkpoints' tensors
+add_executable(weights_cmp tools/weights_cmp.c)
+target_link_libraries(weights_cmp PRIVATE kgmodel)
 
 set(KG_TRAIN_TESTS test_train_shard)
 foreach(t resume kill signal prepare mpi rankdeath e2e lock log bpb multihost cutlink zero)
