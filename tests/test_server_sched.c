@@ -7,8 +7,8 @@
 // stop strings and held-back bytes (gentext.h), the batch planner's budgets (sched_plan.h),
 // /v1/score's memo (score_memo.h).
 //
-// A small random model (2 layers, C 64, V 51200) with KoGPT2 v2's tokenizer.json from
-// ../shared (skipped without it). Tolerances: logprobs of batched/cached runs within 1e-4
+// A small random model (2 layers, C 64, V the tokenizer's) with the default model's tokenizer
+// (models/default, shipped). Tolerances: logprobs of batched/cached runs within 1e-4
 // of the direct forward (float32 sums in a different order); generated ids identical.
 #include <math.h>
 #include <pthread.h>
@@ -27,7 +27,8 @@
 #include "testmodel.h"
 #include "tokenizer/tokenizer.h"
 
-#define TOL 1e-4f
+#define TOL   1e-4f
+#define TOK_V ((size_t)12000) // the default model's tokenizer: its pieces
 
 typedef struct {
     pthread_mutex_t mu;
@@ -262,7 +263,8 @@ static void test_text_and_stop(Sched *s, const Tokenizer *tok) {
     char err[KG_ERRLEN];
     REQUIRE(!tok_encode(tok, "옛날 옛적에", 16, &ids, &n, err), "%s", err);
     Result r;
-    SchedParams p = gen_params(ids, n, 40, 0.9f, 7);
+    // hot: the random model's text then varies enough to hold a stop string past its start
+    SchedParams p = gen_params(ids, n, 40, 3.0f, 7);
     run_job(s, &p, &r);
     // the streamed pieces concatenate to the decode of the generated ids
     const char *text = r.text;
@@ -322,7 +324,7 @@ static void test_limits(Sched *s, size_t n_ctx) {
     SchedParams p = next_params(big, n_ctx + 1 <= 600 ? n_ctx + 1 : 600);
     CHECK(sched_submit(s, &p, on_notify, &g_w, &j, err) == KG_ERANGE && !j);
     CHECK(strstr(err, "n_ctx") != NULL);
-    int bad[2] = {5, 51200};
+    int bad[2] = {5, (int)TOK_V};
     p = next_params(bad, 2);
     CHECK(sched_submit(s, &p, on_notify, &g_w, &j, err) == KG_ERANGE);
     p = next_params(bad, 0);
@@ -363,13 +365,19 @@ static void test_queue_full(const Gpt2 *m, const Tokenizer *tok) {
     sched_free(s);
 }
 
-// A model with rows past the tokenizer's vocabulary (padded to 51,264): those ids are never
+// A model with rows past the tokenizer's vocabulary (64 padding rows): those ids are never
 // proposed, so every candidate and every generated token can be spelled.
 static void test_padded_vocab(const Tokenizer *tok) {
     char err[KG_ERRLEN], dir[] = "/tmp/kg-sched-pad-XXXXXX";
     REQUIRE(mkdtemp(dir), "mkdtemp");
-    TestModelSpec spec = {
-        .L = 1, .C = 64, .NH = 4, .T = 64, .V = 51264, .dtype = KG_F32, .wte_std = 0.5f, .seed = 5};
+    TestModelSpec spec = {.L = 1,
+                          .C = 64,
+                          .NH = 4,
+                          .T = 64,
+                          .V = TOK_V + 64,
+                          .dtype = KG_F32,
+                          .wte_std = 0.5f,
+                          .seed = 5};
     REQUIRE(!testmodel_write(dir, &spec, err), "%s", err);
     // make the padding rows the most likely tokens, so that proposing one cannot go unseen
     char path[1100];
@@ -377,9 +385,9 @@ static void test_padded_vocab(const Tokenizer *tok) {
     SafeTensors st;
     REQUIRE(!safetensors_open(&st, path, err), "%s", err);
     const StTensor *wte = safetensors_find(&st, "transformer.wte.weight");
-    long off = (long)((const char *)wte->data - (const char *)st.map) + 51200L * 64 * 4;
+    long off = (long)((const char *)wte->data - (const char *)st.map) + (long)TOK_V * 64 * 4;
     static float pad[64 * 64];
-    memcpy(pad, (const char *)wte->data + 51200L * 64 * 4, sizeof pad);
+    memcpy(pad, (const char *)wte->data + (long)TOK_V * 64 * 4, sizeof pad);
     for (size_t i = 0; i < 64 * 64; i++)
         pad[i] *= 20.0f;
     safetensors_close(&st);
@@ -389,7 +397,7 @@ static void test_padded_vocab(const Tokenizer *tok) {
     KgBackend *be = kg_cpu_backend_new(1, err);
     Gpt2 m;
     REQUIRE(be && !gpt2_open(&m, dir, be, KG_DTYPE_AUTO, err), "%s", err);
-    // the model itself now prefers padding: its raw top candidate is past 51,199
+    // the model itself now prefers padding: its raw top candidate is past the tokenizer's ids
     Gpt2State gs;
     KvCache kv;
     int probe[3] = {100, 200, 300};
@@ -398,7 +406,7 @@ static void test_padded_vocab(const Tokenizer *tok) {
             "%s", err);
     KgCandidate raw;
     logits_topk(gs.logits_host, m.config.vocab_size, 1.0f, 1, &raw);
-    CHECK_MSG(raw.id >= 51200, "the padded rows should dominate (top id %d)", raw.id);
+    CHECK_MSG(raw.id >= (int)TOK_V, "the padded rows should dominate (top id %d)", raw.id);
     kv_free(&kv, &m);
     gpt2_state_free(&gs, &m);
     SchedOptions o = {
@@ -413,11 +421,11 @@ static void test_padded_vocab(const Tokenizer *tok) {
         run_job(s, &p, &r);
         ok &= r.state == SCHED_DONE_LENGTH && r.n == 16;
         for (size_t i = 0; i < r.n; i++)
-            ok &= r.ids[i] < 51200;
+            ok &= r.ids[i] < (int)TOK_V;
         for (size_t i = 0; i < r.n_candidates; i++)
-            ok &= r.candidates[i].id < 51200;
+            ok &= r.candidates[i].id < (int)TOK_V;
     }
-    printf("padded vocabulary (51,264 rows, 51,200 pieces): %s\n",
+    printf("padded vocabulary (%zu rows, %zu pieces): %s\n", TOK_V + 64, TOK_V,
            ok ? "every token spelled" : "FAILED");
     CHECK(ok);
     sched_free(s);
@@ -629,25 +637,25 @@ int main(void) {
     test_gentext();
     test_plan();
     test_score_memo();
-    const char *shared = getenv("KG_SHARED_DIR");
+    const char *src = getenv("KG_SOURCE_DIR");
     char tokpath[1024];
-    snprintf(tokpath, sizeof tokpath, "%s/data/kogpt2/v2/tokenizer.no_endoftext.json",
-             shared ? shared : "../shared");
+    snprintf(tokpath, sizeof tokpath, "%s/models/default/kogpt2-default.model", src ? src : "..");
     if (access(tokpath, R_OK))
-        SKIP("%s not found: the engine test needs KoGPT2's tokenizer", tokpath);
+        SKIP("%s not found: the engine test needs the default model's tokenizer", tokpath);
     char err[KG_ERRLEN], dir[] = "/tmp/kg-sched-XXXXXX";
     REQUIRE(mkdtemp(dir), "mkdtemp");
     TestModelSpec spec = {.L = 2,
                           .C = 64,
                           .NH = 4,
                           .T = 256,
-                          .V = 51200,
+                          .V = TOK_V,
                           .dtype = KG_F32,
                           .wte_std = 0.5f,
                           .seed = 11};
     REQUIRE(!testmodel_write(dir, &spec, err), "%s", err);
     Tokenizer *tok;
     REQUIRE(!tok_open(&tok, tokpath, err), "%s", err);
+    REQUIRE(tok_vocab_size(tok) == TOK_V, "%s: %zu pieces", tokpath, tok_vocab_size(tok));
     KgBackend *be = kg_cpu_backend_new(2, err);
     REQUIRE(be, "%s", err);
     Gpt2 m;
