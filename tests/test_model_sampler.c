@@ -372,7 +372,7 @@ static const void *take(const unsigned char **p, const unsigned char *end, size_
 static void test_penalty_torch(void) {
     const char *python = getenv("KG_PYTHON"), *src = getenv("KG_SOURCE_DIR");
     if (!python || !python[0] || access(python, X_OK) || !src) {
-        printf("penalties vs PyTorch: skipped (KG_PYTHON or KG_SOURCE_DIR not set)\n");
+        printf("SKIP: penalties vs PyTorch: KG_PYTHON or KG_SOURCE_DIR not set\n");
         return;
     }
     char path[] = "/tmp/kg_penalty_ref_XXXXXX", cmd[2048];
@@ -384,7 +384,7 @@ static void test_penalty_torch(void) {
     if (rc != 0) {
         unlink(path);
         CHECK_MSG(WIFEXITED(rc) && WEXITSTATUS(rc) == 77, "%s failed (status %d)", cmd, rc);
-        printf("penalties vs PyTorch: skipped (no torch)\n");
+        printf("SKIP: penalties vs PyTorch: no torch\n");
         return;
     }
     FILE *f = fopen(path, "rb");

@@ -388,7 +388,7 @@ static void test_convert(void) {
     char cmd[4096];
     snprintf(path, sizeof path, "%s/kogpt2", build ? build : ".");
     if (access(path, X_OK)) {
-        printf("kogpt2 convert: %s is not built: skipped\n", path);
+        printf("SKIP: kogpt2 convert: %s is not built\n", path);
         return;
     }
     snprintf(out, sizeof out, "%s/conv_cli", g_tmp);
