@@ -80,8 +80,8 @@ cmake --build build-asan
 [ -d build/testdata ] && [ ! -e build-asan/testdata ] && ln -s ../build/testdata build-asan/testdata
 stage "ASan + UBSan ctest"
 # Left to the release run above, where they ran already: the full-size (KoGPT2-base) parity
-# cases (under the sanitizers the small shapes cover the same code paths at a fraction of the
-# time); docker/build.sh's Release build (test_deploy_build: what the release run built,
+# and quantization cases (under the sanitizers the small shapes cover the same code paths at a
+# fraction of the time); docker/build.sh's Release build (test_deploy_build: what the release run built,
 # built again with no sanitizer in it, from scratch in build-asan/deploy-build); the manifest
 # checks (Python, node and promtool over YAML: no code of ours runs).
 (export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
