@@ -79,14 +79,23 @@ cmake --build build-asan
 # stamps make the fixtures return at once here instead of computing it all again.
 [ -d build/testdata ] && [ ! -e build-asan/testdata ] && ln -s ../build/testdata build-asan/testdata
 stage "ASan + UBSan ctest"
-# Left to the release run above, where they ran already: the full-size (KoGPT2-base) parity
-# and quantization cases (under the sanitizers the small shapes cover the same code paths at a
-# fraction of the time); docker/build.sh's Release build (test_deploy_build: what the release run built,
-# built again with no sanitizer in it, from scratch in build-asan/deploy-build); the manifest
-# checks (Python, node and promtool over YAML: no code of ours runs).
+# Left to the release run above, where they ran already, so that no check is dropped:
+# - tests whose value is numbers at volume, whose code paths smaller tests take under the
+#   sanitizers: the full-size (KoGPT2-base) parity and quantization cases (the small shapes); the
+#   tokenizers' id parity over 20,000+ real lines (test_tok_unit, test_tok_default,
+#   test_server_encode, the fuzz replays, and the fuzzers' minute each); 9,000 hot-sampled tokens
+#   looking for a U+FFFD (test_model_sampler_utf8 and the endpoint tests); bits per byte on real
+#   text (test_train_log's eval, test_gpt2_quant); on the shared 2-core machine of issue 33 they
+#   took 607 s (utf8), over 300 s each (parity: their timeout), 141 s (bpb: its timeout), 173 s
+#   (quant quality) and 132 s (quant, four models) under ASan;
+# - what has no code of ours under the sanitizers: docker/build.sh's Release build
+#   (test_deploy_build, from scratch in build-asan/deploy-build), the manifest checks (Python,
+#   node and promtool over YAML).
+asan_left_out='kogpt2_(f32|f16|bf16)$|^test_tok_parity(_v1)?$|^test_server_utf8$|^test_train_bpb$'
+asan_left_out+='|^test_gpt2_quant_quality$|^test_deploy_(build|manifests|schemas|rules)$'
 (export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     KG_POOL_LOOPS=2000000
- run_ctest build-asan asan -E 'kogpt2_(f32|f16|bf16)$|^test_deploy_(build|manifests|schemas|rules)$')
+ run_ctest build-asan asan -E "$asan_left_out")
 
 stage "ThreadSanitizer: the thread pool, the CPU kernels, the scheduler, the work pool, training"
 # test_train_zero runs the trainer's gradient reducer (its communication thread) under mpirun
