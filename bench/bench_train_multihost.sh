@@ -95,7 +95,7 @@ for r in $(seq 1 "$rounds"); do
 done
 
 echo "# ZeRO-1: AdamW moments per rank (the allocation) and each rank's peak RSS, 4 steps;"
-echo "# at 2 and 4 ranks the weights against plain data parallelism (test_train_cmp)"
+echo "# at 2 and 4 ranks the weights against plain data parallelism (weights_cmp)"
 for N in 1 2 4; do
   z=--zero\ 1
   [ $N = 1 ] && z=
@@ -111,5 +111,5 @@ sys.exit(rc)' "$B/kogpt2-train" train $common --steps 4 $z --out "$w/z$N" > "$w/
   [ $N = 1 ] && continue
   nh_mpirun -H "$(nh_hosts $N)" -np $N "$B/kogpt2-train" train $common --steps 4 --out "$w/d$N" \
     > /dev/null 2>&1
-  echo "  ZeRO-1 vs plain at $N ranks: $("$B/test_train_cmp" "$w/z$N" "$w/d$N" 1e-5)"
+  echo "  ZeRO-1 vs plain at $N ranks: $("$B/weights_cmp" "$w/z$N" "$w/d$N" 1e-5)"
 done

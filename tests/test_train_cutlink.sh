@@ -107,7 +107,7 @@ awk -v from="$step" '/^step/ { split($2, s, "/"); if (s[1] > from) print s[1], $
 paste "$w/a" "$w/b" | awk '{ d = $2 - $4; if (d < 0) d = -d; if (d > m) m = d; if ($1 != $3) bad = 1 }
   END { printf "losses of steps %s..: max |resumed on 2 - uninterrupted| = %.2e (tolerance 1e-4)\n", from, m;
         exit (bad || m > 1e-4) }' from=$((step + 1)) || fail "the loss curve does not continue"
-"$B/test_train_cmp" "$w/ck" "$w/ref" 5e-4
+"$B/weights_cmp" "$w/ck" "$w/ref" 5e-4
 
 # --- 3. SIGKILL of rank 2
 rm -rf "$w/ck" "$w/ck".*

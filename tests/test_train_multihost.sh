@@ -47,7 +47,7 @@ run "$B/kogpt2-train" train --batch $((2 * N)) --out "$w/one" > "$w/one.log"
 losses() { awk '/^step/ { printf "%s ", $4 }' "$1"; }
 echo "$N hosts: $(losses "$w/dp.log")"
 echo "1 rank:  $(losses "$w/one.log")"
-"$B/test_train_cmp" "$w/dp" "$w/one" 1e-5
+"$B/weights_cmp" "$w/dp" "$w/one" 1e-5
 
 # the gradient bytes: n_params (train_state.bin's 9th u64 after the 16-byte magic and version)
 n_params=$(od -An -t u8 -j $((16 + 8 * 8)) -N 8 "$w/dp/train_state.bin" | tr -d ' ')
@@ -68,5 +68,5 @@ ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \
   --out "$w/zero" > "$w/zero.log" 2>&1 || { cat "$w/zero.log"; echo "FAIL: the ZeRO-1 run failed"; exit 1; }
 grep -q "^ZeRO-1: AdamW moments" "$w/zero.log" || { echo "FAIL: no ZeRO-1 line"; cat "$w/zero.log"; exit 1; }
 echo "ZeRO-1:  $(losses "$w/zero.log")"
-"$B/test_train_cmp" "$w/zero" "$w/dp" 1e-5
+"$B/weights_cmp" "$w/zero" "$w/dp" 1e-5
 echo PASS

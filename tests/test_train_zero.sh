@@ -1,7 +1,7 @@
 #!/bin/sh
 # test_train_zero.sh — ZeRO-1 and the gradient wire on one machine (mpirun -np 2; across
 # hosts: test_train_multihost.sh). Every comparison is of weights after 4 steps of lr 3e-3
-# against a run without the feature (test_train_cmp):
+# against a run without the feature (tests/tools/weights_cmp.c):
 #   1. --zero 1 on 2 ranks = plain data parallelism on 2 ranks, within 1e-5 (the same sums,
 #      reduce-scattered then all-gathered; test_train_mpi.sh's tolerance), and each rank holds
 #      half the AdamW moments (the log's "ZeRO-1: AdamW moments X MiB on each rank (of Y)":
@@ -42,12 +42,12 @@ run mpi2 "$B/kogpt2-train" train --batch 2 --zero 1 --out "$w/zero" > "$w/zero.l
 echo "1 rank:           $(losses "$w/one.log")"
 echo "2 ranks:          $(losses "$w/dp.log")"
 echo "2 ranks, ZeRO-1:  $(losses "$w/zero.log")"
-"$B/test_train_cmp" "$w/zero" "$w/dp" 1e-5
+"$B/weights_cmp" "$w/zero" "$w/dp" 1e-5
 line=$(grep '^ZeRO-1: AdamW moments' "$w/zero.log") || { echo "FAIL: no ZeRO-1 line"; cat "$w/zero.log"; exit 1; }
 echo "$line"
 run mpi2 "$B/kogpt2-train" train --batch 2 --bucket-mb 0.01 --out "$w/small" > "$w/small.log"
 echo "2 ranks, 10 KiB buckets: $(losses "$w/small.log")"
-"$B/test_train_cmp" "$w/small" "$w/dp" 1e-5
+"$B/weights_cmp" "$w/small" "$w/dp" 1e-5
 echo "$line" | awk '{ x = $4; y = $10; if (x < y / 2 - 0.01 || x > y / 2 + 0.01) exit 1 }' ||
   { echo "FAIL: each rank should hold half of the moments"; exit 1; }
 
@@ -57,13 +57,13 @@ run "$B/kogpt2-train" train --resume "$w/z21" --batch 4 > "$w/z21.log"
 grep -q "resuming on 1 ranks a checkpoint of 2: --grad-accum 1" "$w/z21.log" ||
   { echo "FAIL: 2 -> 1 did not keep the batch"; cat "$w/z21.log"; exit 1; }
 echo "2 -> 1:           $(losses "$w/z21.log")"
-"$B/test_train_cmp" "$w/z21" "$w/one" 1e-5
+"$B/weights_cmp" "$w/z21" "$w/one" 1e-5
 run "$B/kogpt2-train" train --batch 4 --stop-at 2 --out "$w/z12" > /dev/null
 run mpi2 "$B/kogpt2-train" train --resume "$w/z12" --batch 2 --zero 1 > "$w/z12.log"
 grep -q "resuming on 2 ranks a checkpoint of 1: --grad-accum 1" "$w/z12.log" ||
   { echo "FAIL: 1 -> 2 did not keep the batch"; cat "$w/z12.log"; exit 1; }
 echo "1 -> 2 (ZeRO-1):  $(losses "$w/z12.log")"
-"$B/test_train_cmp" "$w/z12" "$w/one" 1e-5
+"$B/weights_cmp" "$w/z12" "$w/one" 1e-5
 
 # 16-bit gradients on the wire
 losses "$w/dp.log" | tr ' ' '\n' > "$w/dp.losses"
@@ -74,8 +74,8 @@ for t in bf16 f16; do
     d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d }
     END { printf "losses: max |%s - f32| = %.2e (tolerance 1e-3)\n", t, m; exit m > 1e-3 }' ||
     { echo "FAIL: --wire $t moved the losses"; exit 1; }
-  "$B/test_train_cmp" "$w/$t" "$w/dp" 1e-2
-  if "$B/test_train_cmp" "$w/$t" "$w/dp" 1e-7 > /dev/null; then
+  "$B/weights_cmp" "$w/$t" "$w/dp" 1e-2
+  if "$B/weights_cmp" "$w/$t" "$w/dp" 1e-7 > /dev/null; then
     echo "FAIL: --wire $t changed nothing (no rounding on the wire?)"; exit 1
   fi
 done
