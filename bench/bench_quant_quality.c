@@ -75,7 +75,7 @@ typedef struct {
     KgDtype precision; // the backend's mixed precision while this variant runs
     Gpt2 m;
     Gpt2State s;
-    KvCache kv;
+    KvSeq kv;
     Tally t;
 } Variant;
 
@@ -162,7 +162,7 @@ static void tally_rows(Tally *t, const float *logits, const float *ref_logits, c
 
 // v's logits of every one of the n tokens, from an empty cache, into v->s.logits_host.
 static int run_rows(Variant *v, const int *tokens, size_t n, char *err) {
-    kv_truncate(&v->kv, 0);
+    kv_seq_truncate(&v->kv, 0);
     v->m.be->mixed = v->precision; // the variants share one backend and run one at a time
     Gpt2Seq q = {&v->kv, tokens, n, GPT2_LOGITS_ALL};
     double t0 = bench_now();
@@ -301,7 +301,7 @@ static int bench_prompts(Variant *vs, size_t nv, const Tokenizer *tok, RefRow *r
 }
 
 static void variant_close(Variant *v) {
-    kv_free(&v->kv, &v->m);
+    kv_free(&v->kv);
     gpt2_state_free(&v->s, &v->m);
     gpt2_close(&v->m);
 }
@@ -322,7 +322,7 @@ static int variant_open(Variant *v, const char *dir, KgBackend *be, const char *
     if (rows > v->m.config.n_ctx)
         rc = kg_err(err, KG_EINVAL, "--seq %zu exceeds n_ctx %zu", rows, v->m.config.n_ctx);
     if (!rc) rc = gpt2_state_init(&v->s, &v->m, rows, rows, err);
-    if (!rc) rc = kv_init(&v->kv, &v->m, rows, err);
+    if (!rc) rc = kv_init(&v->kv, &v->m, err);
     if (rc)
         variant_close(v);
     else

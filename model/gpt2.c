@@ -12,59 +12,21 @@
 #include "base/kg.h"
 
 // ---------------------------------------------------------------------------------------
-// KV cache
+// A sequence on its own pool
 
-size_t kv_bytes(const Gpt2Config *c, size_t cap) {
-    return c->n_layer * 2 * cap * c->n_embd * sizeof(float);
-}
-
-static float *kv_layer(const KvCache *kv, const Gpt2Config *c, size_t l, int values) {
-    return kv->data + (2 * l + (size_t)values) * kv->cap * c->n_embd;
-}
-
-int kv_init(KvCache *kv, const Gpt2 *m, size_t cap, char *err) {
-    *kv = (KvCache){0};
-    return kv_reserve(kv, m, cap, err);
-}
-
-void kv_free(KvCache *kv, const Gpt2 *m) {
-    if (kv->data) m->be->ops->free(m->be, kv->data);
-    *kv = (KvCache){0};
-}
-
-int kv_reserve(KvCache *kv, const Gpt2 *m, size_t cap, char *err) {
-    const Gpt2Config *c = &m->config;
-    if (cap > c->n_ctx) cap = c->n_ctx;
-    if (cap <= kv->cap && kv->data) return KG_OK;
-    KvCache grown = {.len = kv->len, .cap = cap};
-    grown.data = m->be->ops->alloc(m->be, kv_bytes(c, cap));
-    if (!grown.data)
-        return kg_err(err, KG_ENOMEM, "kv cache: out of memory for %zu positions", cap);
-    for (size_t l = 0; kv->len && l < c->n_layer; l++)
-        for (int v = 0; v < 2; v++)
-            m->be->ops->copy_rows(m->be, kv_layer(&grown, c, l, v), c->n_embd,
-                                  kv_layer(kv, c, l, v), c->n_embd, kv->len, c->n_embd);
-    if (kv->data) m->be->ops->free(m->be, kv->data);
-    *kv = grown;
-    return KG_OK;
-}
-
-void kv_truncate(KvCache *kv, size_t len) {
-    if (len < kv->len) kv->len = len;
-}
-
-int kv_copy(KvCache *dst, const KvCache *src, size_t len, const Gpt2 *m, char *err) {
-    const Gpt2Config *c = &m->config;
-    if (len > src->len) len = src->len;
-    dst->len = 0; // nothing of dst's old contents is kept
-    int rc = kv_reserve(dst, m, len, err);
+int kv_init(KvSeq *kv, const Gpt2 *m, char *err) {
+    KvPool *pool;
+    *kv = (KvSeq){0};
+    int rc = kv_pool_new(&pool, &m->config, m->be, kv_blocks_for(m->config.n_ctx) + 1, 0, err);
     if (rc) return rc;
-    for (size_t l = 0; l < c->n_layer; l++)
-        for (int v = 0; v < 2; v++)
-            m->be->ops->copy_rows(m->be, kv_layer(dst, c, l, v), c->n_embd, kv_layer(src, c, l, v),
-                                  c->n_embd, len, c->n_embd);
-    dst->len = len;
-    return KG_OK;
+    if ((rc = kv_seq_init(kv, pool, err))) kv_pool_free(pool);
+    return rc;
+}
+
+void kv_free(KvSeq *kv) {
+    KvPool *pool = kv->pool;
+    kv_seq_release(kv);
+    kv_pool_free(pool);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -89,8 +51,10 @@ int gpt2_state_init(Gpt2State *s, const Gpt2 *m, size_t max_rows, size_t max_log
     s->logits_host = be->ops->host_memory ? s->logits : malloc(max_logit_rows * V * 4);
     s->tokens = malloc(max_rows * sizeof *s->tokens);
     s->pos = malloc(max_rows * sizeof *s->pos);
+    s->attn = malloc(max_rows * sizeof *s->attn);
+    s->attn_cap = max_rows;
     if (!s->x || !s->ln || !s->qkv || !s->atty || !s->fc || !s->lnf || !s->logits ||
-        !s->logits_host || !s->tokens || !s->pos) {
+        !s->logits_host || !s->tokens || !s->pos || !s->attn) {
         gpt2_state_free(s, m);
         return kg_err(err, KG_ENOMEM, "state: out of memory for %zu rows", max_rows);
     }
@@ -141,14 +105,10 @@ static int check_batch(const Gpt2 *m, const Gpt2State *s, const Gpt2Seq *seqs, s
     return KG_OK;
 }
 
-// Grows every cache to hold its new tokens (doubling, so a decode loop reallocates rarely).
-static int reserve_caches(const Gpt2 *m, Gpt2Seq *seqs, size_t n_seq, char *err) {
+// Room in every sequence's blocks for its new tokens (no-ops when the engine reserved them).
+static int reserve_blocks(Gpt2Seq *seqs, size_t n_seq, char *err) {
     for (size_t i = 0; i < n_seq; i++) {
-        KvCache *kv = seqs[i].kv;
-        size_t need = kv->len + seqs[i].n;
-        if (need <= kv->cap) continue;
-        size_t cap = kv->cap * 2 > need ? kv->cap * 2 : need;
-        int rc = kv_reserve(kv, m, (cap + 15) / 16 * 16, err);
+        int rc = kv_seq_reserve(seqs[i].kv, seqs[i].n, err);
         if (rc) return rc;
     }
     return KG_OK;
@@ -162,7 +122,7 @@ int gpt2_forward(const Gpt2 *m, Gpt2State *s, Gpt2Seq *seqs, size_t n_seq, char 
     const size_t C = c->n_embd, NH = c->n_head, hs = C / NH, F = c->n_inner, V = c->vocab_size;
     int rc;
     if ((rc = check_batch(m, s, seqs, n_seq, err))) return rc;
-    if ((rc = reserve_caches(m, seqs, n_seq, err))) return rc;
+    if ((rc = reserve_blocks(seqs, n_seq, err))) return rc;
     if (n_seq > s->attn_cap) {
         KgAttnSeq *a = realloc(s->attn, n_seq * sizeof *a);
         if (!a) return kg_err(err, KG_ENOMEM, "forward: out of memory");
@@ -172,7 +132,7 @@ int gpt2_forward(const Gpt2 *m, Gpt2State *s, Gpt2Seq *seqs, size_t n_seq, char 
     // flatten the batch: row r is token tokens[r] at position pos[r] of its sequence
     size_t N = 0;
     for (size_t i = 0; i < n_seq; i++) {
-        s->attn[i] = (KgAttnSeq){.row0 = N, .n = seqs[i].n, .pos0 = seqs[i].kv->len, .ld_kv = C};
+        s->attn[i] = (KgAttnSeq){.row0 = N, .n = seqs[i].n, .pos0 = seqs[i].kv->len};
         for (size_t k = 0; k < seqs[i].n; k++, N++) {
             s->tokens[N] = seqs[i].tokens[k];
             s->pos[N] = (int)(seqs[i].kv->len + k);
@@ -188,15 +148,9 @@ int gpt2_forward(const Gpt2 *m, Gpt2State *s, Gpt2Seq *seqs, size_t n_seq, char 
         const Gpt2LayerWeights *lw = &w->layers[l];
         op->layernorm_forward(be, s->ln, NULL, NULL, s->x, lw->ln1_w, lw->ln1_b, N, C, c->ln_eps);
         op->matmul_forward(be, s->qkv, s->ln, lw->qkv_w, lw->qkv_b, N, C, 3 * C); // q, k, v
-        for (size_t i = 0; i < n_seq; i++) { // append k, v to each sequence's cache
-            KvCache *kv = seqs[i].kv;
-            float *k = kv_layer(kv, c, l, 0), *v = kv_layer(kv, c, l, 1);
-            const float *qkv = s->qkv + s->attn[i].row0 * 3 * C;
-            op->copy_rows(be, k + kv->len * C, C, qkv + C, 3 * C, seqs[i].n, C);
-            op->copy_rows(be, v + kv->len * C, C, qkv + 2 * C, 3 * C, seqs[i].n, C);
-            s->attn[i].k = k;
-            s->attn[i].v = v;
-        }
+        for (size_t i = 0; i < n_seq; i++) // each sequence's blocks of layer l
+            kv_seq_attn(seqs[i].kv, l, &s->attn[i]);
+        op->kv_store(be, s->attn, n_seq, s->qkv + C, s->qkv + 2 * C, 3 * C, NH, hs); // k, v in
         op->attention_forward(be, s->atty, s->qkv, 3 * C, s->attn, n_seq, NH, hs);
         op->matmul_forward(be, s->ln, s->atty, lw->attproj_w, lw->attproj_b, N, C, C);
         op->residual_forward(be, s->x, s->x, s->ln, N * C); // x += attention
@@ -220,12 +174,12 @@ int gpt2_forward(const Gpt2 *m, Gpt2State *s, Gpt2Seq *seqs, size_t n_seq, char 
     }
     rc = op->status(be, err); // a GPU's asynchronous failure surfaces here
     for (size_t i = 0; !rc && i < n_seq; i++)
-        seqs[i].kv->len += seqs[i].n;
+        kv_seq_commit(seqs[i].kv, seqs[i].tokens, seqs[i].n);
     s->n_logit_rows = rc ? 0 : R;
     return rc;
 }
 
-int gpt2_prefill(const Gpt2 *m, Gpt2State *s, KvCache *kv, const int *tokens, size_t n,
+int gpt2_prefill(const Gpt2 *m, Gpt2State *s, KvSeq *kv, const int *tokens, size_t n,
                  int want_logits, char *err) {
     if (n == 0 && want_logits) return kg_err(err, KG_EINVAL, "prefill: no tokens to predict from");
     if (kv->len + n > m->config.n_ctx) // say the whole prompt's length, not a chunk's
@@ -238,7 +192,7 @@ int gpt2_prefill(const Gpt2 *m, Gpt2State *s, KvCache *kv, const int *tokens, si
                      want_logits && done + chunk == n ? GPT2_LOGITS_LAST : GPT2_LOGITS_NONE};
         int rc = gpt2_forward(m, s, &q, 1, err);
         if (rc) {
-            kv_truncate(kv, len0); // all or nothing: earlier chunks are forgotten
+            kv_seq_truncate(kv, len0); // all or nothing: earlier chunks are forgotten
             return rc;
         }
         done += chunk;

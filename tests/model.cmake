@@ -38,6 +38,8 @@ foreach(dtype f32 f16 bf16)
 endforeach()
 set_tests_properties(${KG_PARITY_TESTS} PROPERTIES FIXTURES_REQUIRED gpt2_testdata TIMEOUT 600)
 
+# the KV cache's block pool: allocation, sharing, copy-on-write, eviction (model/kv.h)
+kg_test(test_model_kv SOURCES test_model_kv.c LIBS kgmodel LABELS model)
 kg_test(test_model_sampler SOURCES test_model_sampler.c LIBS kgmodel LABELS model)
 kg_test(test_model_sampler_utf8 SOURCES test_model_sampler_utf8.c LIBS kgmodel LABELS model)
 

@@ -101,11 +101,11 @@ static void run_job(Sched *s, const SchedParams *p, Result *r) {
 static void direct_topk(const Gpt2 *m, const int *ids, size_t n, KgCandidate *out, size_t k) {
     char err[KG_ERRLEN];
     Gpt2State st;
-    KvCache kv;
-    REQUIRE(!gpt2_state_init(&st, m, 64, 1, err) && !kv_init(&kv, m, n, err), "%s", err);
+    KvSeq kv;
+    REQUIRE(!gpt2_state_init(&st, m, 64, 1, err) && !kv_init(&kv, m, err), "%s", err);
     REQUIRE(!gpt2_prefill(m, &st, &kv, ids, n, 1, err), "%s", err);
     logits_topk(st.logits_host, m->config.vocab_size, 1.0f, k, out);
-    kv_free(&kv, m);
+    kv_free(&kv);
     gpt2_state_free(&st, m);
 }
 
@@ -186,9 +186,9 @@ static void test_forward_cancel(const Gpt2 *m, const int *ids, size_t n) {
     char err[KG_ERRLEN];
     const size_t V = m->config.vocab_size;
     Gpt2State st, ref_st;
-    KvCache kv, ref_kv;
+    KvSeq kv, ref_kv;
     REQUIRE(!gpt2_state_init(&st, m, 64, 1, err) && !gpt2_state_init(&ref_st, m, 64, 1, err) &&
-                !kv_init(&kv, m, n, err) && !kv_init(&ref_kv, m, n, err),
+                !kv_init(&kv, m, err) && !kv_init(&ref_kv, m, err),
             "%s", err);
     Gpt2Seq q = {&kv, ids + n - 1, 1, GPT2_LOGITS_LAST},
             ref_q = {&ref_kv, ids + n - 1, 1, GPT2_LOGITS_LAST};
@@ -204,8 +204,8 @@ static void test_forward_cancel(const Gpt2 *m, const int *ids, size_t n) {
     st.cancel = NULL;
     REQUIRE(!gpt2_forward(m, &st, &q, 1, err), "%s", err);
     CHECK(kv.len == n && !memcmp(st.logits_host, ref_st.logits_host, V * sizeof(float)));
-    kv_free(&kv, m);
-    kv_free(&ref_kv, m);
+    kv_free(&kv);
+    kv_free(&ref_kv);
     gpt2_state_free(&st, m);
     gpt2_state_free(&ref_st, m);
 }
@@ -340,8 +340,11 @@ static void test_limits(Sched *s, size_t n_ctx) {
 }
 
 static void test_queue_full(const Gpt2 *m, const Tokenizer *tok) {
-    SchedOptions o = {
-        .max_batch = 1, .max_queue = 2, .cache_mb = 0, .max_prompt = 64, .prefill_chunk = 64};
+    SchedOptions o = {.max_batch = 1,
+                      .max_queue = 2,
+                      .kv_blocks = kv_blocks_for(m->config.n_ctx) + 1,
+                      .max_prompt = 64,
+                      .step_tokens = 64};
     Sched *s;
     char err[KG_ERRLEN];
     REQUIRE(!sched_start(&s, m, tok, &o, err), "%s", err);
@@ -391,18 +394,21 @@ static void test_padded_vocab(const Tokenizer *tok) {
     REQUIRE(be && !gpt2_open(&m, dir, be, KG_DTYPE_AUTO, err), "%s", err);
     // the model itself now prefers padding: its raw top candidate is past 51,199
     Gpt2State gs;
-    KvCache kv;
+    KvSeq kv;
     int probe[3] = {100, 200, 300};
-    REQUIRE(!gpt2_state_init(&gs, &m, 8, 1, err) && !kv_init(&kv, &m, 8, err) &&
+    REQUIRE(!gpt2_state_init(&gs, &m, 8, 1, err) && !kv_init(&kv, &m, err) &&
                 !gpt2_prefill(&m, &gs, &kv, probe, 3, 1, err),
             "%s", err);
     KgCandidate raw;
     logits_topk(gs.logits_host, m.config.vocab_size, 1.0f, 1, &raw);
     CHECK_MSG(raw.id >= 51200, "the padded rows should dominate (top id %d)", raw.id);
-    kv_free(&kv, &m);
+    kv_free(&kv);
     gpt2_state_free(&gs, &m);
-    SchedOptions o = {
-        .max_batch = 4, .max_queue = 4, .cache_mb = 0, .max_prompt = 64, .prefill_chunk = 64};
+    SchedOptions o = {.max_batch = 4,
+                      .max_queue = 4,
+                      .kv_blocks = 4 * kv_blocks_for(m.config.n_ctx),
+                      .max_prompt = 64,
+                      .step_tokens = 64};
     Sched *s;
     REQUIRE(!sched_start(&s, &m, tok, &o, err), "%s", err);
     int ids[3] = {100, 200, 300}, ok = 1;
@@ -445,8 +451,8 @@ static void test_prompt_scoring(Sched *s, const Gpt2 *m, const Tokenizer *tok) {
     // the reference: one forward over the whole prompt, logits at every position
     const size_t V = m->config.vocab_size;
     Gpt2State st;
-    KvCache kv;
-    REQUIRE(!gpt2_state_init(&st, m, n, n, err) && !kv_init(&kv, m, n, err), "%s", err);
+    KvSeq kv;
+    REQUIRE(!gpt2_state_init(&st, m, n, n, err) && !kv_init(&kv, m, err), "%s", err);
     Gpt2Seq q = {&kv, ids, n, GPT2_LOGITS_ALL};
     REQUIRE(!gpt2_forward(m, &st, &q, 1, err), "%s", err);
     // a generation in the same batches, and the scoring job itself (3 candidates, 4 tokens)
@@ -528,7 +534,7 @@ static void test_prompt_scoring(Sched *s, const Gpt2 *m, const Tokenizer *tok) {
     ps.score_prompt = 0;
     SchedJob *bad = NULL;
     CHECK(sched_submit(s, &ps, on_notify, &g_w, &bad, err) == KG_EINVAL && !bad);
-    kv_free(&kv, m);
+    kv_free(&kv);
     gpt2_state_free(&st, m);
     free(ids);
 }
@@ -575,6 +581,7 @@ static SchedJob *plan_job(const int *ids, size_t n, int score, int decode, size_
     REQUIRE(!sched_job_new(&j, 100, &p, NULL, NULL, err), "%s", err);
     j->work.phase = decode ? SCHED_DECODE : SCHED_PREFILL;
     j->work.n_fed = n_fed;
+    j->work.kv.len = n_fed; // its KV holds what it was fed: no replay
     return j;
 }
 
@@ -654,9 +661,10 @@ int main(void) {
     REQUIRE(!gpt2_open(&m, dir, be, KG_DTYPE_AUTO, err), "%s", err);
     SchedOptions o = {.max_batch = 8,
                       .max_queue = 16,
-                      .cache_mb = 64,
+                      .kv_blocks = 8 * kv_blocks_for(m.config.n_ctx),
+                      .cache_blocks = 4 * kv_blocks_for(m.config.n_ctx),
                       .max_prompt = 256,
-                      .prefill_chunk = 32,
+                      .step_tokens = 32,
                       .speculate = 1};
     Sched *s;
     REQUIRE(!sched_start(&s, &m, tok, &o, err), "%s", err);

@@ -19,6 +19,9 @@
 #include "cpu.h"
 #include "simd.h"
 
+// the KV cache's rows first: attention.c reads them through it
+#include "kv_rows.c"
+
 #include "attention.c"
 #include "elementwise.c"
 #include "encoder.c"
@@ -79,6 +82,8 @@ const KgBackendOps CPU_OPS_NAME(CPU_ISA_UPPER) = {
 #else
     .bf16_native = 0, // simd.h emulates the rounding
 #endif
+    .act_dtype = KG_F32,
+    .kv_dtypes = 1u << KG_F32 | 1u << KG_F16 | 1u << KG_BF16 | 1u << KG_Q8_0,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .weights_map = cpu_weights_map,
@@ -94,6 +99,7 @@ const KgBackendOps CPU_OPS_NAME(CPU_ISA_UPPER) = {
     .quant_weights = 1,
     .matmul_forward = cpu_matmul_any_forward,
     .matmul_gelu_forward = cpu_matmul_gelu_forward,
+    .kv_store = cpu_kv_store,
     .attention_forward = cpu_attention_forward,
     .gelu_forward = cpu_gelu_forward,
     .residual_forward = cpu_residual_forward,
