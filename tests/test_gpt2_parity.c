@@ -25,12 +25,10 @@
 
 #include "base/kg.h"
 #include "check.h"
+#include "gpt2_ref.h"
 #include "model/gpt2.h"
 #include "model/kgmath.h"
 #include "model/sampler.h"
-
-#define REF_MAGIC   0x5250474Bu // "KGPR"
-#define REF_VERSION 1u
 
 // Parity with the float64 reference, whatever the stored dtype: the reference computes from
 // the f16/bf16 values the file holds, so what is left is our float32 arithmetic. (A float32
@@ -41,56 +39,7 @@
 // stays under this; a stale or misplaced key/value row moves log-probs by far more.
 #define SAME_TOL 5e-5
 
-typedef struct {
-    int n_layer, n_embd, n_head, n_ctx, V, n;
-    int *tokens;     // (n)
-    float *logprobs; // (n, V)
-} Ref;
-
 static char g_root[1024];
-
-static int ref_load(Ref *r, const char *path) {
-    memset(r, 0, sizeof *r);
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    uint32_t head[2];
-    int32_t dims[6];
-    int ok = fread(head, 4, 2, f) == 2 && head[0] == REF_MAGIC && head[1] == REF_VERSION &&
-             fread(dims, 4, 6, f) == 6;
-    if (ok) {
-        r->n_layer = dims[0], r->n_embd = dims[1], r->n_head = dims[2];
-        r->n_ctx = dims[3], r->V = dims[4], r->n = dims[5];
-        ok = r->V > 0 && r->n > 0 && r->n <= r->n_ctx;
-    }
-    if (ok) {
-        r->tokens = malloc((size_t)r->n * sizeof(int));
-        r->logprobs = malloc((size_t)r->n * r->V * sizeof(float));
-        ok = r->tokens && r->logprobs && fread(r->tokens, 4, (size_t)r->n, f) == (size_t)r->n &&
-             fread(r->logprobs, 4, (size_t)r->n * r->V, f) == (size_t)r->n * r->V &&
-             fgetc(f) == EOF;
-    }
-    fclose(f);
-    return ok ? 0 : -2;
-}
-
-static void ref_free(Ref *r) {
-    free(r->tokens);
-    free(r->logprobs);
-}
-
-// max over the vocabulary of |(logits - logsumexp) - ref|, for rows rows of V.
-static double logprob_diff(const float *logits, const float *ref, size_t rows, size_t V) {
-    double worst = 0;
-    for (size_t r = 0; r < rows; r++) {
-        const float *z = logits + r * V;
-        double lse = logits_logsumexp(z, V, 1.0f);
-        for (size_t i = 0; i < V; i++) {
-            double d = fabs((z[i] - lse) - ref[r * V + i]);
-            if (!(d <= worst)) worst = d; // a NaN sticks
-        }
-    }
-    return worst;
-}
 
 // The same for two of our own runs: both turned into log-probs.
 static double logits_diff(const float *a, const float *b, size_t rows, size_t V) {
