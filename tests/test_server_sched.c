@@ -3,7 +3,8 @@
 // speculated click give the same numbers as a cold run; concurrent generations (batched)
 // equal the same generations run one at a time; a seed repeats; stop strings cut the text;
 // a full queue says busy; a cancelled job stops; a pass that gives way (the speculation's,
-// when a job arrives) leaves its cache as it was. Without a model: the generated text's
+// when a job arrives) leaves its cache as it was; a pool too small for the batch preempts
+// and recomputes jobs without changing what they generate. Without a model: the generated text's
 // stop strings and held-back bytes (gentext.h), the batch planner's budgets (sched_plan.h),
 // /v1/score's memo (score_memo.h).
 //
@@ -252,6 +253,58 @@ static void test_batched_equals_alone(Sched *s, const Tokenizer *tok) {
     printf("6 generations batched vs one at a time (greedy and seeded): ids %s\n",
            same ? "identical" : "DIFFER");
     CHECK(same);
+    for (int i = 0; i < 6; i++)
+        free(ids[i]);
+}
+
+// A pool of one context and a block (17 blocks of 16 positions at n_ctx 256) under six
+// generations of 100 tokens (7 blocks each): admission waits for blocks, and running jobs are
+// preempted and recomputed; every generation still equals the same one run alone, id for id.
+static void test_preemption(const Gpt2 *m, const Tokenizer *tok) {
+    SchedOptions o = {.max_batch = 6,
+                      .max_queue = 8,
+                      .kv_blocks = kv_blocks_for(m->config.n_ctx) + 1,
+                      .cache_blocks = 4,
+                      .max_prompt = 64,
+                      .step_tokens = 32};
+    Sched *s;
+    char err[KG_ERRLEN];
+    REQUIRE(!sched_start(&s, m, tok, &o, err), "%s", err);
+    const char *texts[6] = {"오늘 날씨가", "한국어 모델은", "여러분 2019년 수고하셨습니다.",
+                            "서울",        "이 영화 정말",  "옛날 옛적에 호랑이가"};
+    int *ids[6];
+    size_t n[6];
+    for (int i = 0; i < 6; i++)
+        REQUIRE(!tok_encode(tok, texts[i], strlen(texts[i]), &ids[i], &n[i], err), "%s", err);
+    Result alone[6], together[6];
+    for (int i = 0; i < 6; i++) {
+        SchedParams p = gen_params(ids[i], n[i], 100, i % 2 ? 0.8f : 0.0f, 99 + i);
+        run_job(s, &p, &alone[i]);
+    }
+    SchedGauges g0, g1;
+    sched_gauges(s, &g0);
+    SchedJob *jobs[6];
+    for (int i = 0; i < 6; i++) {
+        SchedParams p = gen_params(ids[i], n[i], 100, i % 2 ? 0.8f : 0.0f, 99 + i);
+        jobs[i] = submit(s, &p);
+    }
+    int same = 1;
+    for (int i = 0; i < 6; i++) {
+        wait_done(jobs[i], &g_w, &together[i]);
+        same &= together[i].n == alone[i].n && alone[i].n == 100;
+        for (size_t k = 0; same && k < alone[i].n; k++)
+            same &= together[i].ids[k] == alone[i].ids[k];
+        CHECK(together[i].state == SCHED_DONE_LENGTH);
+        sched_job_release(jobs[i]);
+    }
+    // the engine publishes the pool's figures after the step that dropped the last job
+    for (int t = 0; t < 200 && (sched_gauges(s, &g1), g1.kv.used); t++)
+        usleep(10 * 1000);
+    uint64_t preempted = g1.preemptions_total - g0.preemptions_total;
+    printf("6 x 100 tokens in 17 blocks: %llu preemptions, ids %s the runs alone\n",
+           (unsigned long long)preempted, same ? "equal to" : "DIFFER from");
+    CHECK(same && preempted > 0 && g1.kv.used == 0);
+    sched_free(s);
     for (int i = 0; i < 6; i++)
         free(ids[i]);
 }
@@ -609,9 +662,19 @@ static void test_plan(void) {
                   plan[i].first_row);
     n = sched_plan_step(jobs + 1, 3, 8, seqs, plan, &rows); // 8 rows: the later prompts wait
     CHECK(n == 1 && rows == 8 && plan[0].job == jobs[1]);
+    // the step's token budget less the 2 decode rows, at least 16, and 256 when none decodes
+    CHECK(sched_plan_prefill_budget(jobs, 5, 48) == 46);
+    CHECK(sched_plan_prefill_budget(jobs, 5, 8) == SCHED_MIN_PREFILL_ROWS);
+    CHECK(sched_plan_prefill_budget(jobs + 1, 3, 48) == SCHED_IDLE_PREFILL_ROWS);
+    // a preempted job (its KV emptied) first replays what it had, without logits
+    jobs[2]->work.kv.len = 0;
+    n = sched_plan_step(jobs + 2, 1, 30, seqs, plan, &rows);
+    CHECK(n == 1 && rows == 30 && plan[0].replay && seqs[0].logits == GPT2_LOGITS_NONE &&
+          seqs[0].tokens == jobs[2]->in.tokens);
     for (size_t i = 0; i < 5; i++)
         sched_job_free(jobs[i]);
-    printf("batch planner: prefill and scoring budgets, decode rows, logits rows in order\n");
+    printf("batch planner: prefill and scoring budgets, decode rows, logits rows in order, "
+           "replays\n");
 }
 
 // The memo answers the longest remembered prefix, and only the 16 prompts scored last.
@@ -681,6 +744,7 @@ int main(void) {
     test_prompt_scoring(s, &m, tok);
     sched_free(s);
     test_queue_full(&m, tok);
+    test_preemption(&m, tok);
     test_padded_vocab(tok);
 
     free(ids);

@@ -6,6 +6,7 @@
 // speculative next clicks (sched_spec.c), a job's record and the caller's reads
 // (sched_job.c), which rows go into a step (the batch planner, sched_plan.c), a generation's
 // text (gentext.c), the remembered logits (logits_memo.c); the blocks are model/kv.c's.
+#define _GNU_SOURCE // pthread_setname_np
 #include "sched.h"
 
 #include <stdlib.h>
@@ -283,6 +284,7 @@ static void sched_publish_pool_gauges(Sched *s) {
 
 static void *sched_main(void *arg) {
     Sched *s = arg;
+    pthread_setname_np(pthread_self(), "kg-engine"); // for top -H and per-thread CPU shares
     for (;;) {
         pthread_mutex_lock(&s->shared.mu);
         while (sched_should_sleep(s))
@@ -338,6 +340,7 @@ static size_t sched_max_seqs(const SchedOptions *opt) {
 static size_t sched_max_rows(const SchedOptions *opt) {
     size_t rows = opt->max_batch + SCHED_MIN_PREFILL_ROWS;
     if (rows < opt->step_tokens) rows = opt->step_tokens;
+    if (rows < SCHED_IDLE_PREFILL_ROWS) rows = SCHED_IDLE_PREFILL_ROWS;
     return rows > SCHED_SPEC_CANDIDATES ? rows : SCHED_SPEC_CANDIDATES;
 }
 

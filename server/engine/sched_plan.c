@@ -16,7 +16,8 @@ size_t sched_plan_prefill_budget(SchedJob *const *active, size_t n_active, size_
     for (size_t i = 0; i < n_active; i++)
         decoding += sched_plan_decodes(active[i]);
     size_t left = step_tokens > decoding ? step_tokens - decoding : 0;
-    return left > SCHED_MIN_PREFILL_ROWS ? left : SCHED_MIN_PREFILL_ROWS;
+    size_t least = decoding ? SCHED_MIN_PREFILL_ROWS : SCHED_IDLE_PREFILL_ROWS;
+    return left > least ? left : least;
 }
 
 // The positions a preempted j lost, from kv.len on, within the budget (which shrinks by

@@ -29,8 +29,13 @@ typedef struct {
     int replay;
 } SchedPlanEntry;
 
+// Prompt rows a step takes when no job decodes: nobody waits on the chunks, and a prompt in
+// fewer, larger chunks reads the weights fewer times.
+#define SCHED_IDLE_PREFILL_ROWS 256
+
 // The prompt rows a step may take: step_tokens less one row per decoding job, at least
-// SCHED_MIN_PREFILL_ROWS (a prompt always moves on, however many jobs decode).
+// SCHED_MIN_PREFILL_ROWS (a prompt always moves on, however many jobs decode), and at least
+// SCHED_IDLE_PREFILL_ROWS when none decodes.
 size_t sched_plan_prefill_budget(SchedJob *const *active, size_t n_active, size_t step_tokens);
 
 // Plans the next forward over active[0 .. n_active): fills seqs[i] and entries[i] (room for
