@@ -251,9 +251,10 @@ static void transpose(void *dst, const void *src, size_t rows, size_t cols, size
 
 // Points one weight at its data: the mapping itself, or a converted copy in *cursor; a
 // backend that wants (out, in) matrices gets a stored (in, out) one transposed (a host copy
-// that lives only until weights_map has copied it to the device).
+// that lives only until weights_map has copied it to the device). *in_place: 1 when the
+// backend reads the mapping itself (so its pages must stay).
 static int bind_weight(Gpt2 *m, const WeightSpec *s, const StTensor *t, KgDtype dtype,
-                       char **cursor) {
+                       char **cursor, int *in_place) {
     const void *src = t->data;
     KgDtype dt = target_dtype(t, s, dtype);
     size_t extra = owned_bytes(t, s, dtype);
@@ -278,6 +279,7 @@ static int bind_weight(Gpt2 *m, const WeightSpec *s, const StTensor *t, KgDtype 
     const void *dev = m->be->ops->weights_map(m->be, src, bytes);
     free(flipped);
     if (!dev) return KG_ENOMEM;
+    *in_place = dev == t->data;
     if (s->vec)
         *s->vec = dev;
     else
@@ -369,15 +371,29 @@ static int check_quant_load(const Gpt2 *m, KgDtype quant, KgDtype *dtype, char *
     return KG_OK;
 }
 
+// The file pages of every bound tensor t[i] (NULL: none) that the backend holds elsewhere
+// (converted, quantized, on a GPU) leave the resident memory, unless another binding reads the
+// same tensor in place (wte, kept f32 for its row lookups, under a quantized copy as the head).
+static void drop_converted(const WeightSrc *src, const StTensor *const *t, const int *in_place,
+                           size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        int keep = !t[i];
+        for (size_t k = 0; k < n && !keep; k++)
+            keep = t[k] == t[i] && in_place[k];
+        if (!keep) wsrc_drop_pages(src, t[i]);
+    }
+}
+
 static int bind_all(Gpt2 *m, KgDtype dtype, char *err) {
     const Gpt2Config *c = &m->config;
     // lm_head, when untied, is found under its own name below (never "transformer.")
     size_t n = weight_specs(c, &m->w, m->layers, NULL, 0) - !c->tie_embeddings;
     WeightSpec *spec = calloc(n + 1, sizeof *spec);
     const StTensor **t = calloc(n + 1, sizeof *t);
+    int *in_place = calloc(n + 1, sizeof *in_place);
     KgDtype quant; // the file's scheme: KG_DTYPE_OTHER, or every layer matrix is in its blocks
     int rc = KG_OK;
-    if (!spec || !t) {
+    if (!spec || !t || !in_place) {
         rc = kg_err(err, KG_ENOMEM, "model: out of memory");
         goto end;
     }
@@ -438,21 +454,26 @@ static int bind_all(Gpt2 *m, KgDtype dtype, char *err) {
     }
     char *cursor = m->host_owned;
     for (size_t i = 0; i < n; i++)
-        if ((rc = bind_weight(m, &spec[i], t[i], dtype, &cursor))) {
+        if ((rc = bind_weight(m, &spec[i], t[i], dtype, &cursor, &in_place[i]))) {
             rc = kg_err(err, rc, "tensor %s: out of backend memory", spec[i].name);
             goto end;
         }
     m->w.lm_head = m->w.wte;
-    if (own_head && (rc = bind_weight(m, &head_spec, head, head_dtype, &cursor))) {
+    if (own_head && (rc = bind_weight(m, &head_spec, head, head_dtype, &cursor, &in_place[n]))) {
         rc = kg_err(err, rc, "tensor lm_head.weight: out of backend memory");
         goto end;
     }
     m->dtype = m->layers[0].fc_w.dtype;
     t[n] = own_head ? head : NULL;
+    drop_converted(&m->src, t, in_place, n + 1);
+    // wte read in place but not as the head (that has its own copy): from now on only the
+    // rows of the tokens seen are read, so the pages come back as rows are looked up
+    if (own_head && in_place[0]) wsrc_drop_pages(&m->src, t[0]);
     note_unused(m, t, n + 1);
 end:
     free(spec);
     free(t);
+    free(in_place);
     return rc;
 }
 
