@@ -60,6 +60,11 @@ static void cpu_matmul_gelu_forward(KgBackend *be, float *out, float *pre, const
     cpu_gelu_forward(be, out, lin, N * OC, kind);
 }
 
+static void cpu_host_parallel(KgBackend *be, void (*fn)(void *ctx, size_t i, int thread), void *ctx,
+                              size_t n) {
+    cpu_pool_run(cpu_of(be)->pool, fn, ctx, n);
+}
+
 static void cpu_synchronize(KgBackend *be) { (void)be; }
 
 static int cpu_status(KgBackend *be, char *err) {
@@ -111,5 +116,6 @@ const KgBackendOps CPU_OPS_NAME(CPU_ISA_UPPER) = {
     .crossentropy_forward_backward = cpu_crossentropy_forward_backward,
     .adamw_update = cpu_adamw_update,
     .sum_squares = cpu_sum_squares,
+    .host_parallel = cpu_host_parallel,
     .logits_topk = cpu_logits_topk,
 };

@@ -233,13 +233,38 @@ static void sched_consume(Sched *s, const SchedPlanEntry *e, const Gpt2Seq *q, i
         row += q->n - 1; // the last prompt position: its logits answer as below
     }
     const float *logits = sched_logits_row(s, row);
-    if (prompt) // remembered for the same prompt again (before the answer: a copy)
+    if (prompt) { // remembered for the same prompt again (before the answer: a copy)
         logits_memo_put(s->memo, j->in.p.tokens, j->in.p.n_tokens, logits);
-    if (prompt)
         sched_prompt_done(s, j, logits);
-    else
-        sched_generate_step(s, j, logits);
+    } else { // its token drawn already, beside the others' (sched_draw_decodes)
+        sched_emit_draw(s, j, &s->draws[e - s->plan]);
+    }
     sched_job_notify(j);
+}
+
+// 1 when entry e of the plan is a decode row: its job draws a token from its logits.
+static int sched_entry_decodes(const SchedPlanEntry *e) {
+    return !e->replay && e->job->work.phase == SCHED_DECODE;
+}
+
+static void sched_draw_task(void *ctx, size_t i, int thread) {
+    Sched *s = ctx;
+    const SchedPlanEntry *e = &s->plan[i];
+    if (sched_entry_decodes(e))
+        sched_draw(s, e->job, sched_logits_row(s, e->first_row),
+                   s->penalized + (size_t)thread * s->m->config.vocab_size, &s->draws[i]);
+}
+
+// Every decode row's token drawn at once on the backend's host threads (sampling reads a
+// whole row of logits per sequence: serial, it left the CPU's other threads idle between
+// forwards); the text and the output follow on the engine thread, in order.
+static void sched_draw_decodes(Sched *s, size_t n_seq) {
+    KgBackend *be = s->m->be;
+    if (be->ops->host_parallel)
+        be->ops->host_parallel(be, sched_draw_task, s, n_seq);
+    else
+        for (size_t i = 0; i < n_seq; i++)
+            sched_draw_task(s, i, 0);
 }
 
 // One forward over the rows the planner picks from every active job.
@@ -247,6 +272,7 @@ static void sched_step(Sched *s) {
     size_t rows, n_seq = sched_plan_with_blocks(s, &rows);
     char err[KG_ERRLEN];
     int rc = n_seq ? gpt2_forward(s->m, &s->st, s->seqs, n_seq, err) : KG_OK;
+    if (!rc) sched_draw_decodes(s, n_seq);
     for (size_t i = 0; i < n_seq; i++)
         sched_consume(s, &s->plan[i], &s->seqs[i], rc, err);
     pthread_mutex_lock(&s->shared.mu);
@@ -324,6 +350,7 @@ static void sched_free_memory(Sched *s) {
     kv_pool_free(s->pool);
     free(s->seqs);
     free(s->penalized);
+    free(s->draws);
     free(s->plan);
     free(s->active);
     gpt2_state_free(&s->st, s->m);
@@ -356,9 +383,11 @@ static int sched_alloc_buffers(Sched *s, char *err) {
                               c->vocab_size);
     s->seqs = calloc(sched_max_seqs(&s->opt), sizeof *s->seqs);
     s->plan = calloc(s->opt.max_batch, sizeof *s->plan);
-    s->penalized = malloc(c->vocab_size * sizeof *s->penalized);
+    size_t threads = s->m->be->threads > 0 ? (size_t)s->m->be->threads : 1;
+    s->penalized = malloc(threads * c->vocab_size * sizeof *s->penalized);
+    s->draws = calloc(s->opt.max_batch, sizeof *s->draws);
     s->active = calloc(s->opt.max_batch, sizeof *s->active);
-    if (!s->memo || !s->seqs || !s->plan || !s->active || !s->penalized)
+    if (!s->memo || !s->seqs || !s->plan || !s->active || !s->penalized || !s->draws)
         return kg_err(err, KG_ENOMEM, "engine: out of memory");
     return KG_OK;
 }

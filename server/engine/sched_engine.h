@@ -15,6 +15,13 @@
 #define SCHED_SPEC_CANDIDATES 10 // precomputed after a next-token answer (the Explorer's 10)
 #define SCHED_MEMO_ROWS       64 // prompts whose last logits are remembered
 
+// A generation's next token as sched_draw drew it, before its text is emitted.
+typedef struct {
+    int id;                  // -1: nothing drawn (the job has been finished with an error)
+    float logprob;           // under the raw row (temperature 1)
+    KgCandidate *candidates; // the job's n_logprobs best there (malloc'd), or NULL
+} SchedDraw;
+
 // The guess run when idle: the last answered prompt's best candidates, one token further.
 typedef struct {
     int *prompt; // (n + 1) the tokens of the last answered next-token job, room for one more;
@@ -54,7 +61,10 @@ struct Sched {
     Gpt2Seq *seqs;        // (max(max_batch, SCHED_SPEC_CANDIDATES)) a step's sequences
     SchedPlanEntry *plan; // (max_batch) each sequence's job and first logits row
     Speculation spec;
-    float *penalized; // (V) a row with a job's penalties and UTF-8 mask, sampled instead of the raw
+    // (threads, V) per host thread: a row with a job's penalties and UTF-8 mask, sampled
+    // instead of the raw one
+    float *penalized;
+    SchedDraw *draws; // (max_batch) each planned sequence's drawn token (sched_step)
     SamplerUtf8 utf8; // the tokenizer's byte tokens, for utf8_strict (sampler_utf8.h)
     pthread_t thread;
     int joined; // the engine thread was joined (sched_stop); only its owner reads it
@@ -68,12 +78,21 @@ static inline const float *sched_logits_row(const Sched *s, size_t row) {
 
 // --- sched_logits.c: what a job does with its logits ---
 
+// Draws j's next token from its row of logits: penalties and the UTF-8 mask applied on
+// scratch (V floats, the calling thread's), the sampler, the logprob and candidates. Changes
+// only j (its sampler, penalty counts, mask state, or its end on an error), so the engine may
+// draw several jobs' tokens at once on the backend's host threads.
+void sched_draw(const Sched *s, SchedJob *j, const float *logits, float *scratch, SchedDraw *d);
+// The engine thread's half: the drawn token ends the job, or its text is emitted.
+void sched_emit_draw(Sched *s, SchedJob *j, SchedDraw *d);
+
 // A generation's sampler, text stream and generated-ids array (KG_OK), or KG_ENOMEM with the
 // job finished.
 int sched_start_generation(Sched *s, SchedJob *j);
 // The prompt's logits are known: answer, or sample the first generated token.
 void sched_prompt_done(Sched *s, SchedJob *j, const float *logits);
-// Samples the next token of a generation from logits and emits its text (or ends the job).
+// Samples the next token of a generation from logits and emits its text (or ends the job):
+// sched_draw, then sched_emit_draw, on the engine thread.
 void sched_generate_step(Sched *s, SchedJob *j, const float *logits);
 // Emits prompt token id's score (logits NULL for the first token, which nothing predicts).
 // 0, or an error code with the job finished.

@@ -39,19 +39,19 @@ static void sched_answer_next_token(Sched *s, SchedJob *j, const float *logits) 
 }
 
 // Draws a generation's next token from logits (its penalties and, with utf8_strict, the UTF-8
-// mask applied to a copy) and counts it in the penalties and the mask's state. The id, or -1
-// with the job finished.
-static int sched_sample(Sched *s, SchedJob *j, const float *logits) {
+// mask applied to a copy in scratch) and counts it in the penalties and the mask's state. The
+// id, or -1 with the job finished.
+static int sched_sample(const Sched *s, SchedJob *j, const float *logits, float *scratch) {
     SchedJobWork *w = &j->work;
     const float *row = logits; // the raw row stays: the reported logprobs are its
     if (sampler_penalty_active(w->penalty)) {
-        sampler_penalty_apply(w->penalty, s->penalized, logits);
-        row = s->penalized;
+        sampler_penalty_apply(w->penalty, scratch, logits);
+        row = scratch;
     }
     int strict = j->in.p.utf8_strict && s->utf8.any;
     if (strict) {
-        sampler_utf8_mask(&s->utf8, &w->utf8, s->penalized, row, s->V);
-        row = s->penalized;
+        sampler_utf8_mask(&s->utf8, &w->utf8, scratch, row, s->V);
+        row = scratch;
     }
     int id = sampler_sample(w->sampler, row);
     if (id < 0) { // every logit NaN: nothing to draw (a broken model; never an index)
@@ -120,38 +120,52 @@ static void sched_emit_generated(Sched *s, SchedJob *j, int id, float logprob,
         sched_job_finish(j, SCHED_DONE_LENGTH, KG_OK, NULL);
 }
 
-// Samples the next token of a generation from logits and emits its text.
-void sched_generate_step(Sched *s, SchedJob *j, const float *logits) {
+void sched_draw(const Sched *s, SchedJob *j, const float *logits, float *scratch, SchedDraw *d) {
     SchedJobWork *w = &j->work;
+    *d = (SchedDraw){.id = -1};
     if (w->t_first == 0) w->t_first = sched_job_now_ms();
-    int id = sched_sample(s, j, logits);
-    if (id < 0) return;
-    SchedState end = sched_end_token(s, j, id);
+    if ((d->id = sched_sample(s, j, logits, scratch)) < 0) return;
+    d->logprob = (float)(logits[d->id] - logits_logsumexp(logits, s->V, 1.0f));
+    int oom;
+    d->candidates = sched_candidates(s, logits, j->in.p.n_logprobs, 1.0f, &oom);
+    if (oom) {
+        sched_job_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, "out of memory");
+        d->id = -1;
+    }
+}
+
+void sched_emit_draw(Sched *s, SchedJob *j, SchedDraw *d) {
+    SchedJobWork *w = &j->work;
+    if (d->id < 0) return;
+    SchedState end = sched_end_token(s, j, d->id);
     if (end != SCHED_RUNNING) {
+        free(d->candidates);
         sched_end_text(j, end);
         return;
     }
-    float logprob = (float)(logits[id] - logits_logsumexp(logits, s->V, 1.0f));
-    int oom;
-    KgCandidate *candidates = sched_candidates(s, logits, j->in.p.n_logprobs, 1.0f, &oom);
     const char *piece;
     size_t piece_len;
     char err[KG_ERRLEN];
-    int rc = oom ? kg_err(err, KG_ENOMEM, "out of memory")
-                 : tok_stream_push(w->stream, id, &piece, &piece_len, err);
+    int rc = tok_stream_push(w->stream, d->id, &piece, &piece_len, err);
     if (!rc && gentext_append(&w->text, piece, piece_len))
         rc = kg_err(err, KG_ENOMEM, "out of memory");
     if (rc) {
-        free(candidates);
+        free(d->candidates);
         sched_job_finish(j, SCHED_DONE_ERROR, rc, err);
         return;
     }
-    w->gen[w->n_gen++] = id; // gen_cap covers max_tokens and the context (admission)
-    w->next_id = id;
+    w->gen[w->n_gen++] = d->id; // gen_cap covers max_tokens and the context (admission)
+    w->next_id = d->id;
     pthread_mutex_lock(&j->out.mu); // kept current, so a cancelled job still reports its tokens
     j->out.stats.generated_tokens = w->n_gen;
     pthread_mutex_unlock(&j->out.mu);
-    sched_emit_generated(s, j, id, logprob, candidates);
+    sched_emit_generated(s, j, d->id, d->logprob, d->candidates);
+}
+
+void sched_generate_step(Sched *s, SchedJob *j, const float *logits) {
+    SchedDraw d;
+    sched_draw(s, j, logits, s->penalized, &d); // thread 0's scratch: the engine thread's
+    sched_emit_draw(s, j, &d);
 }
 
 // The prompt's logits are known: answer, or sample the first generated token.
