@@ -35,9 +35,9 @@ cmake --build build-asan
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 KG_POOL_LOOPS=2000000 \
     ctest --output-on-failure -j "$jobs" -E 'kogpt2_(f32|f16|bf16)')
 
-echo "== ThreadSanitizer build: the thread pool, the CPU kernels, the scheduler, training"
+echo "== ThreadSanitizer build: the thread pool, the CPU kernels, the KV blocks, the scheduler, training"
 # test_train_zero runs the trainer's gradient reducer (its communication thread) under mpirun
-tsan_tests='test_cpu_pool test_cpu_matmul test_cpu_matmul_q test_server_sched test_model_sampler test_train_accum test_train_zero'
+tsan_tests='test_cpu_pool test_cpu_matmul test_cpu_matmul_q test_model_kv test_server_sched test_model_sampler test_train_accum test_train_zero'
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKG_WERROR=ON \
     -DKG_SANITIZE=thread >/dev/null
 # shellcheck disable=SC2086 # one target per word

@@ -86,7 +86,7 @@ static size_t main_memory_bytes(void) {
 // context and a block to copy on write (kv_pool_new refuses fewer, naming both).
 static size_t main_kv_blocks(const MainArgs *a, size_t block_bytes, size_t n_ctx) {
     size_t one = kv_blocks_for(n_ctx) + 1;
-    if (a->kv_cache_mb > 0) return ((size_t)a->kv_cache_mb << 20) / block_bytes;
+    if (a->kv_cache_mb > 0) return ((size_t)a->kv_cache_mb << 20) / block_bytes; // checked later
     size_t want =
         (size_t)a->max_batch * kv_blocks_for(n_ctx) + ((size_t)a->cache_mb << 20) / block_bytes;
     size_t quarter = main_memory_bytes() / 4 / block_bytes;
@@ -154,9 +154,17 @@ static int main_load(const MainArgs *a, const char *dir, SrvModel *m, MainModel 
     size_t n_ctx = model->config.n_ctx;
     if (a->ctx_size > 0 && (size_t)a->ctx_size < n_ctx) n_ctx = (size_t)a->ctx_size;
     size_t block_bytes = kv_block_bytes(&model->config, be->kv_dtype);
+    size_t kv_blocks = main_kv_blocks(a, block_bytes, model->config.n_ctx);
+    size_t one = kv_blocks_for(model->config.n_ctx) + 1; // a context, and a block to copy into
+    if (kv_blocks < one)
+        return kg_err(err, KG_EINVAL,
+                      "--kv-cache-mb %ld holds %zu blocks of %d positions; one context of %zu "
+                      "positions needs %zu (%.1f MiB at --kv-dtype %s)",
+                      a->kv_cache_mb, kv_blocks, KV_BLOCK_LEN, model->config.n_ctx, one,
+                      (double)(one * block_bytes) / (1 << 20), kg_dtype_name(be->kv_dtype));
     SchedOptions sopt = {.max_batch = (size_t)a->max_batch,
                          .max_queue = (size_t)a->max_queue,
-                         .kv_blocks = main_kv_blocks(a, block_bytes, model->config.n_ctx),
+                         .kv_blocks = kv_blocks,
                          .cache_blocks = ((size_t)a->cache_mb << 20) / block_bytes,
                          .max_prompt = n_ctx,
                          .step_tokens = (size_t)a->batch_tokens,
