@@ -2,18 +2,20 @@
 // the daemon holds. Prints figures only (never pass/fail).
 //
 //   build/bench_serving [--kogpt2d PATH] [--model DIR] [--shape tiny|base] [--threads N]
-//                       [--seconds S] [--scenario NAME[,NAME...]] [--label L] [-- FLAGS...]
+//                       [--seconds S] [--scenario NAME[,NAME...]] [--label L]
+//                       [--max-tokens N] [--prompt N] [-- FLAGS...]
 //
 // Scenarios (default: all), each against a fresh kogpt2d (PATH, default the one beside this
 // binary, so that another build's daemon can be measured in turns with this one; FLAGS after
 // `--` go to it):
-//   streams   closed-loop streaming /v1/generate clients at 16, 32, 64 (64 tokens per request,
-//             20-token random prompts) for S seconds each: generated tokens/s, TTFT p50, the
-//             streams' inter-token gaps p50/p99, the share of gaps over 3x the median, and how
+//   streams   closed-loop streaming /v1/generate clients at 16, 32, 64 (--max-tokens, 64, per
+//             request, 20-token random prompts) for S seconds each: generated tokens/s, TTFT p50,
+//             the streams' inter-token gaps p50/p99, the share of gaps over 3x the median, and how
 //             many of those coincide with a stream's KV growth (the old engine doubled a
 //             sequence's cache at 2^k * 16 positions; the paged one takes a block every 16)
-//   prefill   16 streams generating; every 8 s a 512-token prompt arrives (/v1/generate, one
-//             token): the streams' gaps while it is in, p99 against their median
+//   prefill   16 streams generating; every 8 s a --prompt (512) token prompt arrives
+//             (/v1/generate, one token): the streams' gaps while it is in, p99 against their
+//             median
 //   memory    32 streams of ~900-token random prompts generating to ~1,024 positions: peak RSS
 //             against the idle RSS and /metrics' KV blocks in use x block bytes
 //   shared    32 streams whose prompts share a 400-token system prompt (then 16 tokens of
@@ -39,6 +41,9 @@
 #define SYSTEM_TOKENS 400
 
 static const char *g_label = "";
+static size_t g_max_tokens = 64; // --max-tokens: per streaming request
+static size_t g_prompt = 512;    // --prompt: the long prompt of the prefill scenario
+static size_t g_vocab = 51200;   // the served model's (/v1/models): prompts draw ids below it
 
 // --- one streaming client ---
 
@@ -68,7 +73,7 @@ static void random_prompt(char *body, size_t cap, Stream *s) {
         uint64_t *r = i < s->n_shared ? &shared : &s->rng;
         *r ^= *r << 13, *r ^= *r >> 7, *r ^= *r << 17;
         o += snprintf(body + o, cap - (size_t)o, "%s%llu", i ? "," : "",
-                      (unsigned long long)(10 + *r % (VOCAB - 10)));
+                      (unsigned long long)(10 + *r % (g_vocab - 10)));
     }
     snprintf(body + o, cap - (size_t)o, "]}");
 }
@@ -209,6 +214,21 @@ static size_t rss_bytes(pid_t pid) {
     return kb * 1024;
 }
 
+// CPU seconds (user + system) pid has used so far: throughput per CPU second is what a busy
+// shared machine leaves comparable across runs that got different shares of it.
+static double cpu_seconds(pid_t pid) {
+    char path[64], line[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    unsigned long ut = 0, st = 0;
+    if (f && fgets(line, sizeof line, f)) {
+        const char *p = strrchr(line, ')');
+        if (p) sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st);
+    }
+    if (f) fclose(f);
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 // The value of metric `name` (a whole line's first token) in /metrics, or -1.
 static double metric(int port, const char *name) {
     static char out[1 << 16];
@@ -223,26 +243,31 @@ static double metric(int port, const char *name) {
     return v;
 }
 
-// A KV block's bytes for the benchmark's model at f32 (kv.h): L * 2 * C * 16 positions * 4.
-static double block_bytes(const char *shape) {
-    return !strcmp(shape, "base") ? 12.0 * 2 * 768 * 16 * 4 : 2.0 * 2 * 64 * 16 * 4;
+// A KV block's bytes as the daemon reports them: its pool's bytes over its blocks (/metrics);
+// 0 for a daemon without a paged cache.
+static double block_bytes(int port) {
+    double blocks = metric(port, "kogpt2_kv_blocks{state=\"used\"}") +
+                    metric(port, "kogpt2_kv_blocks{state=\"cached\"}") +
+                    metric(port, "kogpt2_kv_blocks{state=\"free\"}");
+    double bytes = metric(port, "kogpt2_kv_cache_bytes");
+    return blocks > 0 && bytes > 0 ? bytes / blocks : 0;
 }
 
 // --- scenarios ---
 
 static double *g_all; // (ALL_GAPS) gaps gathered for percentiles
 
-static void scenario_streams(int port, double seconds, int paged) {
+static void scenario_streams(pid_t pid, int port, double seconds, int paged) {
     static const int SIZES[] = {16, 32, 64};
     for (size_t k = 0; k < sizeof SIZES / sizeof *SIZES; k++) {
         int n = SIZES[k];
         Stream st[MAX_CLIENTS];
         pthread_t tid[MAX_CLIENTS];
-        double t0 = now_s();
-        streams_new(st, n, port, t0 + seconds, 20, 0, 64);
+        double t0 = now_s(), cpu0 = cpu_seconds(pid);
+        streams_new(st, n, port, t0 + seconds, 20, 0, g_max_tokens);
         streams_run(st, n, tid);
         streams_join(tid, n);
-        double dt = now_s() - t0;
+        double dt = now_s() - t0, cpu = cpu_seconds(pid) - cpu0;
         size_t tokens = 0, errors = 0, n_ttft = 0;
         for (int i = 0; i < n; i++)
             tokens += st[i].tokens, errors += st[i].errors;
@@ -267,11 +292,11 @@ static void scenario_streams(int port, double seconds, int paged) {
             for (size_t t = 0; t < st[i].n_ttft && n_ttft < MAX_CLIENTS * 1024; t++)
                 ttft[n_ttft++] = st[i].ttft[t];
         qsort(ttft, n_ttft, sizeof *ttft, cmp_double);
-        printf("result %s scenario=streams clients=%d tok_s=%.1f ttft_p50_ms=%.1f "
-               "gap_p50_ms=%.1f gap_p99_ms=%.1f slow_gaps=%zu/%zu slow_with_growth=%zu "
-               "errors=%zu\n",
-               g_label, n, (double)tokens / dt, 1e3 * pct(ttft, n_ttft, 0.5), 1e3 * med, 1e3 * p99,
-               slow, ng, slow_grow, errors);
+        printf("result %s scenario=streams clients=%d tok_s=%.1f cpu_s=%.1f tok_per_cpu_s=%.1f "
+               "ttft_p50_ms=%.1f gap_p50_ms=%.1f gap_p99_ms=%.1f slow_gaps=%zu/%zu "
+               "slow_with_growth=%zu errors=%zu\n",
+               g_label, n, (double)tokens / dt, cpu, cpu > 0 ? (double)tokens / cpu : 0,
+               1e3 * pct(ttft, n_ttft, 0.5), 1e3 * med, 1e3 * p99, slow, ng, slow_grow, errors);
         fflush(stdout);
         free(ttft);
         streams_free(st, n);
@@ -289,17 +314,17 @@ typedef struct {
 static void *arrivals_main(void *arg) {
     Arrivals *a = arg;
     char *body = malloc(16384);
-    Stream one = {.id = 99, .n_prompt = 512, .max_tokens = 1, .rng = 77};
+    Stream one = {.id = 99, .n_prompt = g_prompt, .max_tokens = 1, .rng = 77};
     sleep(6); // the streams reach their pace first
     while (now_s() + 2 < a->until && a->n_windows < 16) {
         Conn c;
         conn_open(&c, a->port);
         one.rng += 1; // another prompt each time: nothing cached
         random_prompt(body, 16384, &one);
-        char *s = strstr(body, "\"stream\":true,");
-        memcpy(s, "\"stream\":false", 14); // (same length: the body stays well formed)
+        memcpy(strstr(body, "\"stream\":true") + 9, "null", 4); // not streamed (null: default)
         double t0 = now_s();
-        conn_request(&c, "/v1/generate", body, NULL, 0);
+        if (conn_request(&c, "/v1/generate", body, NULL, 0) != 200)
+            fprintf(stderr, "bench_serving: the long prompt was refused\n");
         a->windows[a->n_windows][0] = t0;
         a->windows[a->n_windows++][1] = now_s();
         close(c.fd);
@@ -315,7 +340,7 @@ static void scenario_prefill(int port, double seconds) {
     pthread_t tid[MAX_CLIENTS], arr;
     double t0 = now_s();
     Arrivals a = {.port = port, .until = t0 + seconds};
-    streams_new(st, n, port, t0 + seconds, 20, 0, 64);
+    streams_new(st, n, port, t0 + seconds, 20, 0, g_max_tokens);
     streams_run(st, n, tid);
     pthread_create(&arr, NULL, arrivals_main, &a);
     pthread_join(arr, NULL);
@@ -334,9 +359,10 @@ static void scenario_prefill(int port, double seconds) {
                     in[k++] = st[i].gap[g];
     }
     qsort(in, k, sizeof *in, cmp_double);
-    printf("result %s scenario=prefill streams=16 prompts=%d prompt_ms=%.0f gap_p50_ms=%.1f "
+    printf("result %s scenario=prefill streams=16 prompt=%zu prompts=%d prompt_ms=%.0f "
+           "gap_p50_ms=%.1f "
            "during_p50_ms=%.1f during_p99_ms=%.1f during_max_ms=%.1f p99_over_median=%.2f\n",
-           g_label, a.n_windows, prompt_ms, 1e3 * med, 1e3 * pct(in, k, 0.5),
+           g_label, g_prompt, a.n_windows, prompt_ms, 1e3 * med, 1e3 * pct(in, k, 0.5),
            1e3 * pct(in, k, 0.99), k ? 1e3 * in[k - 1] : 0, med > 0 ? pct(in, k, 0.99) / med : 0);
     fflush(stdout);
     free(in);
@@ -370,7 +396,7 @@ static void *sampler_main(void *arg) {
 // n streams of prompts of n_prompt tokens (the first n_shared shared) generating max_tokens,
 // once each: peak RSS and KV blocks.
 static void scenario_memory(pid_t pid, int port, const char *name, size_t n_prompt, size_t n_shared,
-                            size_t max_tokens, const char *shape) {
+                            size_t max_tokens) {
     const int n = 32;
     size_t idle = rss_bytes(pid);
     Stream st[MAX_CLIENTS];
@@ -385,13 +411,13 @@ static void scenario_memory(pid_t pid, int port, const char *name, size_t n_prom
     size_t tokens = 0, errors = 0;
     for (int i = 0; i < n; i++)
         tokens += st[i].tokens, errors += st[i].errors;
-    double kv = sm.peak_used * block_bytes(shape);
+    double kv = sm.peak_used > 0 ? sm.peak_used * block_bytes(port) : 0;
     printf("result %s scenario=%s streams=%d prompt=%zu shared=%zu max_tokens=%zu idle_rss_mb=%.1f "
            "peak_rss_mb=%.1f kv_used_blocks=%.0f kv_block_refs=%.0f kv_used_mb=%.1f "
            "rss_over_idle_plus_kv_mb=%.1f tokens=%zu errors=%zu\n",
            g_label, name, n, n_prompt, n_shared, max_tokens, idle / 1048576.0,
            sm.peak_rss / 1048576.0, sm.peak_used, sm.peak_refs, kv / 1048576.0,
-           (sm.peak_rss - (double)idle - (sm.peak_used >= 0 ? kv : 0)) / 1048576.0, tokens, errors);
+           (sm.peak_rss - (double)idle - kv) / 1048576.0, tokens, errors);
     fflush(stdout);
     streams_free(st, n);
 }
@@ -430,7 +456,7 @@ static void scenario_threads(pid_t pid, int port, double seconds) {
     Stream st[MAX_CLIENTS];
     pthread_t tid[MAX_CLIENTS];
     double t0 = now_s();
-    streams_new(st, n, port, t0 + seconds + 4, 20, 0, 64);
+    streams_new(st, n, port, t0 + seconds + 4, 20, 0, g_max_tokens);
     streams_run(st, n, tid);
     sleep(2); // every stream running
     long a[256], b[256];
@@ -464,7 +490,8 @@ int main(int argc, char **argv) {
         {"kogpt2d", required_argument, NULL, 'k'}, {"model", required_argument, NULL, 'm'},
         {"shape", required_argument, NULL, 's'},   {"seconds", required_argument, NULL, 'S'},
         {"threads", required_argument, NULL, 't'}, {"scenario", required_argument, NULL, 'c'},
-        {"label", required_argument, NULL, 'l'},   {NULL, 0, NULL, 0}};
+        {"label", required_argument, NULL, 'l'},   {"max-tokens", required_argument, NULL, 'x'},
+        {"prompt", required_argument, NULL, 'P'},  {NULL, 0, NULL, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", OPTS, NULL)) != -1) {
         if (o == 'k')
@@ -481,6 +508,10 @@ int main(int argc, char **argv) {
             snprintf(scenarios, sizeof scenarios, "%s", optarg);
         else if (o == 'l')
             g_label = optarg;
+        else if (o == 'x')
+            g_max_tokens = (size_t)atol(optarg);
+        else if (o == 'P')
+            g_prompt = (size_t)atol(optarg);
         else
             return 2;
     }
@@ -506,14 +537,21 @@ int main(int argc, char **argv) {
         int port = free_port();
         pid_t pid = daemon_start_argv(exe, model, port, threads, extra);
         int paged = metric(port, "kogpt2_kv_block_refs") >= 0;
+        static char models[1 << 16];
+        Conn c;
+        if (!conn_open(&c, port) &&
+            conn_request(&c, "/v1/models", NULL, models, sizeof models) == 200 &&
+            strstr(models, "\"vocab_size\":"))
+            g_vocab = strtoul(strstr(models, "\"vocab_size\":") + 13, NULL, 10);
+        close(c.fd);
         if (!strcmp(sc, "streams"))
-            scenario_streams(port, seconds, paged);
+            scenario_streams(pid, port, seconds, paged);
         else if (!strcmp(sc, "prefill"))
             scenario_prefill(port, seconds + 20);
         else if (!strcmp(sc, "memory"))
-            scenario_memory(pid, port, "memory", 900, 0, 124, shape);
+            scenario_memory(pid, port, "memory", 900, 0, 124);
         else if (!strcmp(sc, "shared"))
-            scenario_memory(pid, port, "shared", SYSTEM_TOKENS + 16, SYSTEM_TOKENS, 64, shape);
+            scenario_memory(pid, port, "shared", SYSTEM_TOKENS + 16, SYSTEM_TOKENS, 64);
         else if (!strcmp(sc, "threads"))
             scenario_threads(pid, port, seconds);
         else
