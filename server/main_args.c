@@ -46,7 +46,7 @@ static void main_usage(FILE *f) {
             "                       the KV cache is full (default 64)\n"
             "  --max-batch-tokens N rows per step: one per decoding sequence, prompt chunks in\n"
             "                       the rest (at least 16), so a long prompt enters between the\n"
-            "                       streams' tokens (default 64; a prompt alone: 256)\n"
+            "                       streams' tokens (default 32; a prompt alone: 256)\n"
             "  --max-queue N        jobs waiting beyond the batch; more get 429 (default 64)\n"
             "  --kv-cache-mb N      the KV cache per model in MiB: blocks of 16 positions shared\n"
             "                       by prompts with a common prefix (default 0: enough for\n"
@@ -456,7 +456,7 @@ void main_args_parse(MainArgs *a, int argc, char **argv) {
                     .port = 8080,
                     .http_threads = 4,
                     .max_batch = 64,
-                    .batch_tokens = 64,
+                    .batch_tokens = 32,
                     .max_queue = 64,
                     .cache_mb = 256,
                     .kv_dtype = KG_DTYPE_AUTO,
