@@ -5,6 +5,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,13 @@ int kg_map_file(const char *path, void **map, size_t *size, char *err) {
         return kg_err(err, KG_EIO, "mmap %s: %s", path, strerror(errno));
     }
     return KG_OK;
+}
+
+void kg_drop_pages(const void *p, size_t bytes) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t from = ((uintptr_t)p + page - 1) & ~(page - 1),
+              to = ((uintptr_t)p + bytes) & ~(page - 1);
+    if (to > from) madvise((void *)from, to - from, MADV_DONTNEED);
 }
 
 const char *kg_show(char *out, size_t cap, const char *s, size_t n) {

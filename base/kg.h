@@ -71,6 +71,13 @@ int kg_open_regular(const char *path, int *fd, size_t *size, char *err);
 // ("PATH: an empty file"); KG_EIO when it cannot be opened or mapped.
 int kg_map_file(const char *path, void **map, size_t *size, char *err);
 
+// Tells the kernel that the pages wholly inside [p, p + bytes) of a read-only file mapping
+// (kg_map_file's) are not needed now: they leave the process's resident memory, and are read
+// from the file again if touched later. For weights converted into memory of their own (a
+// quantized copy, a GPU's): without it their source pages, all read once at load, would stay
+// resident for the daemon's life. Nothing happens to a range shorter than a page.
+void kg_drop_pages(const void *p, size_t bytes);
+
 // Reads a whole regular file of at most max bytes into a malloc'd, NUL-terminated *out
 // (*len bytes, may be NULL). KG_EIO, KG_EFORMAT (over max: "not a ... file"), KG_ENOMEM.
 int kg_read_file(const char *path, size_t max, char **out, size_t *len, char *err);

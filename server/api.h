@@ -40,6 +40,7 @@ typedef struct {
     size_t weight_bytes;               // the weights in memory (/v1/models reports them)
     const char *device;                // the backend serving ("cpu-avx2", "cuda:0 ...")
     const char *dtype;                 // the weights' dtype in memory ("f16", "q8_0", ...)
+    const char *kv_dtype;              // the KV cache's dtype ("f32", "bf16", ...)
     const ChatTemplate *chat_template; // renders /v1/chat/completions messages (NULL: refused)
     char chat_error[KG_ERRLEN];        // why, when chat_template is NULL
     const char *bos_token, *eos_token; // their text, for the template

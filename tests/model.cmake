@@ -38,6 +38,18 @@ foreach(dtype f32 f16 bf16)
 endforeach()
 set_tests_properties(${KG_PARITY_TESTS} PROPERTIES FIXTURES_REQUIRED gpt2_testdata TIMEOUT 600)
 
+# the KV cache's block pool: allocation, sharing, copy-on-write, eviction (model/kv.h)
+kg_test(test_model_kv SOURCES test_model_kv.c LIBS kgmodel LABELS model)
+# each KV cache dtype (--kv-dtype f32/f16/bf16/q8_0) against PyTorch with the keys and values
+# held in it (tests/ref/kv_dtype_ref.py), prefill and decode, on every ISA
+set(KG_KV_TESTDATA "${CMAKE_BINARY_DIR}/testdata/kv")
+kg_test(test_gpt2_kv_dtype SOURCES test_gpt2_kv_dtype.c LIBS kgmodel LABELS "model;parity"
+  ARGS ${KG_KV_TESTDATA})
+if(PYTHON3)
+  kg_fixture(kv_dtype_testdata COMMAND ${PYTHON3} ${CMAKE_SOURCE_DIR}/tests/ref/kv_dtype_ref.py
+    ${KG_KV_TESTDATA} LABELS "model;parity" TIMEOUT 300)
+  set_tests_properties(test_gpt2_kv_dtype PROPERTIES FIXTURES_REQUIRED kv_dtype_testdata)
+endif()
 kg_test(test_model_sampler SOURCES test_model_sampler.c LIBS kgmodel LABELS model)
 # logits.c alone: log-sum-exp, entropy, top k and ranks against hand-checked rows and a long
 # double / full-sort reference on V = 51,200 (issue 33 item 6)

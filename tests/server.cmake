@@ -77,6 +77,11 @@ if(TARGET kogpt2d AND PYTHON3)
     COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_server_models.py)
   set_tests_properties(test_server_models PROPERTIES SKIP_RETURN_CODE 77 LABELS "server;e2e"
     TIMEOUT 300 ENVIRONMENT "KG_BUILD_DIR=${CMAKE_BINARY_DIR}")
+  # the KV cache end to end (issue 34): its figures, its flags refused, shared prefixes,
+  # preemption under a small cache, --kv-dtype bf16
+  add_test(NAME test_server_kv COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_server_kv.py)
+  set_tests_properties(test_server_kv PROPERTIES SKIP_RETURN_CODE 77 LABELS "server;e2e"
+    TIMEOUT 300 ENVIRONMENT "KG_BUILD_DIR=${CMAKE_BINARY_DIR}")
   # the README's curl examples, as printed, on the default model (issue 15)
   add_test(NAME test_readme_examples
     COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_readme_examples.py)

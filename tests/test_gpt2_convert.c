@@ -56,15 +56,15 @@ static int logits_of(const char *dir, KgDtype dtype, float **out, size_t *count,
     for (size_t i = 0; i < n; i++)
         tokens[i] = (int)((i * 7919 + 13) % V);
     Gpt2State s;
-    KvCache kv;
-    REQUIRE(!gpt2_state_init(&s, &m, n, n, err) && !kv_init(&kv, &m, n, err), "%s", err);
+    KvSeq kv;
+    REQUIRE(!gpt2_state_init(&s, &m, n, n, err) && !kv_init(&kv, &m, err), "%s", err);
     Gpt2Seq q = {&kv, tokens, n, GPT2_LOGITS_ALL};
     REQUIRE(!gpt2_forward(&m, &s, &q, 1, err), "%s", err);
     *count = n * V;
     *out = malloc(*count * sizeof **out);
     REQUIRE(*out, "oom");
     memcpy(*out, s.logits_host, *count * sizeof **out);
-    kv_free(&kv, &m);
+    kv_free(&kv);
     gpt2_state_free(&s, &m);
     gpt2_close(&m);
     return KG_OK;

@@ -3,7 +3,8 @@
 // speculated click give the same numbers as a cold run; concurrent generations (batched)
 // equal the same generations run one at a time; a seed repeats; stop strings cut the text;
 // a full queue says busy; a cancelled job stops; a pass that gives way (the speculation's,
-// when a job arrives) leaves its cache as it was. Without a model: the generated text's
+// when a job arrives) leaves its cache as it was; a pool too small for the batch preempts
+// and recomputes jobs without changing what they generate. Without a model: the generated text's
 // stop strings and held-back bytes (gentext.h), the batch planner's budgets (sched_plan.h),
 // /v1/score's memo (score_memo.h).
 //
@@ -102,11 +103,11 @@ static void run_job(Sched *s, const SchedParams *p, Result *r) {
 static void direct_topk(const Gpt2 *m, const int *ids, size_t n, KgCandidate *out, size_t k) {
     char err[KG_ERRLEN];
     Gpt2State st;
-    KvCache kv;
-    REQUIRE(!gpt2_state_init(&st, m, 64, 1, err) && !kv_init(&kv, m, n, err), "%s", err);
+    KvSeq kv;
+    REQUIRE(!gpt2_state_init(&st, m, 64, 1, err) && !kv_init(&kv, m, err), "%s", err);
     REQUIRE(!gpt2_prefill(m, &st, &kv, ids, n, 1, err), "%s", err);
     logits_topk(st.logits_host, m->config.vocab_size, 1.0f, k, out);
-    kv_free(&kv, m);
+    kv_free(&kv);
     gpt2_state_free(&st, m);
 }
 
@@ -187,9 +188,9 @@ static void test_forward_cancel(const Gpt2 *m, const int *ids, size_t n) {
     char err[KG_ERRLEN];
     const size_t V = m->config.vocab_size;
     Gpt2State st, ref_st;
-    KvCache kv, ref_kv;
+    KvSeq kv, ref_kv;
     REQUIRE(!gpt2_state_init(&st, m, 64, 1, err) && !gpt2_state_init(&ref_st, m, 64, 1, err) &&
-                !kv_init(&kv, m, n, err) && !kv_init(&ref_kv, m, n, err),
+                !kv_init(&kv, m, err) && !kv_init(&ref_kv, m, err),
             "%s", err);
     Gpt2Seq q = {&kv, ids + n - 1, 1, GPT2_LOGITS_LAST},
             ref_q = {&ref_kv, ids + n - 1, 1, GPT2_LOGITS_LAST};
@@ -205,8 +206,8 @@ static void test_forward_cancel(const Gpt2 *m, const int *ids, size_t n) {
     st.cancel = NULL;
     REQUIRE(!gpt2_forward(m, &st, &q, 1, err), "%s", err);
     CHECK(kv.len == n && !memcmp(st.logits_host, ref_st.logits_host, V * sizeof(float)));
-    kv_free(&kv, m);
-    kv_free(&ref_kv, m);
+    kv_free(&kv);
+    kv_free(&ref_kv);
     gpt2_state_free(&st, m);
     gpt2_state_free(&ref_st, m);
 }
@@ -253,6 +254,58 @@ static void test_batched_equals_alone(Sched *s, const Tokenizer *tok) {
     printf("6 generations batched vs one at a time (greedy and seeded): ids %s\n",
            same ? "identical" : "DIFFER");
     CHECK(same);
+    for (int i = 0; i < 6; i++)
+        free(ids[i]);
+}
+
+// A pool of one context and a block (17 blocks of 16 positions at n_ctx 256) under six
+// generations of 100 tokens (7 blocks each): admission waits for blocks, and running jobs are
+// preempted and recomputed; every generation still equals the same one run alone, id for id.
+static void test_preemption(const Gpt2 *m, const Tokenizer *tok) {
+    SchedOptions o = {.max_batch = 6,
+                      .max_queue = 8,
+                      .kv_blocks = kv_blocks_for(m->config.n_ctx) + 1,
+                      .cache_blocks = 4,
+                      .max_prompt = 64,
+                      .step_tokens = 32};
+    Sched *s;
+    char err[KG_ERRLEN];
+    REQUIRE(!sched_start(&s, m, tok, &o, err), "%s", err);
+    const char *texts[6] = {"오늘 날씨가", "한국어 모델은", "여러분 2019년 수고하셨습니다.",
+                            "서울",        "이 영화 정말",  "옛날 옛적에 호랑이가"};
+    int *ids[6];
+    size_t n[6];
+    for (int i = 0; i < 6; i++)
+        REQUIRE(!tok_encode(tok, texts[i], strlen(texts[i]), &ids[i], &n[i], err), "%s", err);
+    Result alone[6], together[6];
+    for (int i = 0; i < 6; i++) {
+        SchedParams p = gen_params(ids[i], n[i], 100, i % 2 ? 0.8f : 0.0f, 99 + i);
+        run_job(s, &p, &alone[i]);
+    }
+    SchedGauges g0, g1;
+    sched_gauges(s, &g0);
+    SchedJob *jobs[6];
+    for (int i = 0; i < 6; i++) {
+        SchedParams p = gen_params(ids[i], n[i], 100, i % 2 ? 0.8f : 0.0f, 99 + i);
+        jobs[i] = submit(s, &p);
+    }
+    int same = 1;
+    for (int i = 0; i < 6; i++) {
+        wait_done(jobs[i], &g_w, &together[i]);
+        same &= together[i].n == alone[i].n && alone[i].n == 100;
+        for (size_t k = 0; same && k < alone[i].n; k++)
+            same &= together[i].ids[k] == alone[i].ids[k];
+        CHECK(together[i].state == SCHED_DONE_LENGTH);
+        sched_job_release(jobs[i]);
+    }
+    // the engine publishes the pool's figures after the step that dropped the last job
+    for (int t = 0; t < 200 && (sched_gauges(s, &g1), g1.kv.used); t++)
+        usleep(10 * 1000);
+    uint64_t preempted = g1.preemptions_total - g0.preemptions_total;
+    printf("6 x 100 tokens in 17 blocks: %llu preemptions, ids %s the runs alone\n",
+           (unsigned long long)preempted, same ? "equal to" : "DIFFER from");
+    CHECK(same && preempted > 0 && g1.kv.used == 0);
+    sched_free(s);
     for (int i = 0; i < 6; i++)
         free(ids[i]);
 }
@@ -342,8 +395,11 @@ static void test_limits(Sched *s, size_t n_ctx) {
 }
 
 static void test_queue_full(const Gpt2 *m, const Tokenizer *tok) {
-    SchedOptions o = {
-        .max_batch = 1, .max_queue = 2, .cache_mb = 0, .max_prompt = 64, .prefill_chunk = 64};
+    SchedOptions o = {.max_batch = 1,
+                      .max_queue = 2,
+                      .kv_blocks = kv_blocks_for(m->config.n_ctx) + 1,
+                      .max_prompt = 64,
+                      .step_tokens = 64};
     Sched *s;
     char err[KG_ERRLEN];
     REQUIRE(!sched_start(&s, m, tok, &o, err), "%s", err);
@@ -399,18 +455,21 @@ static void test_padded_vocab(const Tokenizer *tok) {
     REQUIRE(be && !gpt2_open(&m, dir, be, KG_DTYPE_AUTO, err), "%s", err);
     // the model itself now prefers padding: its raw top candidate is past the tokenizer's ids
     Gpt2State gs;
-    KvCache kv;
+    KvSeq kv;
     int probe[3] = {100, 200, 300};
-    REQUIRE(!gpt2_state_init(&gs, &m, 8, 1, err) && !kv_init(&kv, &m, 8, err) &&
+    REQUIRE(!gpt2_state_init(&gs, &m, 8, 1, err) && !kv_init(&kv, &m, err) &&
                 !gpt2_prefill(&m, &gs, &kv, probe, 3, 1, err),
             "%s", err);
     KgCandidate raw;
     logits_topk(gs.logits_host, m.config.vocab_size, 1.0f, 1, &raw);
     CHECK_MSG(raw.id >= (int)TOK_V, "the padded rows should dominate (top id %d)", raw.id);
-    kv_free(&kv, &m);
+    kv_free(&kv);
     gpt2_state_free(&gs, &m);
-    SchedOptions o = {
-        .max_batch = 4, .max_queue = 4, .cache_mb = 0, .max_prompt = 64, .prefill_chunk = 64};
+    SchedOptions o = {.max_batch = 4,
+                      .max_queue = 4,
+                      .kv_blocks = 4 * kv_blocks_for(m.config.n_ctx),
+                      .max_prompt = 64,
+                      .step_tokens = 64};
     Sched *s;
     REQUIRE(!sched_start(&s, &m, tok, &o, err), "%s", err);
     int ids[3] = {100, 200, 300}, ok = 1;
@@ -453,8 +512,8 @@ static void test_prompt_scoring(Sched *s, const Gpt2 *m, const Tokenizer *tok) {
     // the reference: one forward over the whole prompt, logits at every position
     const size_t V = m->config.vocab_size;
     Gpt2State st;
-    KvCache kv;
-    REQUIRE(!gpt2_state_init(&st, m, n, n, err) && !kv_init(&kv, m, n, err), "%s", err);
+    KvSeq kv;
+    REQUIRE(!gpt2_state_init(&st, m, n, n, err) && !kv_init(&kv, m, err), "%s", err);
     Gpt2Seq q = {&kv, ids, n, GPT2_LOGITS_ALL};
     REQUIRE(!gpt2_forward(m, &st, &q, 1, err), "%s", err);
     // a generation in the same batches, and the scoring job itself (3 candidates, 4 tokens)
@@ -536,7 +595,7 @@ static void test_prompt_scoring(Sched *s, const Gpt2 *m, const Tokenizer *tok) {
     ps.score_prompt = 0;
     SchedJob *bad = NULL;
     CHECK(sched_submit(s, &ps, on_notify, &g_w, &bad, err) == KG_EINVAL && !bad);
-    kv_free(&kv, m);
+    kv_free(&kv);
     gpt2_state_free(&st, m);
     free(ids);
 }
@@ -583,6 +642,7 @@ static SchedJob *plan_job(const int *ids, size_t n, int score, int decode, size_
     REQUIRE(!sched_job_new(&j, 100, &p, NULL, NULL, err), "%s", err);
     j->work.phase = decode ? SCHED_DECODE : SCHED_PREFILL;
     j->work.n_fed = n_fed;
+    j->work.kv.len = n_fed; // its KV holds what it was fed: no replay
     return j;
 }
 
@@ -610,9 +670,19 @@ static void test_plan(void) {
                   plan[i].first_row);
     n = sched_plan_step(jobs + 1, 3, 8, seqs, plan, &rows); // 8 rows: the later prompts wait
     CHECK(n == 1 && rows == 8 && plan[0].job == jobs[1]);
+    // the step's token budget less the 2 decode rows, at least 16, and 256 when none decodes
+    CHECK(sched_plan_prefill_budget(jobs, 5, 48) == 46);
+    CHECK(sched_plan_prefill_budget(jobs, 5, 8) == SCHED_MIN_PREFILL_ROWS);
+    CHECK(sched_plan_prefill_budget(jobs + 1, 3, 48) == SCHED_IDLE_PREFILL_ROWS);
+    // a preempted job (its KV emptied) first replays what it had, without logits
+    jobs[2]->work.kv.len = 0;
+    n = sched_plan_step(jobs + 2, 1, 30, seqs, plan, &rows);
+    CHECK(n == 1 && rows == 30 && plan[0].replay && seqs[0].logits == GPT2_LOGITS_NONE &&
+          seqs[0].tokens == jobs[2]->in.tokens);
     for (size_t i = 0; i < 5; i++)
         sched_job_free(jobs[i]);
-    printf("batch planner: prefill and scoring budgets, decode rows, logits rows in order\n");
+    printf("batch planner: prefill and scoring budgets, decode rows, logits rows in order, "
+           "replays\n");
 }
 
 // The memo answers the longest remembered prefix, and only the 16 prompts scored last.
@@ -662,9 +732,10 @@ int main(void) {
     REQUIRE(!gpt2_open(&m, dir, be, KG_DTYPE_AUTO, err), "%s", err);
     SchedOptions o = {.max_batch = 8,
                       .max_queue = 16,
-                      .cache_mb = 64,
+                      .kv_blocks = 8 * kv_blocks_for(m.config.n_ctx),
+                      .cache_blocks = 4 * kv_blocks_for(m.config.n_ctx),
                       .max_prompt = 256,
-                      .prefill_chunk = 32,
+                      .step_tokens = 32,
                       .speculate = 1};
     Sched *s;
     REQUIRE(!sched_start(&s, &m, tok, &o, err), "%s", err);
@@ -681,6 +752,7 @@ int main(void) {
     test_prompt_scoring(s, &m, tok);
     sched_free(s);
     test_queue_full(&m, tok);
+    test_preemption(&m, tok);
     test_padded_vocab(tok);
 
     free(ids);

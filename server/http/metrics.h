@@ -17,6 +17,10 @@
 typedef struct {
     size_t queue_depth, running, batch_rows, in_flight;
     size_t cache_bytes, cache_capacity, cache_entries;
+    // the engines' KV pools: bytes, blocks by state, table entries naming them (above the
+    // used blocks when sequences share blocks), jobs preempted for blocks so far
+    size_t kv_bytes, kv_blocks_used, kv_blocks_cached, kv_blocks_free, kv_block_refs;
+    uint64_t kv_preemptions;
     size_t conns_admitted, conns_refused; // open connections (http.h's limits)
     size_t work_queued, work_running;     // the work pool (workpool.h)
     int ready;
