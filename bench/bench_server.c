@@ -17,7 +17,6 @@
 #include <libgen.h>
 #include <limits.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,62 +28,12 @@
 #include <unistd.h>
 
 #include "../tests/testmodel.h"
+#include "bench_http.h"
 
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-// --- a minimal keep-alive HTTP/1.1 client ---
-
-typedef struct {
-    int fd, port;
-    char buf[1 << 16];
-    size_t len;
-} Conn;
-
-static int conn_open(Conn *c, int port) {
-    c->port = port;
-    c->len = 0;
-    c->fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int one = 1;
-    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return connect(c->fd, (struct sockaddr *)&a, sizeof a);
-}
-
-// POSTs body (or GETs when body is NULL); returns the status and copies the body into out.
-static int conn_request(Conn *c, const char *path, const char *body, char *out, size_t cap) {
-    char req[8192];
-    int n = body ? snprintf(req, sizeof req,
-                            "POST %s HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\n"
-                            "Content-Length: %zu\r\n\r\n%s",
-                            path, strlen(body), body)
-                 : snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: b\r\n\r\n", path);
-    if (send(c->fd, req, (size_t)n, MSG_NOSIGNAL) != n) return -1;
-    c->len = 0;
-    char *hdr_end = NULL;
-    while (!hdr_end) {
-        ssize_t got = recv(c->fd, c->buf + c->len, sizeof c->buf - c->len - 1, 0);
-        if (got <= 0) return -1;
-        c->len += (size_t)got;
-        c->buf[c->len] = '\0';
-        hdr_end = strstr(c->buf, "\r\n\r\n");
-    }
-    int status = atoi(c->buf + 9);
-    const char *cl = strcasestr(c->buf, "Content-Length:");
-    size_t want = cl ? strtoul(cl + 15, NULL, 10) : 0;
-    size_t head = (size_t)(hdr_end + 4 - c->buf);
-    while (c->len - head < want && c->len < sizeof c->buf - 1) {
-        ssize_t got = recv(c->fd, c->buf + c->len, sizeof c->buf - c->len - 1, 0);
-        if (got <= 0) return -1;
-        c->len += (size_t)got;
-    }
-    c->buf[c->len] = '\0';
-    if (out) snprintf(out, cap, "%s", c->buf + head);
-    return status;
 }
 
 // --- the daemon ---
@@ -115,9 +64,9 @@ static pid_t daemon_start(const char *exe, const char *model, int port, int thre
             fprintf(stderr, "bench_server: kogpt2d exited while loading (%s)\n", exe);
             exit(1);
         }
-        Conn c;
-        if (conn_open(&c, port) == 0) {
-            int st = conn_request(&c, "/readyz", NULL, NULL, 0);
+        BenchConn c;
+        if (bench_conn_open(&c, port) == 0) {
+            int st = bench_http_request(&c, "/readyz", NULL, NULL, 0);
             close(c.fd);
             if (st == 200) return pid;
         } else {
@@ -160,8 +109,8 @@ typedef struct {
 // A cold prompt each time: n_prompt random ids, so no prefix is shared between requests.
 static void *client_main(void *arg) {
     Client *cl = arg;
-    Conn *c = malloc(sizeof *c);
-    conn_open(c, cl->port);
+    BenchConn *c = malloc(sizeof *c);
+    bench_conn_open(c, cl->port);
     uint64_t rng = 0x9E3779B97F4A7C15ull * (uint64_t)(cl->id + 1);
     char body[8192];
     while (now_s() < cl->until && cl->n < cl->cap) {
@@ -174,11 +123,11 @@ static void *client_main(void *arg) {
         }
         snprintf(body + o, sizeof body - (size_t)o, "]}");
         double t0 = now_s();
-        int st = conn_request(c, "/v1/next-token", body, NULL, 0);
+        int st = bench_http_request(c, "/v1/next-token", body, NULL, 0);
         if (st != 200) {
             cl->errors++;
             close(c->fd);
-            conn_open(c, cl->port);
+            bench_conn_open(c, cl->port);
             continue;
         }
         cl->lat[cl->n++] = now_s() - t0;
@@ -239,8 +188,8 @@ static void bench_next_token(int port, int clients, double seconds, size_t n_pro
 static int pause_ms = 300; // a user's pause between clicks (--pause-ms)
 
 static void bench_clicks(int port, const char *label, size_t vocab) {
-    Conn c;
-    conn_open(&c, port);
+    BenchConn c;
+    bench_conn_open(&c, port);
     char body[16384], out[1 << 16];
     int ids[128];
     size_t n = 0;
@@ -255,7 +204,7 @@ static void bench_clicks(int port, const char *label, size_t vocab) {
             o += snprintf(body + o, sizeof body - (size_t)o, "%s%d", i ? "," : "", ids[i]);
         snprintf(body + o, sizeof body - (size_t)o, "]}");
         double t0 = now_s();
-        if (conn_request(&c, "/v1/next-token", body, out, sizeof out) != 200) break;
+        if (bench_http_request(&c, "/v1/next-token", body, out, sizeof out) != 200) break;
         double dt = now_s() - t0;
         const char *cand = strstr(out, "\"candidates\":[{\"id\":");
         const char *tot = strstr(out, "\"total_ms\":");
@@ -282,13 +231,13 @@ typedef struct {
 
 static void *gen_main(void *arg) {
     GenArg *g = arg;
-    Conn c;
-    conn_open(&c, g->port);
+    BenchConn c;
+    bench_conn_open(&c, g->port);
     char body[256];
     snprintf(body, sizeof body,
              "{\"tokens\":[%d,%d,%d],\"max_tokens\":%d,\"ignore_eos\":true,\"seed\":%d}",
              100 + g->port % 7, 200, 300, g->tokens, g->port);
-    conn_request(&c, "/v1/generate", body, NULL, 0);
+    bench_http_request(&c, "/v1/generate", body, NULL, 0);
     close(c.fd);
     return NULL;
 }

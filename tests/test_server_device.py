@@ -6,6 +6,7 @@ Checked, with what the system itself reports (readelf's dynamic section, the ker
 /proc/PID/maps, glibc's LD_DEBUG=files), never with our own words:
 - no program links the CUDA runtime, cuBLAS or NCCL (readelf -d: no NEEDED entry): only
   libkgcuda.so (and libkgnccl.so) do, beside the programs; libkgcuda.so exports one symbol;
+  libkgnccl.so opens (ctypes) and its door answers;
 - kogpt2d --device cpu, and --device auto on a machine without a GPU, serve without libcudart,
   libcublas or libkgcuda.so mapped (their idle RSS is printed); on a GPU machine auto picks the
   GPU and maps them;
@@ -16,7 +17,9 @@ Checked, with what the system itself reports (readelf's dynamic section, the ker
 - kogpt2 next and kogpt2-train eval with --device auto load none of them (LD_DEBUG=files) on a
   machine without a GPU.
 Exits 77 in a build without CUDA (no libkgcuda.so)."""
+import ctypes
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -73,8 +76,15 @@ def check_links(build):
                       " D " in line or " R " in line or " B " in line)
     check(exported == ["kg_cuda_backend_lib"], "libkgcuda.so exports %s" % exported[:10])
     nccl = os.path.join(build, "libkgnccl.so")
-    if os.path.exists(nccl):
+    if os.path.exists(nccl):  # the trainer's NCCL all-reduce (a CUDA build with MPI and NCCL)
         check(any(d.startswith("libnccl") for d in needed(nccl)), "libkgnccl.so: no libnccl")
+        # it opens here too (its libraries resolve) and its door answers with the ABI of
+        # train/dist_nccl.h
+        with open(os.path.join(ROOT, "train", "dist_nccl.h")) as f:
+            abi = int(re.search(r"#define DIST_NCCL_ABI\s+(\d+)", f.read()).group(1))
+        door = ctypes.CDLL(nccl).kg_nccl_lib
+        door.restype = ctypes.POINTER(ctypes.c_int)
+        check(door()[0] == abi, "libkgnccl.so's door: ABI %d, not %d" % (door()[0], abi))
 
 
 def serve_and_look(device):
