@@ -8,7 +8,9 @@
 //   next-token  the 10 most probable next tokens of a cold prompt (kogpt2d: /v1/next-token
 //               top_k 10; llama-server: /completion n_predict 1 n_probs 10). Requests/s and
 //               latency (p50, p99).
-// With --pid, the server's peak RSS during the run (/proc/PID/status VmRSS every 100 ms).
+// With --pid, the server's peak RSS during the run (/proc/PID/status VmRSS every 100 ms), and
+// at the end a wait until the server is idle again (its CPU time, /proc/PID/stat), so that the
+// requests cut at the deadline do not run on into the next measurement.
 // Figures only: nothing passes or fails. bench/bench_vs_llama_server.sh runs it.
 //
 //   build/bench_clients --port P --api kogpt2|llama --mode generate|next-token --clients N
@@ -165,7 +167,9 @@ static int client_send(Client *cl, const char *path, const char *body, char *rep
                    ? -1
                    : bench_http_read(&cl->conn, client_stream, cl);
     int status = bench_http_request(&cl->conn, path, body, reply, REPLY_CAP);
-    const char *want = ld->llama ? "completion_probabilities" : "candidates";
+    // llama-server leaves completion_probabilities out when its one token is an incomplete
+    // UTF-8 byte (a byte token: 256 of the vocabulary); it did the work all the same
+    const char *want = ld->llama ? "\"tokens_predicted\":1" : "\"candidates\":[{";
     return status == 200 && !strstr(reply, want) ? -2 : status;
 }
 
@@ -240,6 +244,35 @@ static Times merged(Client *cl, int n, size_t field) {
     return all;
 }
 
+// CPU seconds pid has used (user + system, /proc/PID/stat), or -1.
+static double cpu_seconds(int pid) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); // after the command name, which may hold spaces
+    unsigned long long utime, stime;
+    if (!p ||
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
+        return -1;
+    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+// Waits until pid is idle (under 2 % of a core over half a second: the requests cut at the
+// deadline are cancelled), at most max_s. The seconds waited.
+static double settle(int pid, double max_s) {
+    double t0 = bench_now(), cpu = cpu_seconds(pid);
+    while (cpu >= 0 && bench_now() - t0 < max_s) {
+        usleep(500000);
+        double now = cpu_seconds(pid);
+        if (now - cpu < 0.01) break;
+        cpu = now;
+    }
+    return bench_now() - t0;
+}
+
 // VmRSS of pid in MiB, or -1.
 static double rss_mib(int pid) {
     char path[64], line[256];
@@ -296,6 +329,7 @@ static int run(const Load *ld, int clients, double seconds, int pid, const char 
     Times ttft = merged(cl, clients, offsetof(Client, ttft));
     Times gaps = merged(cl, clients, offsetof(Client, gaps));
     Times lat = merged(cl, clients, offsetof(Client, latency));
+    double settled = pid ? settle(pid, 120) : 0; // before the next run, on either server
     printf("%s api=%s mode=%s clients=%d seconds=%.0f", label, ld->llama ? "llama" : "kogpt2",
            ld->generate ? "generate" : "next-token", clients, seconds);
     if (ld->generate)
@@ -306,8 +340,8 @@ static int run(const Load *ld, int clients, double seconds, int pid, const char 
     else
         printf(" req_s=%.1f lat_p50_ms=%.2f lat_p99_ms=%.2f", (double)done / seconds,
                pct_ms(&lat, 0.5), pct_ms(&lat, 0.99));
-    printf(" requests=%zu done=%zu errors=%zu rss_peak_mib=%.0f\n", requests, done, errors,
-           rss_peak);
+    printf(" requests=%zu done=%zu errors=%zu settle_s=%.1f rss_peak_mib=%.0f\n", requests, done,
+           errors, settled, rss_peak);
     fflush(stdout);
     free(ttft.v);
     free(gaps.v);

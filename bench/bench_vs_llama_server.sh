@@ -6,7 +6,9 @@
 # to first token and inter-token gaps (p50, p99) of streamed completions; next-token requests/s
 # (kogpt2d /v1/next-token top_k 10, llama-server /completion n_predict 1 n_probs 10) with
 # p50/p99 latency; each server's peak RSS during the point. Then a table of medians over the
-# rounds and the ratios kogpt2d / llama. Figures only, never pass/fail.
+# rounds and the ratios kogpt2d / llama. After each point bench_clients waits until the server
+# is idle again (the requests cut at the point's end cancelled), so a point never runs beside
+# the other side's leftovers. Figures only, never pass/fail.
 #
 #   bench/bench_vs_llama_server.sh LLAMA_CPP [BUILD_DIR [ROUNDS]]
 #
@@ -137,7 +139,6 @@ for m in $models; do
                             --label "model=$m dtype=$d round=$r")
                         echo "$line"
                         echo "$line" >>"$rows"
-                        sleep 2 # the cut requests' cancellation, before the other side runs
                     done
                 done
             done

@@ -111,12 +111,14 @@ int kg_cuda_device_count(char *why, size_t why_size) {
     return n;
 }
 
-// 0 when the library's table has every op (the function pointers from alloc to the end of
-// KgBackendOps, all of one pointer size), else the 1-based number of the first missing one.
+// The ops of KgBackendOps: the function pointers from alloc to its end (backend.h), all of one
+// pointer size.
+#define N_OPS ((sizeof(KgBackendOps) - offsetof(KgBackendOps, alloc)) / sizeof(void (*)(void)))
+
+// 0 when the library's table has every op, else the 1-based number of the first missing one.
 static size_t first_missing_op(const KgBackendOps *ops) {
     const char *p = (const char *)ops + offsetof(KgBackendOps, alloc);
-    size_t n = (sizeof *ops - offsetof(KgBackendOps, alloc)) / sizeof(void (*)(void));
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < N_OPS; i++) {
         void (*op)(void);
         memcpy(&op, p + i * sizeof op, sizeof op);
         if (!op) return i + 1;
@@ -141,8 +143,8 @@ static int load_lib(const KgBackendLib **out, char *err) {
                       KG_BACKEND_LIB_ABI, sizeof *lib, sizeof(KgBackendOps));
     size_t missing = lib->ops && lib->backend_new ? first_missing_op(lib->ops) : 1;
     if (missing)
-        return kg_err(err, KG_EIO, "%s: its op table is incomplete (op %zu is missing)", path,
-                      missing);
+        return kg_err(err, KG_EIO, "%s: its op table is incomplete (op %zu of %zu is missing)",
+                      path, missing, N_OPS);
     *out = lib;
     return KG_OK;
 }

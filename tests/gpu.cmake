@@ -28,9 +28,18 @@ endif()
 # The backend library opened only when a GPU is asked for, end to end (issue 34 item 6): no
 # program links the CUDA libraries; kogpt2d, kogpt2 and kogpt2-train on the CPU map none of
 # them; --device cuda without a GPU and a missing or broken libkgcuda.so are clear errors.
+# Two stand-ins for a libkgcuda.so of another build (tests/cuda_door_stub.c: another ABI, an
+# op missing), which the loader must refuse.
 if(TARGET kogpt2d AND PYTHON3)
+  foreach(flaw ABI HOLE)
+    string(TOLOWER ${flaw} _flaw)
+    add_library(kgcuda_stub_${_flaw} MODULE cuda_door_stub.c)
+    target_include_directories(kgcuda_stub_${_flaw} PRIVATE ${CMAKE_SOURCE_DIR})
+    target_compile_definitions(kgcuda_stub_${_flaw} PRIVATE STUB_FLAW_${flaw})
+    set_target_properties(kgcuda_stub_${_flaw} PROPERTIES C_VISIBILITY_PRESET hidden)
+  endforeach()
   add_test(NAME test_server_device
     COMMAND ${PYTHON3} ${CMAKE_SOURCE_DIR}/tests/test_server_device.py)
   set_tests_properties(test_server_device PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu;server"
-    TIMEOUT 300 ENVIRONMENT "KG_BUILD_DIR=${CMAKE_BINARY_DIR}")
+    TIMEOUT 300 ENVIRONMENT "KG_BUILD_DIR=${CMAKE_BINARY_DIR};KG_CUDA_STUB_ABI=$<TARGET_FILE:kgcuda_stub_abi>;KG_CUDA_STUB_HOLE=$<TARGET_FILE:kgcuda_stub_hole>")
 endif()

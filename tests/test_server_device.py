@@ -12,8 +12,9 @@ Checked, with what the system itself reports (readelf's dynamic section, the ker
   GPU and maps them;
 - kogpt2d --device cuda without a GPU exits 1 with "cuda backend: no GPU found (...)";
 - a copy of kogpt2d with no libkgcuda.so beside it, with a file that is not a library in its
-  place, or with a library that has no door: --device cuda names the file and the dynamic
-  linker's reason; --device auto still serves on the CPU (on a machine without a GPU);
+  place, a library that has no door, or a door of another build (another ABI number, an op
+  missing: tests/cuda_door_stub.c): --device cuda names the file and the dynamic linker's or
+  the loader's reason; --device auto still serves on the CPU (on a machine without a GPU);
 - kogpt2 next and kogpt2-train eval with --device auto load none of them (LD_DEBUG=files) on a
   machine without a GPU.
 Exits 77 in a build without CUDA (no libkgcuda.so)."""
@@ -120,7 +121,10 @@ def check_broken_libraries(build, gpu):
                              "/lib64/libm.so.6") if os.path.exists(p)), None)
     cases = [("missing", None, "cannot open shared object file"),
              ("not a library", b"not an ELF file\n" * 64, "invalid ELF header"),
-             ("no door", libm, "has no symbol kg_cuda_backend_lib")]
+             ("no door", libm, "has no symbol kg_cuda_backend_lib"),
+             # tests/cuda_door_stub.c (ctest passes their paths)
+             ("another ABI", os.environ.get("KG_CUDA_STUB_ABI"), "is from another build"),
+             ("an op missing", os.environ.get("KG_CUDA_STUB_HOLE"), "op table is incomplete")]
     try:
         for what, content, want in cases:
             if os.path.exists(lib_path):
@@ -128,10 +132,11 @@ def check_broken_libraries(build, gpu):
             if isinstance(content, bytes):
                 with open(lib_path, "wb") as f:
                     f.write(content)
-            elif content:
+            elif content and os.path.exists(content):
                 shutil.copy(content, lib_path)
             elif what != "missing":
-                continue  # no libm to copy
+                print("  %s library: not checked (nothing to copy: %r)" % (what, content))
+                continue
             r = run_copy(exe, "cuda")
             msg = (r.stderr + r.stdout).strip().splitlines()
             msg = next((l for l in msg if "cuda backend" in l), " | ".join(msg[-3:]))
