@@ -11,6 +11,7 @@
 # the other side's leftovers. Figures only, never pass/fail.
 #
 #   bench/bench_vs_llama_server.sh LLAMA_CPP [BUILD_DIR [ROUNDS]]
+#   bench/bench_vs_llama_server.sh --summary LOG      the table of a saved run's log again
 #
 # LLAMA_CPP: a llama.cpp source tree with llama-server and llama-quantize built in
 # LLAMA_CPP/build/bin (CPU only: cmake -B build -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON;
@@ -40,6 +41,63 @@
 # llama-server with 64 slots of 256 positions (-np 64 -c 16384, an f16 KV cache allocated at
 # start) and continuous batching (its default). Both with KG_BENCH_THREADS threads.
 set -eu
+# summary FILE: the bench_clients lines in FILE as medians over the rounds, kogpt2d beside
+# llama-server, and their ratio (generate points first, then next-token).
+summary() {
+    echo "== medians over the rounds (k: kogpt2d, l: llama-server; k/l: their ratio; latencies in ms, RSS in MiB)"
+    grep ' api=' "$1" | awk '
+function val(line, key,    i, n, kv) {
+    n = split(line, kv, " ")
+    for (i = 1; i <= n; i++) if (index(kv[i], key "=") == 1) return substr(kv[i], length(key) + 2)
+    return ""
+}
+function median(list,    a, n, i, j, t) {
+    n = split(list, a, " ")
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+{
+    k = val($0, "model") " " val($0, "dtype") " " val($0, "mode") " " val($0, "clients")
+    side = val($0, "api")
+    if (!(k in seen)) { seen[k] = 1; order[++n] = k }
+    split(val($0, "mode") == "generate" ? "tok_s ttft_p50_ms ttft_p99_ms itl_p50_ms itl_p99_ms rss_peak_mib errors" : "req_s lat_p50_ms lat_p99_ms rss_peak_mib errors", f, " ")
+    for (i in f) v[k, side, f[i]] = v[k, side, f[i]] " " val($0, f[i])
+}
+END {
+    for (pass = 1; pass <= 2; pass++) {
+        want = pass == 1 ? "generate" : "next-token"
+        if (pass == 1) printf "%-7s %-5s %4s | %8s %8s %5s | %8s %8s %8s %8s | %7s %7s %7s %7s | %6s %6s | %s\n", "model", "dtype", "cl", "tok/s k", "tok/s l", "k/l", "ttft50 k", "ttft50 l", "ttft99 k", "ttft99 l", "itl50 k", "itl50 l", "itl99 k", "itl99 l", "rss k", "rss l", "errors k/l"
+        else printf "\n%-7s %-5s %4s | %8s %8s %5s | %8s %8s %8s %8s | %6s %6s | %s\n", "model", "dtype", "cl", "req/s k", "req/s l", "k/l", "p50 k", "p50 l", "p99 k", "p99 l", "rss k", "rss l", "errors k/l"
+        for (i = 1; i <= n; i++) {
+            k = order[i]
+            split(k, p, " ")
+            if (p[3] != want) continue
+            if (pass == 1) {
+                a = median(v[k, "kogpt2", "tok_s"]); b = median(v[k, "llama", "tok_s"])
+                printf "%-7s %-5s %4s | %8.1f %8.1f %5.2f | %8.1f %8.1f %8.1f %8.1f | %7.2f %7.2f %7.2f %7.2f | %6.0f %6.0f | %s/%s\n", p[1], p[2], p[4], a, b, b ? a / b : 0,
+                    median(v[k, "kogpt2", "ttft_p50_ms"]), median(v[k, "llama", "ttft_p50_ms"]),
+                    median(v[k, "kogpt2", "ttft_p99_ms"]), median(v[k, "llama", "ttft_p99_ms"]),
+                    median(v[k, "kogpt2", "itl_p50_ms"]), median(v[k, "llama", "itl_p50_ms"]),
+                    median(v[k, "kogpt2", "itl_p99_ms"]), median(v[k, "llama", "itl_p99_ms"]),
+                    median(v[k, "kogpt2", "rss_peak_mib"]), median(v[k, "llama", "rss_peak_mib"]),
+                    median(v[k, "kogpt2", "errors"]), median(v[k, "llama", "errors"])
+            } else {
+                a = median(v[k, "kogpt2", "req_s"]); b = median(v[k, "llama", "req_s"])
+                printf "%-7s %-5s %4s | %8.1f %8.1f %5.2f | %8.2f %8.2f %8.2f %8.2f | %6.0f %6.0f | %s/%s\n", p[1], p[2], p[4], a, b, b ? a / b : 0,
+                    median(v[k, "kogpt2", "lat_p50_ms"]), median(v[k, "llama", "lat_p50_ms"]),
+                    median(v[k, "kogpt2", "lat_p99_ms"]), median(v[k, "llama", "lat_p99_ms"]),
+                    median(v[k, "kogpt2", "rss_peak_mib"]), median(v[k, "llama", "rss_peak_mib"]),
+                    median(v[k, "kogpt2", "errors"]), median(v[k, "llama", "errors"])
+            }
+        }
+    }
+}'
+}
+
+if [ "${1:-}" = --summary ]; then # a saved log's table again
+    summary "${2:?usage: bench/bench_vs_llama_server.sh --summary LOG}"
+    exit 0
+fi
 llama=${1:?usage: bench/bench_vs_llama_server.sh LLAMA_CPP [BUILD_DIR [ROUNDS]]}
 llama=$(cd "$llama" && pwd)
 cd "$(dirname "$0")/.."
@@ -148,52 +206,4 @@ for m in $models; do
     done
 done
 
-# Medians over the rounds, kogpt2d beside llama-server, and their ratio.
-echo "== medians over $rounds rounds (ratio: kogpt2d / llama-server; for latencies < 1 is kogpt2d faster)"
-awk '
-function val(line, key,    i, n, kv) {
-    n = split(line, kv, " ")
-    for (i = 1; i <= n; i++) if (index(kv[i], key "=") == 1) return substr(kv[i], length(key) + 2)
-    return ""
-}
-function median(list,    a, n, i, j, t) {
-    n = split(list, a, " ")
-    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
-{
-    k = val($0, "model") " " val($0, "dtype") " " val($0, "mode") " " val($0, "clients")
-    side = val($0, "api")
-    if (!(k in seen)) { seen[k] = 1; order[++n] = k }
-    split(val($0, "mode") == "generate" ? "tok_s ttft_p50_ms ttft_p99_ms itl_p50_ms itl_p99_ms rss_peak_mib errors" : "req_s lat_p50_ms lat_p99_ms rss_peak_mib errors", f, " ")
-    for (i in f) v[k, side, f[i]] = v[k, side, f[i]] " " val($0, f[i])
-}
-END {
-    for (i = 1; i <= n; i++) {
-        k = order[i]
-        split(k, p, " ")
-        gen = p[3] == "generate"
-        if (p[3] != last) {
-            if (gen) printf "\n%-7s %-5s %-10s %4s | %8s %8s %5s | %8s %8s %8s %8s | %7s %7s %7s %7s | %6s %6s | %s\n", "model", "dtype", "mode", "cl", "tok/s k", "tok/s l", "k/l", "ttft50 k", "ttft50 l", "ttft99 k", "ttft99 l", "itl50 k", "itl50 l", "itl99 k", "itl99 l", "rss k", "rss l", "errors k/l"
-            else printf "\n%-7s %-5s %-10s %4s | %8s %8s %5s | %8s %8s %8s %8s | %6s %6s | %s\n", "model", "dtype", "mode", "cl", "req/s k", "req/s l", "k/l", "p50 k", "p50 l", "p99 k", "p99 l", "rss k", "rss l", "errors k/l"
-            last = p[3]
-        }
-        if (gen) {
-            a = median(v[k, "kogpt2", "tok_s"]); b = median(v[k, "llama", "tok_s"])
-            printf "%-7s %-5s %-10s %4s | %8.1f %8.1f %5.2f | %8.1f %8.1f %8.1f %8.1f | %7.2f %7.2f %7.2f %7.2f | %6.0f %6.0f | %s/%s\n", p[1], p[2], p[3], p[4], a, b, b ? a / b : 0,
-                median(v[k, "kogpt2", "ttft_p50_ms"]), median(v[k, "llama", "ttft_p50_ms"]),
-                median(v[k, "kogpt2", "ttft_p99_ms"]), median(v[k, "llama", "ttft_p99_ms"]),
-                median(v[k, "kogpt2", "itl_p50_ms"]), median(v[k, "llama", "itl_p50_ms"]),
-                median(v[k, "kogpt2", "itl_p99_ms"]), median(v[k, "llama", "itl_p99_ms"]),
-                median(v[k, "kogpt2", "rss_peak_mib"]), median(v[k, "llama", "rss_peak_mib"]),
-                median(v[k, "kogpt2", "errors"]), median(v[k, "llama", "errors"])
-        } else {
-            a = median(v[k, "kogpt2", "req_s"]); b = median(v[k, "llama", "req_s"])
-            printf "%-7s %-5s %-10s %4s | %8.1f %8.1f %5.2f | %8.2f %8.2f %8.2f %8.2f | %6.0f %6.0f | %s/%s\n", p[1], p[2], p[3], p[4], a, b, b ? a / b : 0,
-                median(v[k, "kogpt2", "lat_p50_ms"]), median(v[k, "llama", "lat_p50_ms"]),
-                median(v[k, "kogpt2", "lat_p99_ms"]), median(v[k, "llama", "lat_p99_ms"]),
-                median(v[k, "kogpt2", "rss_peak_mib"]), median(v[k, "llama", "rss_peak_mib"]),
-                median(v[k, "kogpt2", "errors"]), median(v[k, "llama", "errors"])
-        }
-    }
-}' "$rows"
+summary "$rows"

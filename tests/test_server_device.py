@@ -120,11 +120,11 @@ def check_broken_libraries(build, gpu):
     libm = next((p for p in ("/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6",
                              "/lib64/libm.so.6") if os.path.exists(p)), None)
     cases = [("missing", None, "cannot open shared object file"),
-             ("not a library", b"not an ELF file\n" * 64, "invalid ELF header"),
-             ("no door", libm, "has no symbol kg_cuda_backend_lib"),
+             ("not ELF", b"not an ELF file\n" * 64, "invalid ELF header"),
+             ("without a door", libm, "has no symbol kg_cuda_backend_lib"),
              # tests/cuda_door_stub.c (ctest passes their paths)
-             ("another ABI", os.environ.get("KG_CUDA_STUB_ABI"), "is from another build"),
-             ("an op missing", os.environ.get("KG_CUDA_STUB_HOLE"), "op table is incomplete")]
+             ("of another ABI", os.environ.get("KG_CUDA_STUB_ABI"), "is from another build"),
+             ("with an op missing", os.environ.get("KG_CUDA_STUB_HOLE"), "op table is incomplete")]
     try:
         for what, content, want in cases:
             if os.path.exists(lib_path):
@@ -135,14 +135,14 @@ def check_broken_libraries(build, gpu):
             elif content and os.path.exists(content):
                 shutil.copy(content, lib_path)
             elif what != "missing":
-                print("  %s library: not checked (nothing to copy: %r)" % (what, content))
+                print("  libkgcuda.so %s: not checked (nothing to copy: %r)" % (what, content))
                 continue
             r = run_copy(exe, "cuda")
             msg = (r.stderr + r.stdout).strip().splitlines()
             msg = next((l for l in msg if "cuda backend" in l), " | ".join(msg[-3:]))
-            print("  %s library, --device cuda: exit %d: %s" % (what, r.returncode, msg))
+            print("  libkgcuda.so %s, --device cuda: exit %d: %s" % (what, r.returncode, msg))
             check(r.returncode == 1 and lib_path in msg and want in msg,
-                  "%s library: exit %d, %r (want %r and the path)" % (what, r.returncode, msg,
+                  "libkgcuda.so %s: exit %d, %r (want %r and the path)" % (what, r.returncode, msg,
                                                                      want))
             if not gpu:  # no GPU: auto never opens the library, whatever is there
                 os.environ["KG_BUILD_DIR"] = tmp
@@ -151,7 +151,7 @@ def check_broken_libraries(build, gpu):
                 finally:
                     os.environ["KG_BUILD_DIR"] = build
                 check("using the CPU" in line and not heavy,
-                      "%s library, --device auto: %r, mapped %s" % (what, line, heavy))
+                      "libkgcuda.so %s, --device auto: %r, mapped %s" % (what, line, heavy))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
