@@ -82,12 +82,20 @@ static int is_dir(const char *path) {
     return path[0] && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-char *kg_find_data_dir(const char *rel, char *buf, size_t cap) {
+int kg_exe_dir(char *buf, size_t cap, char *err) {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        const char *dir = dirname(exe);
+    if (n <= 0) return kg_err(err, KG_EIO, "readlink /proc/self/exe: %s", strerror(errno));
+    exe[n] = '\0';
+    const char *dir = dirname(exe);
+    if ((size_t)snprintf(buf, cap, "%s", dir) >= cap)
+        return kg_err(err, KG_EIO, "the program's directory is longer than %zu bytes", cap);
+    return KG_OK;
+}
+
+char *kg_find_data_dir(const char *rel, char *buf, size_t cap) {
+    char dir[PATH_MAX];
+    if (!kg_exe_dir(dir, sizeof dir, NULL)) {
         static const char *const UP[] = {"", "../", "../share/kogpt2/"};
         for (size_t i = 0; i < sizeof UP / sizeof UP[0]; i++) {
             snprintf(buf, cap, "%s/%s%s", dir, UP[i], rel);

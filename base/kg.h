@@ -44,6 +44,11 @@ static inline int kg_add_overflow(size_t a, size_t b, size_t *out) {
 const char *kg_version(void);
 const char *kg_commit(void);
 
+// The directory of the running program (/proc/self/exe, links resolved: build/ in a build
+// tree, PREFIX/bin installed) into buf. KG_OK, or KG_EIO with err filled (no /proc, or the
+// path does not fit in cap bytes).
+int kg_exe_dir(char *buf, size_t cap, char *err);
+
 // Finds one of the project's data directories (rel: "web", "models/default") for a program:
 // beside its binary (build/kogpt2d -> build/web), one level up (-> web/), in an installed
 // share/kogpt2/ next to bin/, or in the source tree it was built from. Writes the path into

@@ -113,6 +113,8 @@ typedef struct {
     KgDtype act_dtype;
     unsigned kv_dtypes;
 
+    // From here to the end only function pointers, every one set by every backend (the loader
+    // of a backend library checks each: cuda_load.c).
     // --- memory ---
     // Zeroed backend memory, aligned for any vector load; NULL on OOM.
     void *(*alloc)(KgBackend *be, size_t bytes);
@@ -250,12 +252,15 @@ KgBackend *kg_cpu_backend_new(int threads, char *err);
 // KG_EUNSUP in err when this processor lacks it. For tests and benchmarks.
 KgBackend *kg_cpu_backend_new_isa(int threads, const char *isa, char *err);
 
-// The CUDA backend (model/cuda/, built with KG_CUDA) on GPU `device`: weights, KV caches and
-// activations in device memory, matrices through cuBLAS. NULL with err filled when the build
-// has no CUDA (KG_EUNSUP) or no such GPU can be used (KG_EIO).
+// The CUDA backend (model/cuda/, built with KG_CUDA as libkgcuda.so beside the programs,
+// opened on the first call: cuda_load.c) on GPU `device`: weights, KV caches and activations
+// in device memory, matrices through cuBLAS. NULL with err filled when the build has no CUDA
+// (KG_EUNSUP), the library cannot be loaded (KG_EIO, naming the file and why), or no such GPU
+// can be used (KG_EIO). Thread-safe.
 KgBackend *kg_cuda_backend_new(int device, char *err);
-// GPUs the CUDA runtime sees; 0 in a build without CUDA or when there is no usable driver.
-// With a buffer, a one-line description of GPU 0, or "no GPU found (why)".
+// GPUs the NVIDIA driver sees (libcuda.so.1, probed once per process; the CUDA runtime and
+// cuBLAS stay unmapped); 0 in a build without CUDA or when there is no usable driver. With a
+// buffer, a one-line description of GPU 0, or "no GPU found (why)". Thread-safe.
 int kg_cuda_device_count(char *why, size_t why_size);
 
 // Picks a backend by name: "cpu", "cuda" (GPU 0; "cuda:N" for GPU N) or "auto" (the GPU
