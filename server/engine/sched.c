@@ -136,7 +136,7 @@ static int sched_sample(Sched *s, SchedJob *j, const float *logits) {
         row = s->penalized;
     }
     int id = sampler_sample(w->sampler, row);
-    if (id < 0) { // every logit NaN: nothing to draw (a broken model; never an index)
+    if (id < 0) { // every logit NaN (or banned): nothing to draw (a broken model; never an index)
         sched_job_finish(j, SCHED_DONE_ERROR, KG_EINTERNAL, "the model's logits are not numbers");
         return -1;
     }
