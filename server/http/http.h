@@ -53,7 +53,10 @@
 #define SRV_SHED_AFTER_S    1.0         // an admitted connection waiting this long may be shed
 #define SRV_WORK_THREADS    2           // default --work-threads
 #define SRV_MAX_WORK_QUEUE  64          // default --max-work-queue
-#define SRV_REQUEST_ID_MAX  128         // bytes of an X-Request-Id kept; a longer one is replaced
+#define SRV_TRIM_AFTER_BODY                                                                        \
+    (64u << 10)                // after a work-pool handler of a body this large:
+                               // malloc_trim (http.c, srv_work_run)
+#define SRV_REQUEST_ID_MAX 128 // bytes of an X-Request-Id kept; a longer one is replaced
 // Every text type says its charset: JSON needs none (RFC 8259: UTF-8), but clients that guess
 // read text without one as ISO-8859-1 (Python requests' iter_lines, decode_unicode=True)
 #define SRV_TYPE_JSON "application/json; charset=utf-8"
