@@ -3,6 +3,7 @@
 # test_server_http: the HTTP layer alone (its own route table, no model): JSON getters,
 #   static-file paths, metrics text, replies, body limits, suspend/resume, SSE, handlers on
 #   the work pool (a full queue is a 503, a GET is answered meanwhile).
+# test_server_admit: connection admission's decision and table (server/http/admit.h).
 # test_server_encode: tok_encode_max and its byte bound on the three tokenizers.
 # test_server_e2e: build/kogpt2d on 127.0.0.1 with a small random model and the shared v2
 #   tokenizer: every endpoint and every bad-input class; skips (77) without ../shared.
@@ -18,6 +19,10 @@ endif()
 
 kg_test(test_server_http SOURCES test_server_http.c LIBS kghttp LABELS server)
 set_tests_properties(test_server_http PROPERTIES TIMEOUT 60)
+# connection admission (issue 32 item 6, issue 33 item 2): the admit / refuse / cut decision
+# over its cases and every count of small limits, and its table over a client's sequential
+# connections (none refused) and the per-address limit (exactly its count); no sockets
+kg_test(test_server_admit SOURCES test_server_admit.c LIBS kghttp LABELS server)
 # the encode limit every prompt goes through (issue 24): tok_encode_max = encode + count,
 # its byte bound never refuses a text that fits, and it stops early
 kg_test(test_server_encode SOURCES test_server_encode.c LIBS kgtok LABELS server)
