@@ -38,6 +38,7 @@ struct SrvServer {
     atomic_int draining;
     atomic_size_t in_flight;
     WorkPool *pool;         // SRV_ROUTE_WORK handlers (NULL: they run on MHD's threads)
+    atomic_int trim_owed;   // a large body was handled since the last malloc_trim
     MHD_socket quiesced_fd; // the listening socket once srv_drain took it from MHD
     // open connections and the request-deadline watchdog, under conns_mu
     pthread_mutex_t conns_mu;
@@ -445,23 +446,31 @@ static enum MHD_Result srv_run_handler(SrvReq *r) {
     return ret;
 }
 
-// A work thread: the handler (or, the pool stopping, a 503), then MHD may have it back. After
-// a large body, the memory its parsing and encoding took goes back to the system: the many
-// small blocks of a tokenizer's lattice (SentencePiece: ~70 bytes per byte of text) stay in
-// this thread's malloc arena once freed, and glibc returns an arena's free pages only from
-// its top (four 1 MiB /v1/tokenize bodies left RSS +390 MB): malloc_trim releases them all.
+// A work thread: the handler (or, the pool stopping, a 503), then MHD may have it back. A
+// large body owes a malloc_trim once the pool is idle (srv_pool_idle).
 static void srv_work_run(void *arg, int cancelled) {
     SrvReq *r = arg;
     enum MHD_Result ret = cancelled ? srv_reply_error(r, 503, "the server is shutting down", NULL)
                                     : srv_run_handler(r);
-    size_t body = r->body.len; // (r is MHD's again once resumed)
+    if (r->body.len >= SRV_TRIM_AFTER_BODY) atomic_store(&r->srv->trim_owed, 1);
     pthread_mutex_lock(&r->mu);
     r->work.ret = ret;
     r->work.state = SRV_WORK_DONE;
     r->suspended = 0; // srv_work_start suspended it, and srv_wake left it so meanwhile
     MHD_resume_connection(r->conn);
     pthread_mutex_unlock(&r->mu);
-    if (body >= SRV_TRIM_AFTER_BODY) malloc_trim(0); // the reply is on its way meanwhile
+}
+
+// The work pool fell idle (workpool_on_idle). After a large body the memory its parsing and
+// encoding took goes back to the system: the many small blocks of a tokenizer's lattice
+// (SentencePiece: ~70 bytes per byte of text) stay in the work thread's malloc arena once
+// freed, and glibc returns an arena's pages only from its top (four 1 MiB /v1/tokenize bodies
+// left idle RSS +390 MB); malloc_trim releases every free page. Once per burst, when idle:
+// it walks every arena (tens of ms after a burst), which after each request would slow the
+// next one.
+static void srv_pool_idle(void *ctx) {
+    SrvServer *s = ctx;
+    if (atomic_exchange(&s->trim_owed, 0)) malloc_trim(0);
 }
 
 // MHD's thread: queues the request's handler on the pool and suspends it until it has run;
@@ -910,6 +919,7 @@ int srv_start(SrvServer **out, const SrvOptions *opt, char *err) {
         srv_free(s);
         return KG_ENOMEM;
     }
+    if (s->pool) workpool_on_idle(s->pool, srv_pool_idle, s);
     unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     // MHD's limit is above twice ours: admitted and refused connections (admit.h) fit, with
     // room for the refusals beyond their bound while every refused one is being answered;

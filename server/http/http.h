@@ -41,17 +41,15 @@
 #include "base/buf.h"
 #include "base/kg.h"
 
-#define SRV_MAX_BODY        (1u << 20)  // default --max-body
-#define SRV_LINGER_BYTES    (64u << 20) // a body over --max-body: read and dropped up to this
-#define SRV_MAX_CONNECTIONS 256         // default --max-connections
-#define SRV_STREAM_BLOCK    4096        // bytes MHD asks a streaming reader for at most
-#define SRV_REFUSED_GRACE_S 2.0         // a refused connection's request must arrive by then
-#define SRV_WORK_THREADS    2           // default --work-threads
-#define SRV_MAX_WORK_QUEUE  64          // default --max-work-queue
-#define SRV_TRIM_AFTER_BODY                                                                        \
-    (64u << 10)                // after a work-pool handler of a body this large:
-                               // malloc_trim (http.c, srv_work_run)
-#define SRV_REQUEST_ID_MAX 128 // bytes of an X-Request-Id kept; a longer one is replaced
+#define SRV_MAX_BODY        (1u << 20)   // default --max-body
+#define SRV_LINGER_BYTES    (64u << 20)  // a body over --max-body: read and dropped up to this
+#define SRV_MAX_CONNECTIONS 256          // default --max-connections
+#define SRV_STREAM_BLOCK    4096         // bytes MHD asks a streaming reader for at most
+#define SRV_REFUSED_GRACE_S 2.0          // a refused connection's request must arrive by then
+#define SRV_WORK_THREADS    2            // default --work-threads
+#define SRV_MAX_WORK_QUEUE  64           // default --max-work-queue
+#define SRV_TRIM_AFTER_BODY (256u << 10) // a work body this large: malloc_trim once idle (http.c)
+#define SRV_REQUEST_ID_MAX  128          // bytes of an X-Request-Id kept; a longer one is replaced
 // Every text type says its charset: JSON needs none (RFC 8259: UTF-8), but clients that guess
 // read text without one as ISO-8859-1 (Python requests' iter_lines, decode_unicode=True)
 #define SRV_TYPE_JSON "application/json; charset=utf-8"
