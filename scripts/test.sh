@@ -35,8 +35,8 @@ cmake --build build-asan
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 KG_POOL_LOOPS=2000000 \
     ctest --output-on-failure -j "$jobs" -E 'kogpt2_(f32|f16|bf16)')
 
-echo "== ThreadSanitizer build: the thread pool, the CPU kernels, the scheduler, training"
-tsan_tests='test_cpu_pool test_cpu_matmul test_cpu_matmul_q test_server_sched test_model_sampler test_train_accum'
+echo "== ThreadSanitizer build: the thread pool, the CPU kernels, the scheduler, training, HTTP"
+tsan_tests='test_cpu_pool test_cpu_matmul test_cpu_matmul_q test_server_sched test_model_sampler test_train_accum test_server_http'
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKG_WERROR=ON \
     -DKG_SANITIZE=thread >/dev/null
 # shellcheck disable=SC2086 # one target per word

@@ -818,6 +818,10 @@ static void srv_completed(void *cls, struct MHD_Connection *conn, void **req_cls
     srv_log_request(r, status, dt, aborted);
     srv_conn_arm(s, r->sc, 1); // the next request on this connection has its own deadline
     if (r->work.resp) MHD_destroy_response(r->work.resp); // held when the daemon stopped
+    // a thread that resumed r (a work thread ending its handler, srv_wake) may still be
+    // unlocking r->mu after the resume let MHD complete it: wait it out before the destroy
+    pthread_mutex_lock(&r->mu);
+    pthread_mutex_unlock(&r->mu);
     pthread_mutex_destroy(&r->mu);
     buf_free(&r->body);
     free(r);
