@@ -68,7 +68,7 @@ if(TARGET kogpt2d AND PYTHON3)
   add_test(NAME test_server_hardening
     COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_server_hardening.py)
   set_tests_properties(test_server_hardening PROPERTIES SKIP_RETURN_CODE 77 LABELS "server;e2e"
-    TIMEOUT 300 ENVIRONMENT "KG_BUILD_DIR=${CMAKE_BINARY_DIR}")
+    TIMEOUT 600 ENVIRONMENT "KG_BUILD_DIR=${CMAKE_BINARY_DIR}")
   set_tests_properties(test_server_abuse PROPERTIES SKIP_RETURN_CODE 77 LABELS "server;e2e"
     TIMEOUT 300 ENVIRONMENT "KG_SHARED_DIR=${KG_SHARED_DIR};KG_BUILD_DIR=${CMAKE_BINARY_DIR}")
 endif()
