@@ -233,7 +233,8 @@ def write_model(dirname, poison_pos, n_layer=1, n_embd=32, n_head=2, n_ctx=64, s
                 ("transformer.ln_f.bias", (C,), const(C, 0))]
     header, off = {}, 0
     for name, shape, data in tensors:
-        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [off, off + len(data)]}
+        header[name] = {"dtype": "F32", "shape": list(shape),
+                        "data_offsets": [off, off + len(data)]}
         off += len(data)
     h = json.dumps(header).encode()
     h += b" " * (-len(h) % 8)

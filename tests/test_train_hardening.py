@@ -97,7 +97,8 @@ def test_plot(w):
     for what, records in (
             ("losses 4e-15 apart at 9.2", [(1, 9.235016), (2, 9.235016000000004)]),
             ("steps 1e17 and 1e17 + 16", [(1e17, 1.0), (100000000000000016, 2.0)]),
-            ("steps 2^53 apart by 1", [(2.0 ** 53, 3.0), (2.0 ** 53 + 2, 3.5), (2.0 ** 53 + 4, 3.25)])):
+            ("steps 2^53 apart by 2",
+             [(2.0 ** 53, 3.0), (2.0 ** 53 + 2, 3.5), (2.0 ** 53 + 4, 3.25)])):
         log = os.path.join(w, "tiny.jsonl")
         with open(log, "w") as f:
             for step, loss in records:
