@@ -3,6 +3,7 @@
 # test_server_http: the HTTP layer alone (its own route table, no model): JSON getters,
 #   static-file paths, metrics text, replies, body limits, suspend/resume, SSE, handlers on
 #   the work pool (a full queue is a 503, a GET is answered meanwhile).
+# test_server_admit: connection admission's decision and table (server/http/admit.h).
 # test_server_encode: tok_encode_max and its byte bound on the three tokenizers.
 # test_server_<family> (KG_SERVER_E2E below): build/kogpt2d on 127.0.0.1, one script per
 #   endpoint family as llama.cpp's tools/server/tests/unit/test_<endpoint>.py are (issue 33
@@ -21,6 +22,10 @@ endif()
 
 kg_test(test_server_http SOURCES test_server_http.c LIBS kghttp LABELS server)
 set_tests_properties(test_server_http PROPERTIES TIMEOUT 60)
+# connection admission (issue 32 item 6, issue 33 item 2): the admit / refuse / cut decision
+# over its cases and every count of small limits, and its table over a client's sequential
+# connections (none refused) and the per-address limit (exactly its count); no sockets
+kg_test(test_server_admit SOURCES test_server_admit.c LIBS kghttp LABELS server)
 # the encode limit every prompt goes through (issue 24): tok_encode_max = encode + count,
 # its byte bound never refuses a text that fits, and it stops early
 kg_test(test_server_encode SOURCES test_server_encode.c LIBS kgtok LABELS server)
@@ -87,4 +92,12 @@ if(TARGET kogpt2d AND PYTHON3)
     COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_readme_examples.py)
   set_tests_properties(test_readme_examples PROPERTIES SKIP_RETURN_CODE 77 LABELS "server;e2e"
     TIMEOUT 300 ENVIRONMENT "KG_BUILD_DIR=${CMAKE_BINARY_DIR}")
+  # kogpt2d against an attacker and a careless operator (issue 32), on models/default: NUL bytes
+  # in the files it reads, a Responses stream cut short (second SIGTERM, a failure midway),
+  # unknown request fields refused by name, the connection admission under slow and
+  # sequential connections, RSS after large tokenize bodies
+  add_test(NAME test_server_hardening
+    COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_server_hardening.py)
+  set_tests_properties(test_server_hardening PROPERTIES SKIP_RETURN_CODE 77 LABELS "server;e2e"
+    TIMEOUT 600 ENVIRONMENT "KG_BUILD_DIR=${CMAKE_BINARY_DIR}")
 endif()

@@ -258,12 +258,19 @@ int main(void) {
     gpt2_close(&back);
 
     // what an --out holds, for the trainer's refusals (issue 13): a checkpoint, a model
-    // without the sidecar, nothing; a file or a directory with a subdirectory is no --out
+    // without the sidecar, nothing; a file or a directory with a subdirectory is no --out;
+    // a model beside a file no save writes is the user's (issue 32 item 4), named first
     CkptDirKind kind;
     char first[64];
     CHECK(!ckpt_dir_kind(ck, &kind, first, sizeof first, err) && kind == CKPT_DIR_CKPT);
-    CHECK(!ckpt_dir_kind(ex, &kind, first, sizeof first, err) && kind == CKPT_DIR_OTHER &&
+    CHECK(!ckpt_dir_kind(ex, &kind, first, sizeof first, err) && kind == CKPT_DIR_MODEL &&
           first[0]);
+    snprintf(path, sizeof path, "%s/notes.txt", ex);
+    FILE *nf = fopen(path, "w");
+    REQUIRE(nf && fputs("mine\n", nf) >= 0 && !fclose(nf), "%s", path);
+    CHECK(!ckpt_dir_kind(ex, &kind, first, sizeof first, err) && kind == CKPT_DIR_OTHER &&
+          !strcmp(first, "notes.txt"));
+    unlink(path);
     snprintf(path, sizeof path, "%s/none", dir);
     CHECK(!ckpt_dir_kind(path, &kind, NULL, 0, err) && kind == CKPT_DIR_EMPTY);
     mkdir(path, 0755);

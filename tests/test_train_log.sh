@@ -6,7 +6,7 @@
 # keeping exactly N checkpoints plus the best by validation loss; `--resume DIR` with no other
 # flag continuing the run exactly, flags given changing it (noted) except the shape
 # (refused); --val FILE|DIR and `eval` giving the trainer's own figures; the end-of-run
-# summary; export refusing a directory that holds files without --force; a new run refusing
+# summary; export replacing a model only with --force and never a user's file; a new run refusing
 # an earlier run's files beside its --out without --force; the CPU device line; prepare's
 # progress lines off a terminal.
 set -eu
@@ -173,14 +173,20 @@ train --data data --steps 2 --val-every 0 --out ck --force > f.log
   fail "--force left the earlier run's files: $(ls -d ck*)"
 echo "an earlier run's files beside --out: refused, --force replaced them"
 
-# export: a directory holding files is refused without --force; a checkpoint always
+# export: a model is replaced only with --force; a file that is no model's (issue 32 item 4)
+# and a checkpoint never
 mkdir m && echo x > m/notes.txt
-rc=0; "$B/kogpt2-train" export --from r --out m > x.log 2>&1 || rc=$?
-[ $rc = 1 ] && grep -q -- '--out m is not empty (it holds notes.txt): --force replaces it' x.log ||
-  fail "export into a non-empty directory gave $rc: $(cat x.log)"
-"$B/kogpt2-train" export --from r --out m --force > /dev/null
-[ -f m/model.safetensors ] && [ ! -e m/notes.txt ] || fail "export --force"
+for force in "" --force; do
+  rc=0; "$B/kogpt2-train" export --from r --out m $force > x.log 2>&1 || rc=$?
+  [ $rc = 1 ] && grep -q -- '--out m holds notes.txt, which is no model.s file' x.log &&
+    [ "$(ls m)" = notes.txt ] || fail "export $force into a user's directory gave $rc: $(cat x.log)"
+done
+"$B/kogpt2-train" export --from r --out m2 > /dev/null
+rc=0; "$B/kogpt2-train" export --from r --out m2 > x.log 2>&1 || rc=$?
+[ $rc = 1 ] && grep -q -- '--out m2 holds a model (.*): --force replaces it' x.log ||
+  fail "export over a model without --force gave $rc: $(cat x.log)"
+"$B/kogpt2-train" export --from r --out m2 --force > /dev/null || fail "export --force over a model"
 rc=0; "$B/kogpt2-train" export --from r --out ck --force > x.log 2>&1 || rc=$?
 [ $rc = 1 ] && grep -q 'holds a checkpoint' x.log || fail "export --force over a checkpoint: $rc"
-echo "export: refused a non-empty --out, replaced it with --force, never a checkpoint"
+echo "export: a model replaced with --force; a user's file and a checkpoint never"
 echo PASS

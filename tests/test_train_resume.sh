@@ -57,7 +57,7 @@ refused "$w/none" '--resume: no checkpoint in' run --steps 20 --out "$w/none" --
 [ ! -e "$w/none" ]
 mkdir "$w/model" && cp "$w/b/config.json" "$w/b/model.safetensors" "$w/b/tok.model" "$w/model/"
 refused "$w/model" 'but no train_state.bin' run --steps 20 --out "$w/model" --resume
-refused "$w/model" 'is not empty' run --steps 20 --out "$w/model"
+refused "$w/model" 'holds a model (' run --steps 20 --out "$w/model"
 # --resume with a shape that disagrees with the checkpoint's: named, with both values (run
 # gives the checkpoint's own shape, which --resume accepted above; a later flag wins)
 refused "$w/b" '--n-layer 3 disagrees with the checkpoint in '"$w/b"' (n_layer 2)' run \

@@ -22,6 +22,14 @@ kg_test(test_train_accum SOURCES test_train_accum.c LIBS kgtrain LABELS train)
 add_executable(weights_cmp tools/weights_cmp.c)
 target_link_libraries(weights_cmp PRIVATE kgmodel)
 
+# kogpt2-train against careless input (issue 32): plot's ticks and long lines, export --force,
+# empty directories (UBSan), grad_accum's bound on --resume; on models/default, no fixture
+if(PYTHON3)
+  add_test(NAME test_train_hardening COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_train_hardening.py)
+  set_tests_properties(test_train_hardening PROPERTIES SKIP_RETURN_CODE 77 LABELS train TIMEOUT 300
+    ENVIRONMENT "${KG_TRAIN_ENV}")
+endif()
+
 set(KG_TRAIN_TESTS test_train_shard)
 foreach(t resume kill signal prepare mpi rankdeath e2e lock log bpb multihost cutlink zero)
   add_test(NAME test_train_${t} COMMAND sh ${CMAKE_SOURCE_DIR}/tests/test_train_${t}.sh)

@@ -138,6 +138,10 @@ static int state_check_header(const char *path, const CkptState *st, uint64_t n_
                 {"grad_accum (--grad-accum)", st->grad_accum}};
     for (size_t i = 0; i < sizeof ones / sizeof ones[0]; i++)
         if (!ones[i].value) return kg_err(err, KG_EFORMAT, "%s: %s is 0", path, ones[i].name);
+    if (st->grad_accum > CKPT_MAX_GRAD_ACCUM) // a step that never ends, not a run's
+        return kg_err(err, KG_EFORMAT,
+                      "%s: grad_accum (--grad-accum) is %llu, over its limit of %d", path,
+                      (unsigned long long)st->grad_accum, CKPT_MAX_GRAD_ACCUM);
     size_t names_bytes, moments_bytes, want;
     if (n_names > SIZE_MAX || st->n_params > SIZE_MAX ||
         kg_mul_overflow((size_t)n_names, SHARD_NAME_MAX, &names_bytes) ||
@@ -269,6 +273,16 @@ int ckpt_exists(const char *dir) {
     return !access(path, R_OK);
 }
 
+// Whether name is a file that a save writes (ckpt.h: a model's or a checkpoint's).
+static int ckpt_file_ours(const char *name) {
+    static const char *const NAMES[] = {
+        "config.json",  "model.safetensors", "tokenizer.json",       CKPT_STATE_FILE,
+        CKPT_ARGS_FILE, CKPT_VAL_FILE,       "tokenizer_config.json"};
+    for (size_t i = 0; i < sizeof NAMES / sizeof NAMES[0]; i++)
+        if (!strcmp(name, NAMES[i])) return 1;
+    return ends_with(name, ".model") || ends_with(name, ".spiece"); // a SentencePiece tokenizer
+}
+
 int ckpt_dir_kind(const char *dir, CkptDirKind *kind, char *first, size_t cap, char *err) {
     *kind = CKPT_DIR_EMPTY;
     if (first && cap) first[0] = 0;
@@ -279,7 +293,7 @@ int ckpt_dir_kind(const char *dir, CkptDirKind *kind, char *first, size_t cap, c
         return kg_err(err, KG_EIO, "opendir %s: %s", dir, strerror(errno));
     }
     char path[4096];
-    int rc = KG_OK;
+    int rc = KG_OK, ckpt = 0, any = 0, foreign = 0;
     for (struct dirent *e; !rc && (e = readdir(d));) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
         kg_path_join(path, sizeof path, dir, e->d_name);
@@ -289,11 +303,15 @@ int ckpt_dir_kind(const char *dir, CkptDirKind *kind, char *first, size_t cap, c
                         dir, e->d_name);
             break;
         }
-        if (!strcmp(e->d_name, CKPT_STATE_FILE)) *kind = CKPT_DIR_CKPT;
-        if (*kind == CKPT_DIR_EMPTY) *kind = CKPT_DIR_OTHER;
-        if (first && cap && !first[0]) snprintf(first, cap, "%s", e->d_name);
+        ckpt |= !strcmp(e->d_name, CKPT_STATE_FILE);
+        int ours = ckpt_file_ours(e->d_name);
+        if (first && cap && (!any || (!ours && !foreign))) // the first file in the way, if any
+            snprintf(first, cap, "%s", e->d_name);
+        foreign |= !ours;
+        any = 1;
     }
     closedir(d);
+    if (!rc && any) *kind = ckpt ? CKPT_DIR_CKPT : foreign ? CKPT_DIR_OTHER : CKPT_DIR_MODEL;
     return rc;
 }
 

@@ -446,7 +446,7 @@ static int prep_path(Prep *p, const char *path, int named, char *err) {
         snprintf(names[n++], len, "%s/%s", path, e->d_name);
     }
     closedir(d);
-    if (!rc) qsort(names, n, sizeof *names, name_cmp);
+    if (!rc && n) qsort(names, n, sizeof *names, name_cmp); // (an empty directory: names NULL)
     for (size_t i = 0; i < n && !rc; i++)
         rc = prep_path(p, names[i], 0, err);
     for (size_t i = 0; i < n; i++)

@@ -152,6 +152,11 @@ static int run_check_out(const TrainArgs *a, int *resuming, char *err) {
     if (rc) return rc;
     *resuming = a->resume && kind == CKPT_DIR_CKPT;
     if (*resuming) return KG_OK;
+    if (kind == CKPT_DIR_OTHER) // the first save would replace the directory, and it with it
+        return kg_err(err, KG_EINVAL,
+                      "%s holds %s, which no checkpoint has: a run replaces only a checkpoint "
+                      "or a model (--force too); move it, or choose another --out",
+                      a->out_dir, first);
     if (a->force) return ckpt_remove_run_files(a->out_dir, err); // a new run's log, best, steps
     if (kind == CKPT_DIR_EMPTY && !a->resume && ckpt_run_files(a->out_dir, first, sizeof first))
         return kg_err(err, KG_EINVAL,
@@ -180,8 +185,8 @@ static int run_check_out(const TrainArgs *a, int *resuming, char *err) {
                       a->out_dir, (unsigned long long)step);
     }
     return kg_err(err, KG_EINVAL,
-                  "%s is not empty (it holds %s): a new run would replace it; --force to do so, "
-                  "or choose another --out",
+                  "%s holds a model (%s): a new run would replace it; --force to do so, or "
+                  "choose another --out",
                   a->out_dir, first);
 }
 
@@ -505,7 +510,7 @@ static int run_save_best(Run *r, const TrainArgs *a, uint64_t step, const ValRes
              "\"bytes\":%llu}\n",
              (unsigned long long)step, v->loss, v->bpb, (unsigned long long)v->tokens,
              (unsigned long long)r->val.bytes);
-    CkptFile f = {"val.json", json};
+    CkptFile f = {CKPT_VAL_FILE, json};
     return ckpt_save_files(dir, &r->m, KG_F32, r->tok_file, NULL, NULL, &f, 1, err);
 }
 

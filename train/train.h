@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ckpt.h"
 #include "dist.h"
 #include "model/safetensors.h"
 #include "val.h"
@@ -61,7 +62,7 @@ TrainArgs train_defaults(void);
 // `--resume DIR` alone continues it; shape and tokenizer come from config.json and the
 // tokenizer file beside it. Not kept: device, threads, stop_at, force, dist_timeout (this
 // machine's).
-#define TRAIN_ARGS_FILE "train_args.json"
+#define TRAIN_ARGS_FILE CKPT_ARGS_FILE
 
 // a as train_args.json's text: malloc'd (free()), NULL on OOM.
 char *train_args_json(const TrainArgs *a);

@@ -10,21 +10,24 @@
 #include "base/kg_json.h"
 #include "train.h"
 
-// The fields train_args.json holds besides the paths: name, where in TrainArgs, its kind.
+// The fields train_args.json holds besides the paths: name, where in TrainArgs, its kind,
+// and an upper bound where the kind's own would let a damaged file hang or overflow a run
+// (0: the kind's).
 typedef enum { F_U64, F_SIZE, F_FLOAT, F_INT, F_UNSIGNED } FieldKind;
 typedef struct {
     const char *name;
     size_t offset;
     FieldKind kind;
+    double hi;
 } Field;
 
 #define FIELD(name, member, kind)                                                                  \
-    { name, offsetof(TrainArgs, member), kind }
+    { name, offsetof(TrainArgs, member), kind, 0 }
 static const Field FIELDS[] = {
     FIELD("steps", steps, F_U64),
     FIELD("batch", B, F_SIZE),
     FIELD("seq", T, F_SIZE),
-    FIELD("grad_accum", grad_accum, F_SIZE),
+    {"grad_accum", offsetof(TrainArgs, grad_accum), F_SIZE, CKPT_MAX_GRAD_ACCUM},
     FIELD("lr", lr, F_FLOAT),
     FIELD("min_lr", min_lr, F_FLOAT), // -1: lr / 10
     FIELD("warmup", warmup, F_U64),
@@ -84,6 +87,9 @@ static int field_set(TrainArgs *a, const Field *f, const cJSON *j, const char *p
     if (!(x >= lo && x <= hi) || (whole && x != floor(x)))
         return kg_err(err, KG_EFORMAT, "%s: \"%s\" is not a %s", path, f->name,
                       whole ? "count" : "number");
+    if (f->hi && x > f->hi)
+        return kg_err(err, KG_EFORMAT, "%s: \"%s\" is %.0f, over its limit of %.0f", path, f->name,
+                      x, f->hi);
     if (f->kind == F_U64)
         *(uint64_t *)p = (uint64_t)x;
     else if (f->kind == F_SIZE)

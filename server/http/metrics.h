@@ -31,7 +31,8 @@ typedef struct {
 typedef enum {
     METRICS_REJ_MAX_CONNECTIONS, // 503: a connection over --max-connections
     METRICS_REJ_PER_IP,          // 503: over --max-connections-per-ip
-    METRICS_REJ_CLOSED,          // closed at once: twice a limit, nothing is held for it
+    METRICS_REJ_CLOSED,          // a refused connection still waiting for its request,
+                                 // closed to make room for a new one (admit.h)
     METRICS_REJ_SHED,            // an idle or slow connection closed to admit a new one
     METRICS_REJ_REQUEST_TIMEOUT, // the request did not arrive in time (or a refused one's)
     METRICS_REJ_WORK_QUEUE,      // 503: every work thread busy and --max-work-queue waiting
