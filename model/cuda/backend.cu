@@ -235,6 +235,7 @@ static const KgBackendOps CUDA_OPS = {
     .crossentropy_forward_backward = cuda_crossentropy_forward_backward,
     .adamw_update = cuda_adamw_update,
     .sum_squares = cuda_sum_squares,
+    .host_parallel = NULL, // the engine draws each row on its own thread (logits come to the host)
     .logits_topk = cuda_logits_topk,
 };
 
