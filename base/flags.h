@@ -5,7 +5,7 @@
 // kg_flags_help renders --help from the same rows, so the three never disagree.
 //
 // How to add a flag: one row in the program's table (kogpt2d: server/main_args.c, kogpt2:
-// cli/cmd_*.c, kogpt2-train: train/main.c) and the field it lands in, e.g.
+// cli/cmd_*.c, kogpt2-train: train/main_args.c) and the field it lands in, e.g.
 //
 //     {.name = "max-batch", .kind = KG_FLAG_INT, .metavar = "N", KG_FLAG_AT(MainArgs, max_batch),
 //      .def = "8", .min = 1, .max = 1024, .env = "KOGPT2_MAX_BATCH",

@@ -13,7 +13,7 @@ void progress_start(KgProgress *p, FILE *out, const char *what, uint64_t total, 
                       .step_pct = step_pct < 1     ? 1
                                   : step_pct > 100 ? 100
                                                    : step_pct,
-                      .t0 = kg_now()};
+                      .t0 = kg_now_s()};
     p->next_pct = p->step_pct;
 }
 
@@ -35,7 +35,7 @@ void progress_update(KgProgress *p, uint64_t done) {
     p->done = done;
     if (!p->out) return;
     if (p->tty) {
-        double t = kg_now();
+        double t = kg_now_s();
         if (t - p->t_drawn < 0.2) return;
         p->t_drawn = t;
         draw(p, done, t, "\033[K"); // clear what a longer line left
@@ -44,7 +44,7 @@ void progress_update(KgProgress *p, uint64_t done) {
     if (!p->total || p->next_pct > 100 || done * 100 < (uint64_t)p->next_pct * p->total) return;
     while (p->next_pct <= 100 && done * 100 >= (uint64_t)p->next_pct * p->total)
         p->next_pct += p->step_pct;
-    draw(p, done, kg_now(), "\n");
+    draw(p, done, kg_now_s(), "\n");
     p->drew_all = done >= p->total;
 }
 
@@ -54,6 +54,6 @@ void progress_advance(KgProgress *p, uint64_t bytes) {
 
 void progress_end(KgProgress *p, uint64_t done) {
     if (!p->out || (!p->tty && p->drew_all)) return;
-    draw(p, done, kg_now(), p->tty ? "\033[K\n" : "\n");
+    draw(p, done, kg_now_s(), p->tty ? "\033[K\n" : "\n");
     p->drew_all = 1;
 }

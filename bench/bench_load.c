@@ -46,9 +46,9 @@ static double parse_time(const char *dir, char *err) {
     size_t size;
     if (!single || kg_map_file(path, &map, &size, err)) return -1;
     SafeTensors st;
-    double t0 = kg_now();
+    double t0 = kg_now_s();
     int rc = pytorch ? pytorch_parse(&st, map, size, err) : safetensors_parse(&st, map, size, err);
-    double t = kg_now() - t0;
+    double t = kg_now_s() - t0;
     if (!rc) safetensors_close(&st);
     munmap(map, size);
     return rc ? -1 : t;
@@ -80,20 +80,20 @@ int main(int argc, char **argv) {
             const char *dir = argv[optind + d];
             t_parse[d * runs + r] = parse_time(dir, err);
             WeightSrc w;
-            double t0 = kg_now();
+            double t0 = kg_now_s();
             if (wsrc_open_dir(&w, dir, err)) {
                 fprintf(stderr, "bench_load: %s\n", err);
                 return 1;
             }
-            t_src[d * runs + r] = kg_now() - t0;
+            t_src[d * runs + r] = kg_now_s() - t0;
             wsrc_close(&w);
             Gpt2 m;
-            t0 = kg_now();
+            t0 = kg_now_s();
             if (gpt2_open(&m, dir, be, KG_DTYPE_AUTO, err)) {
                 fprintf(stderr, "bench_load: %s\n", err);
                 return 1;
             }
-            t_open[d * runs + r] = kg_now() - t0;
+            t_open[d * runs + r] = kg_now_s() - t0;
             snprintf(what[d], KG_ERRLEN, "%s", m.src.what);
             gpt2_close(&m);
         }

@@ -69,7 +69,7 @@ int main(int argc, char **argv) {
     double best = 1e30;
     size_t tokens = 0;
     for (int r = 0; r < rounds; r++) {
-        double t0 = kg_now();
+        double t0 = kg_now_s();
         tokens = 0;
         for (size_t i = 0; i < ls.n; i++) {
             int *ids;
@@ -81,7 +81,7 @@ int main(int argc, char **argv) {
             tokens += n;
             free(ids);
         }
-        double dt = kg_now() - t0;
+        double dt = kg_now_s() - t0;
         if (dt < best) best = dt;
     }
     report(impl, (double)ls.bytes, best);
@@ -92,16 +92,16 @@ int main(int argc, char **argv) {
         p += sprintf(p, "%s\n", ls.line[i]);
     int *ids = NULL;
     size_t n = 0;
-    double t0 = kg_now();
+    double t0 = kg_now_s();
     if (all && tok_encode(t, all, (size_t)(p - all), &ids, &n, err) == KG_OK) {
         char label[128];
         snprintf(label, sizeof(label), "%s, one call", impl);
-        report(label, (double)(p - all), kg_now() - t0);
+        report(label, (double)(p - all), kg_now_s() - t0);
         char *text = NULL;
-        t0 = kg_now();
+        t0 = kg_now_s();
         if (tok_decode(t, ids, n, &text, NULL, err) == KG_OK) {
             snprintf(label, sizeof(label), "%s, decode", impl);
-            report(label, (double)(p - all), kg_now() - t0);
+            report(label, (double)(p - all), kg_now_s() - t0);
         }
         free(text);
     }

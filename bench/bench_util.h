@@ -59,7 +59,7 @@ static inline double bench_read_bandwidth(int threads) {
     for (int rep = 0; rep < 3; rep++) {
         pthread_t th[64];
         BenchJob jobs[64];
-        double t0 = kg_now();
+        double t0 = kg_now_s();
         for (int t = 0; t < threads; t++) {
             jobs[t] = (BenchJob){buf + n / threads * t, n / threads, 0, 0};
             pthread_create(&th[t], NULL,
@@ -69,7 +69,7 @@ static inline double bench_read_bandwidth(int threads) {
         }
         for (int t = 0; t < threads; t++)
             pthread_join(th[t], NULL);
-        double bw = n * sizeof(float) / (kg_now() - t0);
+        double bw = n * sizeof(float) / (kg_now_s() - t0);
         best = bw > best ? bw : best;
     }
     free(buf);
@@ -125,14 +125,14 @@ static inline double bench_peak_flops(int threads) {
     BenchJob jobs[64];
     double best = 0;
     for (int rep = 0; rep < 3; rep++) {
-        double t0 = kg_now();
+        double t0 = kg_now_s();
         for (int t = 0; t < threads; t++) {
             jobs[t] = (BenchJob){NULL, 0, 0, iters};
             pthread_create(&th[t], NULL, job, &jobs[t]);
         }
         for (int t = 0; t < threads; t++)
             pthread_join(th[t], NULL);
-        double f = threads * (double)iters * per_iter / (kg_now() - t0);
+        double f = threads * (double)iters * per_iter / (kg_now_s() - t0);
         best = f > best ? f : best;
     }
     return best;

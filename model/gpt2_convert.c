@@ -35,7 +35,7 @@ static const char *const COPIED[] = {
 static int is_copied(const char *name) {
     for (size_t i = 0; i < sizeof COPIED / sizeof COPIED[0]; i++)
         if (!strcmp(name, COPIED[i])) return 1;
-    return kg_has_suffix(name, ".model") || kg_has_suffix(name, ".spiece"); // SentencePiece
+    return kg_ends_with(name, ".model") || kg_ends_with(name, ".spiece"); // SentencePiece
 }
 
 // Copies the regular file from to to (through a temporary name, renamed when complete);

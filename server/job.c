@@ -94,7 +94,7 @@ static void job_poll_choice(Job *job, size_t i) {
             const SchedToken *t = &toks[k];
             if (!t->prompt && t->id >= 0 && !job->first_token_seen) {
                 job->first_token_seen = 1;
-                metrics_first_token(kg_now() - job->t_start);
+                metrics_first_token(kg_now_s() - job->t_start);
             }
             if (!t->prompt && t->id >= 0) c->n_generated++;
             // (an entry with no text adds nothing: its text may be NULL)
@@ -157,16 +157,19 @@ static enum MHD_Result job_resume(SrvReq *r) {
     }
 }
 
-// The stream's last events: an error event in r's route's shape if a choice failed (the
-// others are cancelled), else the endpoint's.
+// The stream's last events: if a choice failed (the others are cancelled), the endpoint's
+// failure events or else an error event in r's route's shape; else the endpoint's end.
 static void job_stream_end(SrvReq *r, Job *job) {
     char err[KG_ERRLEN];
     int code = job_error(job, err);
     if (code) {
         for (size_t i = 0; i < job->n_choices; i++)
             sched_job_cancel(job->choices[i].sched_job);
-        if (job_sse_json(job, srv_req_error_json(r, srv_status_from_err(code), err, NULL)))
-            job->oom = 1;
+        int rc =
+            job->hooks->stream_fail
+                ? job->hooks->stream_fail(job, code, err)
+                : job_sse_json(job, srv_req_error_json(r, srv_status_from_err(code), err, NULL));
+        if (rc) job->oom = 1;
     } else if (job->hooks->stream_end && job->hooks->stream_end(job)) {
         job->oom = 1;
     }
@@ -195,7 +198,7 @@ enum MHD_Result job_run(SrvReq *r, Job *job, const SchedParams *params) {
     char err[KG_ERRLEN];
     r->ctx = job;
     r->done = job_done; // from here every path ends in job_done: it releases what was submitted
-    job->t_start = kg_now();
+    job->t_start = kg_now_s();
     for (size_t i = 0; i < job->n_choices; i++) {
         int rc = sched_submit(job->model->sched, &params[i], job_notify, r,
                               &job->choices[i].sched_job, err);

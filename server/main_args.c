@@ -57,6 +57,15 @@ static int main_set_key_file(void *field, const char *v, const char *from, char 
     return rc ? kg_err(err, rc == KG_ENOMEM ? rc : KG_EINVAL, "%s: %s", from, why) : KG_OK;
 }
 
+// --kv-dtype: a dtype the KV cache can hold (auto, f32, f16, bf16, q8_0; not q4_0).
+static int main_set_kv_dtype(void *field, const char *v, const char *from, char *err) {
+    int rc = kg_dtype_flag(field, v, from, err);
+    if (!rc && *(KgDtype *)field == KG_Q4_0)
+        return kg_err(err, KG_EINVAL,
+                      "%s: q4_0 is not a KV cache dtype: auto, f32, f16, bf16 or q8_0", from);
+    return rc;
+}
+
 static int main_set_log_format(void *field, const char *v, const char *from, char *err) {
     char why[KG_ERRLEN];
     if (log_format_parse(v, field, why)) return kg_err(err, KG_EINVAL, "%s: %s", from, why);
@@ -163,11 +172,21 @@ static const KgFlag MAIN_ROWS[] = {
      .kind = KG_FLAG_INT,
      .metavar = "N",
      KG_FLAG_AT(MainArgs, max_batch),
-     .def = "8",
+     .def = "64",
      .min = 1,
      .max = 1024,
      .env = "KOGPT2_MAX_BATCH",
-     .help = "sequences advanced together per step"},
+     .help = "sequences advanced together per step, at most; fewer when the KV cache is full"},
+    {.name = "max-batch-tokens",
+     .kind = KG_FLAG_INT,
+     .metavar = "N",
+     KG_FLAG_AT(MainArgs, batch_tokens),
+     .def = "32",
+     .min = 1,
+     .max = 1 << 16,
+     .env = "KOGPT2_MAX_BATCH_TOKENS",
+     .help = "rows per step: one per decoding sequence, prompt chunks in the rest (at least 16), "
+             "so a long prompt enters between the streams' tokens (a prompt alone: 256)"},
     {.name = "max-queue",
      .kind = KG_FLAG_INT,
      .metavar = "N",
@@ -177,6 +196,26 @@ static const KgFlag MAIN_ROWS[] = {
      .max = 1 << 20,
      .env = "KOGPT2_MAX_QUEUE",
      .help = "jobs waiting beyond the batch; more get 429"},
+    {.name = "kv-cache-mb",
+     .kind = KG_FLAG_INT,
+     .metavar = "N",
+     KG_FLAG_AT(MainArgs, kv_cache_mb),
+     .def = "0",
+     .min = 0,
+     .max = 1 << 24,
+     .env = "KOGPT2_KV_CACHE_MB",
+     .help = "the KV cache per model in MiB: blocks of 16 positions shared by prompts with a "
+             "common prefix; 0: enough for --max-batch full contexts, at most a quarter of the "
+             "memory"},
+    {.name = "kv-dtype",
+     .kind = KG_FLAG_FUNC,
+     .metavar = "T",
+     KG_FLAG_AT(MainArgs, kv_dtype),
+     .set = main_set_kv_dtype,
+     .def = "auto",
+     .env = "KOGPT2_KV_DTYPE",
+     .help = "the KV cache's dtype: auto (the backend's: f32), f32, f16, bf16, q8_0 (CPU; half "
+             "or a quarter of the bytes, logits move slightly)"},
     {.name = "cache-mb",
      .kind = KG_FLAG_INT,
      .metavar = "N",
@@ -185,7 +224,7 @@ static const KgFlag MAIN_ROWS[] = {
      .min = 0,
      .max = 1 << 20,
      .env = "KOGPT2_CACHE_MB",
-     .help = "prefix cache memory in MiB"},
+     .help = "of the KV cache, what prefixes nobody uses may keep, in MiB; 0: no prefix cache"},
     {.name = "dtype",
      .kind = KG_FLAG_FUNC,
      .metavar = "T",
@@ -295,8 +334,9 @@ static const KgFlag MAIN_ROWS[] = {
      .max = 65536,
      .env = "KOGPT2_MAX_CONNECTIONS_PER_IP",
      .help = "connections admitted from one client address; the next N get 503 + Retry-After, "
-             "more are closed at once; 0: no limit (behind a proxy or NAT every client has the "
-             "proxy's address, so set it only on a direct listener)"},
+             "more 503 in place of the address's longest-waiting refused connection; 0: no "
+             "limit (behind a proxy or NAT every client has the proxy's address, so set it only "
+             "on a direct listener)"},
     {.name = "max-tokenize",
      .kind = KG_FLAG_INT,
      .metavar = "N",

@@ -95,9 +95,9 @@ static void test_progress(void) {
 }
 
 static void test_small_helpers(void) {
-    CHECK(kg_has_suffix("model.json", ".json") && kg_has_suffix(".json", ".json"));
-    CHECK(kg_has_suffix("x", "") && !kg_has_suffix("json", ".json"));
-    CHECK(!kg_has_suffix("a.json.gz", ".json") && !kg_has_suffix("a.JSON", ".json"));
+    CHECK(kg_ends_with("model.json", ".json") && kg_ends_with(".json", ".json"));
+    CHECK(kg_ends_with("x", "") && !kg_ends_with("json", ".json"));
+    CHECK(!kg_ends_with("a.json.gz", ".json") && !kg_ends_with("a.JSON", ".json"));
     char dir[] = "/tmp/kg_base_XXXXXX", file[64], link[64];
     REQUIRE(mkdtemp(dir), "mkdtemp");
     snprintf(file, sizeof file, "%s/f", dir);
@@ -109,10 +109,10 @@ static void test_small_helpers(void) {
     unlink(link);
     unlink(file);
     rmdir(dir);
-    // kg_now lies between two readings of CLOCK_MONOTONIC taken around it
+    // kg_now_s lies between two readings of CLOCK_MONOTONIC taken around it
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
-    double t = kg_now();
+    double t = kg_now_s();
     clock_gettime(CLOCK_MONOTONIC, &b);
     double ta = (double)a.tv_sec + 1e-9 * (double)a.tv_nsec;
     double tb = (double)b.tv_sec + 1e-9 * (double)b.tv_nsec;

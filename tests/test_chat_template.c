@@ -1,11 +1,11 @@
 // test_chat_template.c — server/chat_template/ against Python's jinja2: every vector of
 // tests/chat_templates/vectors.json (real templates, the two defaults and one construct at a
-// time, written by make_vectors.py in the environment transformers renders templates in) must
-// render byte for byte, or fail where jinja2 fails. Then the refusals (what the subset lacks:
-// clear one-line errors naming the line), the limits (nesting, parts, names, output, memory,
-// work) and a mutation run over every vector template: no crash, no leak (ASan), and every
+// time, written by tests/tools/chat_template_vectors.py in the environment transformers renders
+// templates in) must render byte for byte, or fail where jinja2 fails. Then the refusals (what the
+// subset lacks: clear one-line errors naming the line), the limits (nesting, parts, names, output,
+// memory, work) and a mutation run over every vector template: no crash, no leak (ASan), and every
 // failure one line starting "chat template: ". With --diff it is the C side of
-// tests/chat_templates/diff_jinja2.py (random templates against jinja2; run by hand).
+// tests/tools/chat_template_diff_jinja2.py (random templates against jinja2; run by hand).
 #include <cjson/cJSON.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -485,7 +485,7 @@ static void test_api(const Conv *chat) {
     CHECK(render_src(b.s, b.n, chat, 0, NULL, NULL, &out, &n, err) == KG_EINVAL);
     size_t len = strlen(err);
     CHECK(valid_error(err) && strstr(err, "line break") && len < KG_ERRLEN);
-    CHECK(kg_has_suffix(err, "가")); // whole characters only
+    CHECK(kg_ends_with(err, "가")); // whole characters only
     free(b.s);
     // NUL bytes: in text they pass through; the length says where the prompt ends
     CHECK(render_src("a\0b{{ '\\0' }}", 13, chat, 0, NULL, NULL, &out, &n, err) == KG_OK &&
@@ -580,7 +580,7 @@ static void test_mutations(const cJSON *j_root, const Conv *chat) {
 
 // --diff: templates from stdin (each a 4-byte little-endian length, then its bytes) rendered
 // with vectors.json's "chat" conversation, the generation prompt, <s> and </s>; each answer
-// "OK <bytes>\n<text>" or "ERR <code> <message>\n". tests/chat_templates/diff_jinja2.py
+// "OK <bytes>\n<text>" or "ERR <code> <message>\n". tests/tools/chat_template_diff_jinja2.py
 // feeds it random templates and compares with jinja2.
 static int diff_mode(const Conv *chat) {
     unsigned char len4[4];
@@ -613,16 +613,16 @@ int main(int argc, char **argv) {
         free(chat.msgs), cJSON_Delete(j_root), free(text);
         return rc;
     }
-    double t0 = kg_now();
+    double t0 = kg_now_s();
     test_vectors(j_root, &chat);
     test_refusals(&chat);
-    double t1 = kg_now();
+    double t1 = kg_now_s();
     test_limits(&chat);
-    double t2 = kg_now();
+    double t2 = kg_now_s();
     test_api(&chat);
     test_mutations(j_root, &chat);
     printf("time: vectors and refusals %.2f s, limits %.2f s, api and mutations %.2f s\n", t1 - t0,
-           t2 - t1, kg_now() - t2);
+           t2 - t1, kg_now_s() - t2);
     free(chat.msgs);
     cJSON_Delete(j_root);
     free(text);

@@ -60,7 +60,7 @@ static int find_in_dir(const char *dir, char *out, size_t cap, char *err) {
     struct dirent *e;
     while ((e = readdir(d))) {
         const char *name = e->d_name;
-        if (!kg_has_suffix(name, ".model") && !kg_has_suffix(name, ".spiece")) continue;
+        if (!kg_ends_with(name, ".model") && !kg_ends_with(name, ".spiece")) continue;
         if (!strcmp(name, "tokenizer.model") ||
             (strcmp(best, "tokenizer.model") && (!best[0] || strcmp(name, best) < 0)))
             snprintf(best, sizeof(best), "%s", name);
@@ -109,7 +109,7 @@ int tok_open(Tokenizer **out, const char *path, char *err) {
     close(fd); // the loaders open it by name
     Tokenizer *t = calloc(1, sizeof(*t));
     if (!t) return kg_err(err, KG_ENOMEM, "open %s: out of memory", file);
-    if (kg_has_suffix(file, ".json") || looks_like_json(file)) {
+    if (kg_ends_with(file, ".json") || looks_like_json(file)) {
         t->kind = TOK_BPE;
         rc = tok_bpe_open(&t->bpe, file, err);
         if (!rc) tok_bpe_bounds(t->bpe, &t->piece_bytes, &t->bytes_per_token);

@@ -25,7 +25,7 @@
 #include "main_args.h"
 #include "model/safetensors.h"
 #include "plot.h"
-#include "shard.h"
+#include "prepare.h"
 #include "tokenizer/tokenizer.h"
 #include "train.h"
 
@@ -121,8 +121,9 @@ static int cmd_train(int argc, char **argv) {
     catch_stop_signals(); // after MPI_Init, so that ours are the handlers
     a.stop = &stop_signal;
     rc = train_run(&a, &d, d.rank == 0 ? stdout : NULL, err);
-    if (rc && d.size > 1)
-        fprintf(stderr, "kogpt2-train train (rank %d): %s\n", d.rank, err);
+    if (rc && d.size > 1) // mpirun forwards it: which rank, on which machine
+        fprintf(stderr, "kogpt2-train train (rank %d of %d on %s): %s\n", d.rank, d.size, d.host,
+                err);
     else if (rc)
         fprintf(stderr, "kogpt2-train train: %s\n", err);
     free(owned);
@@ -177,7 +178,7 @@ static int cmd_plot(int argc, char **argv) {
         fprintf(stderr, "kogpt2-train plot: path too long\n");
         return 2;
     }
-    size_t n = strlen(log) - (kg_has_suffix(log, ".jsonl") ? strlen(".jsonl") : 0);
+    size_t n = strlen(log) - (kg_ends_with(log, ".jsonl") ? strlen(".jsonl") : 0);
     snprintf(png, sizeof png, "%.*s.png", (int)n, log);
     const char *out = p.out ? p.out : png;
     char err[KG_ERRLEN];

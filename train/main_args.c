@@ -201,6 +201,10 @@ static int set_resume(void *field, const char *value, const char *from, char *er
     return value ? set_dir(&c->resume_dir, value, from, err) : KG_OK;
 }
 
+// --wire: the gradients' dtype between ranks (train_sync.h).
+static const KgFlagChoice WIRE_DTYPES[] = {
+    {"f32", KG_F32}, {"bf16", KG_BF16}, {"f16", KG_F16}, {NULL, 0}};
+
 // A count of the train table (>= least) landing in TrainArgs' member, and a number (>= least).
 #define COUNT(flag, member, meta, dflt, least, text)                                               \
     {                                                                                              \
@@ -324,6 +328,42 @@ static const KgFlag TRAIN_ROWS[] = {
      .help = "matmuls in f32, bf16 or fp16 (dynamic loss scaling) with f32 master weights; GPU "
              "only, the CPU computes in f32"},
     NUMBER("loss-scale", loss_scale, "65536", 1, "fp16: the loss scale's start"),
+    // several ranks (mpirun; README "Training on several machines")
+    {.name = "zero",
+     .kind = KG_FLAG_INT,
+     .metavar = "0|1",
+     KG_FLAG_AT(TrainCmd, a.zero),
+     .def = "0",
+     .min = 0,
+     .max = 1,
+     .help = "1: ZeRO-1, AdamW's moments sharded over the ranks (1/N each), gradients "
+             "reduce-scattered, weights all-gathered (CPU)"},
+    {.name = "bucket-mb",
+     .kind = KG_FLAG_NUM,
+     .opts = KG_FLAG_OPEN_LOW,
+     .metavar = "X",
+     KG_FLAG_AT(TrainCmd, a.bucket_mb),
+     .def = "8",
+     .lo = 0,
+     .hi = 8192,
+     .help = "gradients fused into all-reduces of X MiB, each sent as soon as backward has "
+             "filled it"},
+    {.name = "wire",
+     .kind = KG_FLAG_CHOICE,
+     .metavar = "T",
+     KG_FLAG_AT(TrainCmd, a.wire),
+     .choices = WIRE_DTYPES,
+     .def = "f32",
+     .help = "the gradients on the wire (bf16 and f16: half the bytes)"},
+    {.name = "dist-timeout",
+     .kind = KG_FLAG_NUM,
+     .metavar = "S",
+     KG_FLAG_AT(TrainCmd, a.dist_timeout),
+     .def = KG_FLAG_DEF(DIST_TIMEOUT_DEFAULT),
+     .lo = 0,
+     .hi = INFINITY,
+     .help = "a collective not done in S seconds ends the run with an error naming the step and "
+             "the ranks that did not answer; 0: no limit"},
     HELP_ROWS,
 };
 
@@ -344,7 +384,8 @@ static const KgFlagTable TRAIN_FLAGS = {
     "exits 0; a second one exits at once (the last complete checkpoint stays). Under\n"
     "mpirun send SIGUSR1 to mpirun (it forwards it) or any signal to one rank.\n"
     "A second run on a CKPT_DIR (or an export to it) that another holds is refused.\n"
-    "Under mpirun --batch is per rank; only rank 0 prints and writes checkpoints.\n"};
+    "Under mpirun --batch is per rank; only rank 0 prints and writes checkpoints\n"
+    "(README \"Training on several machines\": --zero, --bucket-mb, --wire, --dist-timeout).\n"};
 
 // The train table's defaults into c, a new run's arguments: -1, or 1 (a bug in the table).
 static int train_defaults(TrainCmd *c) {
@@ -368,6 +409,8 @@ static int train_flags(TrainCmd *c, int argc, char **argv) {
     for (size_t i = 0; i < sizeof SHAPE / sizeof SHAPE[0]; i++)
         if (kg_flags_from(&TRAIN_FLAGS, &seen, SHAPE[i].name) == KG_FLAG_FROM_ARG)
             c->a.shape_given |= SHAPE[i].bit;
+    // a resume at another world size changes --grad-accum only when it was not given
+    if (kg_flags_from(&TRAIN_FLAGS, &seen, "grad-accum") == KG_FLAG_FROM_ARG) c->a.accum_given = 1;
     int first = seen.first_arg;
     if (c->a.resume && !c->resume_dir && first + 1 == argc) // --resume DIR
         set_dir(&c->resume_dir, argv[first++], NULL, NULL);
@@ -388,7 +431,7 @@ static int train_flags(TrainCmd *c, int argc, char **argv) {
 // The checks after parsing: -1, or 2 with the reason (one line) for a usage error. A run that
 // --resume will refuse (no checkpoint there) skips the others: train_run says why. Counts of
 // 0 and a loss scale below 1 can only come from a checkpoint's train_args.json (the flags
-// refuse them).
+// refuse them), as can a --zero or --bucket-mb out of range.
 static int train_check(const TrainArgs *a) {
     const char *why = NULL;
     int ckpt = a->out_dir && ckpt_exists(a->out_dir), resuming = a->resume && ckpt;
@@ -411,6 +454,9 @@ static int train_check(const TrainArgs *a) {
         why = "--steps, --batch, --seq and --grad-accum must be at least 1";
     else if (!(a->loss_scale >= 1))
         why = "--loss-scale must be at least 1";
+    else if (a->zero < 0 || a->zero > 1 || !(a->bucket_mb > 0 && a->bucket_mb <= 8192))
+        why = "--zero must be 0 or 1 and --bucket-mb in (0, 8192] (the checkpoint's "
+              "train_args.json?)";
     return why ? usage_error(&TRAIN_FLAGS, why) : -1;
 }
 

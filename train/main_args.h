@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 #include "model/dtype.h"
-#include "shard.h"
+#include "prepare.h"
 #include "train.h"
 
 #define MAIN_MAX_INPUTS 4096 // prepare's --input given, together (a directory holds any number)

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "base/kg.h"
-#include "shard.h"
+#include "prepare.h"
 
 // Building a ValSet: documents appended one at a time, up to a budget.
 typedef struct {

@@ -1,9 +1,11 @@
+#define _GNU_SOURCE // pthread_setname_np
 #include "pool.h"
 
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,12 +93,12 @@ static void run_tasks(CpuPool *p, uint32_t loop, int thread) {
 
 // Waits until a loop newer than `seen` is published (or stop): spin first, then sleep.
 static uint32_t wait_for_loop(CpuPool *p, uint32_t seen) {
-    double spin_until = kg_now() + POOL_SPIN_NS * 1e-9;
+    double spin_until = kg_now_s() + POOL_SPIN_NS * 1e-9;
     for (unsigned i = 0;;) {
         uint32_t loop = (uint32_t)(atomic_load_explicit(&p->next, memory_order_acquire) >> 32);
         if (loop != seen || atomic_load(&p->stop)) return loop;
         backoff(&i);
-        if (i % 64 == 0 && kg_now() > spin_until) break;
+        if (i % 64 == 0 && kg_now_s() > spin_until) break;
     }
     pthread_mutex_lock(&p->mutex);
     uint32_t loop;
@@ -112,6 +114,9 @@ static void *worker_main(void *arg) {
     WorkerArg *w = arg;
     CpuPool *p = w->pool;
     uint32_t seen = 0;
+    char name[16]; // named for top -H and /proc/PID/task/*/comm (bench_serving's shares)
+    snprintf(name, sizeof name, "kg-pool-%d", w->thread);
+    pthread_setname_np(pthread_self(), name);
     for (;;) {
         seen = wait_for_loop(p, seen);
         if (atomic_load(&p->stop)) return NULL;

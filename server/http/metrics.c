@@ -280,12 +280,31 @@ static int metrics_render_gauges(KgBuf *b, const MetricsGauges *g) {
         {"kogpt2_batch_size", "Rows in the engine's last forward pass.", (double)g->batch_rows},
         {"kogpt2_requests_in_flight", "HTTP requests begun and not completed.",
          (double)g->in_flight},
-        {"kogpt2_cache_bytes", "Prefix cache memory in use.", (double)g->cache_bytes},
-        {"kogpt2_cache_capacity_bytes", "Prefix cache memory limit.", (double)g->cache_capacity},
-        {"kogpt2_cache_entries", "Prefixes held by the cache.", (double)g->cache_entries},
+        {"kogpt2_cache_bytes", "Prefix cache memory in use: its KV blocks and remembered logits.",
+         (double)g->cache_bytes},
+        {"kogpt2_cache_capacity_bytes",
+         "Prefix cache memory limit (--cache-mb of the KV cache, and the remembered logits).",
+         (double)g->cache_capacity},
+        {"kogpt2_cache_entries", "KV blocks held by the prefix cache.", (double)g->cache_entries},
+        {"kogpt2_kv_cache_bytes", "The KV cache pools' size (memory is used as blocks fill).",
+         (double)g->kv_bytes},
+        {"kogpt2_kv_block_refs",
+         "Block table entries of the running sequences: above the used blocks when they share.",
+         (double)g->kv_block_refs},
     };
     for (size_t i = 0; i < sizeof ENGINE / sizeof *ENGINE; i++)
         if (mb_gauge(b, ENGINE[i].name, ENGINE[i].help, ENGINE[i].v)) return KG_ENOMEM;
+    if (buf_printf(b,
+                   "# HELP kogpt2_kv_blocks KV cache blocks of 16 positions: held by sequences, "
+                   "kept for their prefix only, or free.\n# TYPE kogpt2_kv_blocks gauge\n"
+                   "kogpt2_kv_blocks{state=\"used\"} %zu\nkogpt2_kv_blocks{state=\"cached\"} %zu\n"
+                   "kogpt2_kv_blocks{state=\"free\"} %zu\n"
+                   "# HELP kogpt2_kv_preemptions_total Sequences whose KV blocks were taken back "
+                   "for a step and recomputed later.\n# TYPE kogpt2_kv_preemptions_total counter\n"
+                   "kogpt2_kv_preemptions_total %llu\n",
+                   g->kv_blocks_used, g->kv_blocks_cached, g->kv_blocks_free,
+                   (unsigned long long)g->kv_preemptions))
+        return KG_ENOMEM;
     if (buf_printf(b,
                    "# HELP kogpt2_connections Open connections: admitted, or refused (answered "
                    "503 and closed).\n# TYPE kogpt2_connections gauge\n"
