@@ -121,7 +121,9 @@ def test_flags_win(tmp):
 def test_help():
     h = subprocess.run([lib.kogpt2d_path(), "--help"], capture_output=True, text=True, timeout=30)
     check(h.returncode == 0, "--help exits 0")
-    entries = re.split(r"\n(?=  (?:-\w, )?\s*--)", h.stdout.split("\nserve:")[0])[1:]
+    # an entry starts "  -p, --port" or "      --host" (a wrapped help line that begins with
+    # a flag's name is indented further)
+    entries = re.split(r"\n(?=  (?:-\w, |    )--)", h.stdout.split("\nserve:")[0])[1:]
     flags = [re.match(r"\s*(?:-\w, )?\s*--([\w-]+)", e).group(1) for e in entries]
     check(len(flags) >= 30, "--help lists the flags: %r" % flags)
     for e, flag in zip(entries, flags):
