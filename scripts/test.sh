@@ -77,8 +77,10 @@ fi
 run_ctest build release -E '^test_deploy_build$'
 
 stage "ASan + UBSan build"
+# the CUDA library for one GPU architecture (the release build compiled both): the host code
+# that opens it (test_cuda_load, test_server_device) runs under the sanitizers, no kernel can
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKG_WERROR=ON \
-    -DKG_SANITIZE=address,undefined >/dev/null
+    -DKG_SANITIZE=address,undefined -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
 cmake --build build-asan
 # The reference data the fixtures write with Python (PyTorch checkpoints and log-probs, the
 # gradients, the tokenizer corpus) is the same for both builds: the release run's, whose
@@ -106,8 +108,9 @@ asan_left_out+='|^test_gpt2_quant_quality$|^test_deploy_(build|manifests|schemas
 stage "ThreadSanitizer: the thread pool, the CPU kernels, the KV blocks, the scheduler, HTTP, training"
 # test_train_zero runs the trainer's gradient reducer (its communication thread) under mpirun
 tsan_tests='test_cpu_pool test_cpu_matmul test_cpu_matmul_q test_model_kv test_server_sched test_server_workpool test_server_http test_model_sampler test_train_accum test_train_zero'
+# (no CUDA library: none of these tests opens it)
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKG_WERROR=ON \
-    -DKG_SANITIZE=thread >/dev/null
+    -DKG_SANITIZE=thread -DKG_CUDA=OFF >/dev/null
 # shellcheck disable=SC2086 # one target per word
 cmake --build build-tsan --target ${tsan_tests% test_train_zero} kogpt2-train weights_cmp
 # OpenBLAS's own threads are not instrumented: one thread, so that TSan sees every access
