@@ -97,10 +97,10 @@ stage "ASan + UBSan ctest"
 #   took 607 s (utf8), over 300 s each (parity: their timeout), 141 s (bpb: its timeout), 173 s
 #   (quant quality) and 132 s (quant, four models) under ASan;
 # - what has no code of ours under the sanitizers: docker/build.sh's Release build
-#   (test_deploy_build, from scratch in build-asan/deploy-build), the manifest checks (Python,
+#   and its CUDA build (test_deploy_build{,_cuda}, from scratch), the manifest checks (Python,
 #   node and promtool over YAML).
 asan_left_out='kogpt2_(f32|f16|bf16)$|^test_tok_parity(_v1)?$|^test_server_utf8$|^test_train_bpb$'
-asan_left_out+='|^test_gpt2_quant_quality$|^test_deploy_(build|manifests|schemas|rules)$'
+asan_left_out+='|^test_gpt2_quant_quality$|^test_deploy_(build|build_cuda|manifests|schemas|rules)$'
 (export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     KG_POOL_LOOPS=2000000
  run_ctest build-asan asan -E "$asan_left_out")
