@@ -8,13 +8,13 @@
 // cli/cmd_*.c, kogpt2-train: train/main_args.c) and the field it lands in, e.g.
 //
 //     {.name = "max-batch", .kind = KG_FLAG_INT, .metavar = "N", KG_FLAG_AT(MainArgs, max_batch),
-//      .def = "8", .min = 1, .max = 1024, .env = "KOGPT2_MAX_BATCH",
+//      .def = "64", .min = 1, .max = 1024, .env = "KOGPT2_MAX_BATCH",
 //      .help = "sequences advanced together per step"},
 //
 // gives --max-batch N and KOGPT2_MAX_BATCH, checked against 1..1024 ("kogpt2d: --max-batch
-// must be an integer in 1..1024, got '0'"), 8 until either is given, and the --help entry
+// must be an integer in 1..1024, got '0'"), 64 until either is given, and the --help entry
 //       --max-batch N       sequences advanced together per step (1..1024; default
-//                           8; env KOGPT2_MAX_BATCH)
+//                           64; env KOGPT2_MAX_BATCH)
 // (then say so where the README lists the program's flags). A value a kind cannot check (a dtype, a
 // NAME=DIR pair) is a KG_FLAG_FUNC row whose .set parses it. The order of precedence: the row's
 // .def, then its variable, then the flag; when the flag is given its variable is not read at all (a
