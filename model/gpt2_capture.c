@@ -1,7 +1,7 @@
 // gpt2_capture.c — the logit lens and the attention view of one position (gpt2_capture.h).
 //
 // Shapes: L layers, C channels, NH heads, hs = C / NH, V vocabulary, P = pos + 1 positions,
-// S = L + 1 stages (the embedding, then after each block).
+// S = L + 1 stages (the embedding, then after each block), P = att_pos + 1.
 #include "gpt2_capture.h"
 
 #include <math.h>
@@ -10,15 +10,18 @@
 #include "base/kg.h"
 #include "logits.h"
 
-int gpt2_capture_init(Gpt2Capture *c, const Gpt2 *m, size_t pos, int lens, int attention,
-                      char *err) {
+int gpt2_capture_init(Gpt2Capture *c, const Gpt2 *m, int lens, size_t lens_pos, int attention,
+                      size_t att_pos, char *err) {
     const Gpt2Config *cfg = &m->config;
     KgBackend *be = m->be;
-    const size_t L = cfg->n_layer, C = cfg->n_embd, P = pos + 1;
-    *c = (Gpt2Capture){.pos = pos, .lens = lens, .attention = attention};
-    if (pos >= cfg->n_ctx || (!lens && !attention))
-        return kg_err(err, KG_EINVAL, "capture: position %zu of %zu, lens %d, attention %d", pos,
-                      cfg->n_ctx, lens, attention);
+    const size_t L = cfg->n_layer, C = cfg->n_embd, P = att_pos + 1;
+    *c = (Gpt2Capture){
+        .lens = lens, .lens_pos = lens_pos, .attention = attention, .att_pos = att_pos};
+    if ((lens && lens_pos >= cfg->n_ctx) || (attention && att_pos >= cfg->n_ctx) ||
+        (!lens && !attention))
+        return kg_err(err, KG_EINVAL,
+                      "capture: lens %d at %zu, attention %d at %zu, of %zu positions", lens,
+                      lens_pos, attention, att_pos, cfg->n_ctx);
     int ok = 1;
     if (lens) ok = (c->resid = be->ops->alloc(be, (L + 1) * C * sizeof(float))) != NULL;
     if (ok && attention) {
@@ -46,20 +49,20 @@ void gpt2_capture_free(Gpt2Capture *c, const Gpt2 *m) {
 static void capture_seq(const Gpt2 *m, const Gpt2State *s, Gpt2Capture *c, const KgAttnSeq *a,
                         size_t stage) {
     KgBackend *be = m->be;
-    const size_t C = m->config.n_embd, P = c->pos + 1;
-    int holds_pos = c->pos >= a->pos0 && c->pos < a->pos0 + a->n;
-    size_t row = a->row0 + (c->pos - a->pos0); // pos's row, when this pass holds it
-    if (c->lens && holds_pos) {
+    const size_t C = m->config.n_embd, P = c->att_pos + 1;
+    if (c->lens && c->lens_pos >= a->pos0 && c->lens_pos < a->pos0 + a->n) {
+        size_t row = a->row0 + (c->lens_pos - a->pos0);
         be->ops->copy_rows(be, c->resid + stage * C, C, s->x + row * C, C, 1, C);
         c->resid_set = 1;
     }
-    if (!c->attention || stage == 0 || a->pos0 > c->pos) return;
+    if (!c->attention || stage == 0 || a->pos0 > c->att_pos) return;
     const size_t l = stage - 1;
     if (a->pos0 != c->k_next) c->k_gap = 1;              // positions before pos0 ran elsewhere
-    size_t n = a->pos0 + a->n <= P ? a->n : P - a->pos0; // its positions up to pos
+    size_t n = a->pos0 + a->n <= P ? a->n : P - a->pos0; // its positions up to att_pos
     const float *qkv = s->qkv + a->row0 * 3 * C;         // (n, 3C): q | k | v
     be->ops->copy_rows(be, c->k + (l * P + a->pos0) * C, C, qkv + C, 3 * C, n, C);
-    if (holds_pos) be->ops->copy_rows(be, c->q + l * C, C, s->qkv + row * 3 * C, 3 * C, 1, C);
+    if (c->att_pos < a->pos0 + a->n) // the query row of att_pos
+        be->ops->copy_rows(be, c->q + l * C, C, qkv + (c->att_pos - a->pos0) * 3 * C, 3 * C, 1, C);
     if (l + 1 == m->config.n_layer) c->k_next = a->pos0 + n; // every layer has these keys
 }
 
@@ -131,7 +134,7 @@ int gpt2_capture_lens(const Gpt2 *m, Gpt2Capture *c, size_t V, size_t k, const i
     const size_t S = cfg->n_layer + 1, Vm = cfg->vocab_size;
     *out = (Gpt2Lens){.n_stages = S, .k = k, .n_tracked = n_tracked};
     if (!c->lens || !c->resid_set)
-        return kg_err(err, KG_EINVAL, "lens: position %zu was not captured", c->pos);
+        return kg_err(err, KG_EINVAL, "lens: position %zu was not captured", c->lens_pos);
     if (k == 0 || k > V || V == 0 || V > Vm)
         return kg_err(err, KG_EINVAL, "lens: %zu tokens of %zu (vocabulary %zu)", k, V, Vm);
     for (size_t t = 0; t < n_tracked; t++)
@@ -182,12 +185,12 @@ int gpt2_capture_attention(const Gpt2 *m, const Gpt2Capture *c, float *att, char
     const Gpt2Config *cfg = &m->config;
     KgBackend *be = m->be;
     const size_t L = cfg->n_layer, C = cfg->n_embd, NH = cfg->n_head, hs = C / NH;
-    const size_t P = c->pos + 1;
+    const size_t P = c->att_pos + 1;
     if (!c->attention || c->k_gap || c->k_next != P)
         return kg_err(err, KG_EINVAL,
                       "attention: the attention view needs positions 0..%zu in this pass "
                       "(%zu of them ran)",
-                      c->pos, c->k_gap ? 0 : c->k_next);
+                      c->att_pos, c->k_gap ? 0 : c->k_next);
     const float *q = c->q, *k = c->k;
     float *q_host = NULL, *k_host = NULL;
     if (!be->ops->host_memory) { // a GPU: q and k come to the host once

@@ -128,6 +128,13 @@ struct ApiField {
 int api_fields(const ApiRequest *q, const ApiField *fields, size_t n, void *out, const char **param,
                char *err);
 
+// KG_OK when every member of the object j_obj is one of fields[0..n); else KG_EINVAL with err
+// naming the first other one and the fields there are: "explain: unknown field 'lense'
+// (fields: lens, top_k, attention, position)" (what names it is what, the object's name). A
+// nested object of options refuses a misspelt one rather than ignoring it.
+int api_known_fields(const cJSON *j_obj, const ApiField *fields, size_t n, const char *what,
+                     char *err);
+
 // Sampling parameters shared by /v1/generate, completions and chat.
 typedef struct {
     long long max_tokens, top_k, n_logprobs, seed;

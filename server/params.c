@@ -135,6 +135,24 @@ int api_fields(const ApiRequest *q, const ApiField *fields, size_t n, void *out,
     return KG_OK;
 }
 
+int api_known_fields(const cJSON *j_obj, const ApiField *fields, size_t n, const char *what,
+                     char *err) {
+    for (const cJSON *j = j_obj ? j_obj->child : NULL; j; j = j->next) {
+        size_t i = 0;
+        while (i < n && strcmp(j->string, fields[i].name))
+            i++;
+        if (i < n) continue;
+        char known[KG_ERRLEN] = "";
+        size_t len = 0;
+        for (size_t k = 0; k < n && len < sizeof known; k++)
+            len += (size_t)snprintf(known + len, sizeof known - len, "%s%s", k ? ", " : "",
+                                    fields[k].name);
+        return kg_err(err, KG_EINVAL, "%s: unknown field '%.*s' (fields: %s)", what,
+                      api_quote_len(j->string, 64), j->string, known);
+    }
+    return KG_OK;
+}
+
 // --- the sampling fields ---
 
 // A seed when the client gave none: different for every request.

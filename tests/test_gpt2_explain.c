@@ -214,8 +214,8 @@ static void run_case(const char *ref_dir, const char *arg) {
     memcpy(plain, s.logits_host, V * sizeof *plain);
     double lse = logits_logsumexp(plain, V, 1.0f);
     Gpt2Capture last, mid;
-    REQUIRE(!gpt2_capture_init(&last, &m, n - 1, 1, 1, err), "%s", err);
-    REQUIRE(!gpt2_capture_init(&mid, &m, ap, 0, 1, err), "%s", err);
+    REQUIRE(!gpt2_capture_init(&last, &m, 1, n - 1, 1, n - 1, err), "%s", err);
+    REQUIRE(!gpt2_capture_init(&mid, &m, 0, 0, 1, ap, err), "%s", err);
     kv_truncate(&kv0, 0);
     kv_truncate(&kv1, 0);
     Gpt2Capture *const both[2] = {&last, &mid};
@@ -252,7 +252,7 @@ static void run_case(const char *ref_dir, const char *arg) {
 
     // (d) a sequence that starts from a copied prefix: the lens works, the attention is refused
     Gpt2Capture gap;
-    REQUIRE(!gpt2_capture_init(&gap, &m, n - 1, 1, 1, err), "%s", err);
+    REQUIRE(!gpt2_capture_init(&gap, &m, 1, n - 1, 1, n - 1, err), "%s", err);
     REQUIRE(!kv_copy(&kv1, &kv0, n - 1, &m, err), "%s", err);
     Gpt2Seq tail = {.kv = &kv1, .tokens = r.tokens + n - 1, .n = 1, .logits = GPT2_LOGITS_LAST};
     Gpt2Capture *const alone[1] = {&gap};
@@ -264,8 +264,8 @@ static void run_case(const char *ref_dir, const char *arg) {
     CHECK(lens.final_id == lens.top[(size_t)r.L * 5].id && lens.rank[(size_t)r.L] >= 1);
     gpt2_lens_free(&lens);
     Gpt2Capture none; // nothing asked, or a position past the context
-    CHECK(gpt2_capture_init(&none, &m, 0, 0, 0, err) == KG_EINVAL);
-    CHECK(gpt2_capture_init(&none, &m, m.config.n_ctx, 1, 0, err) == KG_EINVAL);
+    CHECK(gpt2_capture_init(&none, &m, 0, 0, 0, 0, err) == KG_EINVAL);
+    CHECK(gpt2_capture_init(&none, &m, 1, m.config.n_ctx, 0, 0, err) == KG_EINVAL);
 
     gpt2_capture_free(&gap, &m);
     gpt2_capture_free(&last, &m);

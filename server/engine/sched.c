@@ -50,8 +50,9 @@ struct Sched {
     PCache *cache;
     SchedJob **active; // (max_batch) the jobs being advanced, in admission order
     size_t n_active;
-    Gpt2Seq *seqs;        // (max(max_batch, SCHED_SPEC_CANDIDATES)) a step's sequences
-    SchedPlanEntry *plan; // (max_batch) each sequence's job and first logits row
+    Gpt2Seq *seqs;          // (max(max_batch, SCHED_SPEC_CANDIDATES)) a step's sequences
+    SchedPlanEntry *plan;   // (max_batch) each sequence's job and first logits row
+    Gpt2Capture **captures; // (max_batch) each sequence's capture in a step, or NULL
     Speculation spec;
     float *penalized; // (V) a row with a job's penalties and UTF-8 mask, sampled instead of the raw
     SamplerUtf8 utf8; // the tokenizer's byte tokens, for utf8_strict (sampler_utf8.h)
@@ -106,13 +107,67 @@ static void sched_spec_remember(Sched *s, const SchedParams *p, const KgCandidat
         sp->candidates[i] = candidates[i].id;
 }
 
+// The job's capture (its lens and attention view) is no longer needed.
+static void sched_capture_free(Sched *s, SchedJob *j) {
+    if (!j->work.capture) return;
+    gpt2_capture_free(j->work.capture, s->m);
+    free(j->work.capture);
+    j->work.capture = NULL;
+}
+
+// What j asked to see of its answer (SchedParams.lens, .attention), from its capture, the lens
+// following the answer's first candidates: NULL with *rc KG_OK when it asked nothing; NULL with
+// *rc and err set on failure. Costs the LM head over L + 1 rows (the lens) and L NH (P) dot
+// products of hs on the host (the attention).
+static SchedExplain *sched_explain(Sched *s, SchedJob *j, const KgCandidate *candidates, int *rc,
+                                   char *err) {
+    const SchedParams *p = &j->in.p;
+    const Gpt2Config *cfg = &s->m->config;
+    *rc = KG_OK;
+    if (!j->work.capture) return NULL;
+    SchedExplain *e = calloc(1, sizeof *e);
+    if (!e) {
+        *rc = kg_err(err, KG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (p->lens) {
+        int tracked[SCHED_LENS_TRACK];
+        size_t n = candidates ? p->n_candidates : 0;
+        n = n < SCHED_LENS_TRACK ? n : SCHED_LENS_TRACK;
+        for (size_t i = 0; i < n; i++)
+            tracked[i] = candidates[i].id;
+        *rc = gpt2_capture_lens(s->m, j->work.capture, s->V, p->lens_k, tracked, n, &e->lens, err);
+    }
+    if (!*rc && p->attention) {
+        e->layers = cfg->n_layer;
+        e->heads = cfg->n_head;
+        e->attention_pos = p->attention_pos; // < n_ctx: the product stays small
+        e->attention = malloc(e->layers * e->heads * (p->attention_pos + 1) * sizeof(float));
+        *rc = e->attention ? gpt2_capture_attention(s->m, j->work.capture, e->attention, err)
+                           : kg_err(err, KG_ENOMEM, "out of memory");
+    }
+    sched_capture_free(s, j);
+    if (*rc) {
+        sched_explain_free(e);
+        return NULL;
+    }
+    return e;
+}
+
 static void sched_answer_next_token(Sched *s, SchedJob *j, const float *logits) {
     const SchedParams *p = &j->in.p;
-    int oom;
+    int oom, rc;
+    char err[KG_ERRLEN];
     KgCandidate *candidates = sched_candidates(s, logits, p->n_candidates, p->temperature, &oom);
     // the exact entropy needs the whole row, which only the engine holds: once per answer
     double entropy = logits_entropy(logits, s->V, p->temperature > 0 ? p->temperature : 1.0f);
-    if (oom || sched_job_emit_answer(j, candidates, p->n_candidates, entropy)) {
+    SchedExplain *explain = oom ? NULL : sched_explain(s, j, candidates, &rc, err);
+    if (!oom && rc) {
+        free(candidates);
+        sched_job_finish(j, SCHED_DONE_ERROR, rc, err);
+        return;
+    }
+    if (oom || sched_job_emit_answer(j, candidates, p->n_candidates, entropy, explain)) {
         sched_job_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, "out of memory");
         return;
     }
@@ -317,6 +372,24 @@ static int sched_start_generation(Sched *s, SchedJob *j) {
     return KG_OK;
 }
 
+// The capture of a next-token job that asked for its lens or attention view. KG_OK, or an
+// error with the job finished.
+static int sched_capture_new(Sched *s, SchedJob *j) {
+    const SchedParams *p = &j->in.p;
+    char err[KG_ERRLEN];
+    Gpt2Capture *c = calloc(1, sizeof *c);
+    int rc = c ? gpt2_capture_init(c, s->m, p->lens, p->n_tokens - 1, p->attention,
+                                   p->attention_pos, err)
+               : kg_err(err, KG_ENOMEM, "out of memory");
+    if (rc) {
+        free(c);
+        sched_job_finish(j, SCHED_DONE_ERROR, rc, err);
+        return rc;
+    }
+    j->work.capture = c;
+    return KG_OK;
+}
+
 // Starts j's KV from the longest cached prefix of its prompt. 1 when that answered the job
 // (a next-token prompt cached whole) or finished it.
 static int sched_reuse_prefix(Sched *s, SchedJob *j) {
@@ -324,7 +397,8 @@ static int sched_reuse_prefix(Sched *s, SchedJob *j) {
     char err[KG_ERRLEN];
     size_t match;
     const PCacheEntry *e = pcache_lookup(s->cache, p->tokens, p->n_tokens, &match);
-    if (e && match == p->n_tokens && e->n == match) { // the whole prompt is cached
+    int explain = p->lens || p->attention; // its passes must hold what it shows
+    if (e && match == p->n_tokens && e->n == match && !explain) { // the whole prompt is cached
         sched_set_cached(j, match);
         if (p->kind == SCHED_NEXT_TOKEN) {
             sched_prompt_done(s, j, e->logits);
@@ -339,6 +413,7 @@ static int sched_reuse_prefix(Sched *s, SchedJob *j) {
         return j->out.state != SCHED_RUNNING; // (only this thread writes it)
     }
     if (match > p->n_tokens - 1) match = p->n_tokens - 1; // the last token must run
+    if (p->attention) match = 0;                          // and every key the view reads
     if (e && match && kv_copy(&j->work.kv, &e->kv, match, s->m, err)) match = 0;
     j->work.n_fed = match;
     sched_set_cached(j, match);
@@ -355,6 +430,7 @@ static int sched_admit(Sched *s, SchedJob *j) {
     j->out.stats.prompt_tokens = p->n_tokens;
     pthread_mutex_unlock(&j->out.mu);
     if (p->kind == SCHED_GENERATE && sched_start_generation(s, j)) return 1;
+    if ((p->lens || p->attention) && sched_capture_new(s, j)) return 1;
     if (p->score_prompt) { // every position's logits are needed: no cached prefix
         if (!(j->work.prompt_stream = tok_stream_new(s->tok))) {
             sched_job_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, "out of memory");
@@ -368,6 +444,7 @@ static int sched_admit(Sched *s, SchedJob *j) {
 // A finished job leaves the engine: its cache is freed, its figures counted, its owner woken.
 static void sched_drop(Sched *s, SchedJob *j) {
     kv_free(&j->work.kv, s->m);
+    sched_capture_free(s, j);
     pthread_mutex_lock(&s->shared.mu);
     s->shared.n_busy--;
     s->shared.gauges.cached_tokens_total += j->out.stats.cached_tokens;
@@ -451,7 +528,11 @@ static void sched_step(Sched *s) {
     size_t rows, n_seq = sched_plan_step(s->active, s->n_active, s->opt.prefill_chunk, s->seqs,
                                          s->plan, &rows);
     char err[KG_ERRLEN];
+    for (size_t i = 0; i < n_seq; i++) // what the lens and attention views keep, where asked
+        s->captures[i] = s->plan[i].job->work.capture;
+    s->st.captures = s->captures;
     int rc = gpt2_forward(s->m, &s->st, s->seqs, n_seq, err);
+    s->st.captures = NULL; // (the speculative pass has none)
     for (size_t i = 0; i < n_seq; i++)
         sched_consume(s, &s->plan[i], &s->seqs[i], rc, err);
     pthread_mutex_lock(&s->shared.mu);
@@ -589,6 +670,7 @@ static void sched_free_memory(Sched *s) {
     free(s->seqs);
     free(s->penalized);
     free(s->plan);
+    free(s->captures);
     free(s->active);
     gpt2_state_free(&s->st, s->m);
     free(s);
@@ -604,9 +686,10 @@ static int sched_alloc_buffers(Sched *s) {
     s->cache = pcache_new(s->m, s->opt.cache_mb << 20);
     s->seqs = calloc(sched_max_seqs(&s->opt), sizeof *s->seqs);
     s->plan = calloc(s->opt.max_batch, sizeof *s->plan);
+    s->captures = calloc(s->opt.max_batch, sizeof *s->captures);
     s->penalized = malloc(s->m->config.vocab_size * sizeof *s->penalized);
     s->active = calloc(s->opt.max_batch, sizeof *s->active);
-    return s->cache && s->seqs && s->plan && s->active && s->penalized;
+    return s->cache && s->seqs && s->plan && s->captures && s->active && s->penalized;
 }
 
 int sched_start(Sched **out, const Gpt2 *m, const Tokenizer *tok, const SchedOptions *opt,
@@ -689,6 +772,13 @@ static int sched_check_params(const Sched *s, const SchedParams *p, char *err) {
         return kg_err(err, KG_EINVAL, "top_p must be in (0, 1]");
     if (p->score_prompt && p->kind != SCHED_GENERATE)
         return kg_err(err, KG_EINVAL, "only a generation scores its prompt");
+    if ((p->lens || p->attention) && p->kind != SCHED_NEXT_TOKEN)
+        return kg_err(err, KG_EINVAL, "only a next-token answer has a lens or attention view");
+    if (p->lens && (p->lens_k == 0 || p->lens_k > s->V))
+        return kg_err(err, KG_EINVAL, "lens: top_k must be in 1..%zu", s->V);
+    if (p->attention && p->attention_pos >= p->n_tokens)
+        return kg_err(err, KG_ERANGE, "attention: position %zu is past the prompt's %zu tokens",
+                      p->attention_pos, p->n_tokens);
     for (size_t i = 0; i < p->n_stop; i++)
         if (!p->stop[i] || !p->stop[i][0])
             return kg_err(err, KG_EINVAL, "stop strings must not be empty");

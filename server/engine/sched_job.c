@@ -17,6 +17,7 @@ void sched_job_free(SchedJob *j) {
     for (size_t i = 0; i < j->out.n; i++) {
         free((char *)j->out.tokens[i].text);
         free((KgCandidate *)j->out.tokens[i].candidates);
+        sched_explain_free((SchedExplain *)j->out.tokens[i].explain);
     }
     free(j->out.tokens);
     free(j->in.tokens);
@@ -104,6 +105,7 @@ end:
     if (rc) {
         free((char *)t->text);
         free((KgCandidate *)t->candidates);
+        sched_explain_free((SchedExplain *)t->explain);
     }
     return rc;
 }
@@ -130,12 +132,20 @@ int sched_job_emit_score(SchedJob *j, int id, float logprob, char *text, size_t 
                                            .rank = rank});
 }
 
-int sched_job_emit_answer(SchedJob *j, KgCandidate *candidates, size_t n_candidates,
-                          double entropy) {
+int sched_job_emit_answer(SchedJob *j, KgCandidate *candidates, size_t n_candidates, double entropy,
+                          SchedExplain *explain) {
     return sched_job_push(j, &(SchedToken){.id = -1,
                                            .candidates = candidates,
                                            .n_candidates = n_candidates,
-                                           .entropy = entropy});
+                                           .entropy = entropy,
+                                           .explain = explain});
+}
+
+void sched_explain_free(SchedExplain *e) {
+    if (!e) return;
+    gpt2_lens_free(&e->lens);
+    free(e->attention);
+    free(e);
 }
 
 void sched_job_finish(SchedJob *j, SchedState state, int code, const char *msg) {
