@@ -45,6 +45,12 @@ if(TARGET kogpt2d AND PYTHON3)
   add_test(NAME test_server_score COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_server_score.py)
   set_tests_properties(test_server_score PROPERTIES SKIP_RETURN_CODE 77 LABELS "server;e2e"
     TIMEOUT 300 ENVIRONMENT "KG_BUILD_DIR=${CMAKE_BINARY_DIR}")
+  # /v1/next-token's explain (issue 36 items 1, 2): the lens and the attention view on the
+  # default model against a hand-written torch GPT-2 (tests/ref/explain_ref.py)
+  add_test(NAME test_server_explain
+    COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_server_explain.py)
+  set_tests_properties(test_server_explain PROPERTIES SKIP_RETURN_CODE 77 LABELS "server;e2e;parity"
+    TIMEOUT 300 ENVIRONMENT "KG_BUILD_DIR=${CMAKE_BINARY_DIR}")
   # several models in one daemon (issue 26 item 13): routing by "model", /v1/models, 404s,
   # streams on the second model, a single model's answers unchanged
   add_test(NAME test_server_models
