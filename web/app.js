@@ -24,6 +24,14 @@
 // likely tokens there, and a histogram counts the prompt's ranks in top 10 / 100 / 1000 /
 // beyond. On a phone the candidates come before the token colours (on the first screen), and
 // pressing and holding a candidate peeks at it (a tap still chooses).
+//
+// Issue 36: how the model reached its guess, from /v1/next-token's "explain". Layer by layer
+// (the logit lens): a grid of each layer's best tokens beside the candidates, following the
+// candidate hovered, focused or peeked at (its rank at every layer, its cells marked); asked
+// after the candidates are shown, so a click stays as fast. Where it looks: hovering or focusing
+// a prompt token marks, under the tokens up to it, its attention in the chosen layer and head
+// (or the heads' mean); the tokens keep GLTR's colours. Token colours use the histogram's rank
+// buckets (top 10 / 100 / 1000 / beyond).
 'use strict';
 
 const $ = (id) => document.getElementById(id);
@@ -31,6 +39,8 @@ const TOP_K = 10;      // candidates shown
 const PEEK_K = 5;     // a candidate's own next tokens
 const ALT_K = 5;      // a prompt token's alternatives in its tooltip (GLTR's five)
 const HOLD_MS = 450;  // a touch held this long on a candidate peeks instead of choosing
+const LENS_K = 5;     // the lens's tokens per layer
+const ATT_TOP = 3;    // tokens named in the attention view's line
 const DEBOUNCE_MS = 250;
 
 const state = {
@@ -45,6 +55,8 @@ const state = {
   focus: 0,      // which candidate has the keyboard focus
   viewTemp: 1,   // the next-token request's temperature (the view only)
   scores: null,  // /v1/score's scores of state.tokens
+  lens: null,    // explain.lens of state.tokens: {layers, candidates, answer}
+  lensFor: null, // the tokens the last lens request was for, once it has answered or failed
   // the choices made from a root prompt: paths of {id, text} (a path shares a prefix with
   // earlier ones up to its branch point); at: the path shown and how far along it
   tree: { root: null, paths: [], at: [0, 0] },
@@ -224,6 +236,7 @@ async function fetchNext() {
     if (Array.isArray(j.tokens)) state.tokens = j.tokens;
     state.cands = (j.candidates || []).slice().sort((a, b) => b.prob - a.prob).slice(0, TOP_K);
     state.candsFor = state.tokens;
+    state.lens = null;  // the grid of the previous prompt; fetchLens brings this one's
     state.dist = { entropy: j.entropy_bits, mass: j.candidates_mass };
     if (state.focus >= state.cands.length) state.focus = 0;
     treeSync();
@@ -233,6 +246,7 @@ async function fetchNext() {
     renderTree();
     syncUrl();
     fetchScores(my);
+    fetchLens(my);
     const t = j.timings || {};
     const n = j.prompt_tokens ?? (state.tokens || []).length;
     $('stats').textContent = [
@@ -257,6 +271,8 @@ async function fetchNext() {
 // The figures of an answer that no longer describes the prompt: token colours, stats, entropy.
 function forgetAnswer() {
   state.scores = null;
+  state.lens = null;
+  renderLens();
   state.dist = null;
   renderToks();
   renderDist();
@@ -320,6 +336,7 @@ function render() {
     ? `${state.cands.length} candidates. Most likely: ${top.display ?? top.text ?? top.piece}, ${pct(top.prob)}.` : '';
   if (hadFocus && state.cands.length) list.querySelectorAll('.cand')[state.focus].focus();
   refreshPeek();
+  renderLens();
 }
 
 // The path as it is now, for Undo.
@@ -370,10 +387,12 @@ function renderPending() {
 
 // ---- how surprising each prompt token was (/v1/score) ----------------------------------
 
-const RANK_CLASS = (r) => (r === 1 ? 'r1' : r != null && r <= 10 ? 'r10' : r != null && r <= 100 ? 'r100' : 'rx');
-const RANK_WORD = (r) => `rank ${r}`;  // exact over the whole vocabulary
+// GLTR's buckets, the histogram's own: the colour of a token is the bar it counts in
 const HIST_BUCKETS = [['10', 10], ['100', 100], ['1000', 1000], ['beyond', Infinity]];
+const RANK_CLASS = (r) => 'r' + (r == null ? 'x' : HIST_BUCKETS.find(([, upto]) => r <= upto)[0].replace('beyond', 'x'));
+const RANK_WORD = (r) => `rank ${r}`;  // exact over the whole vocabulary
 const shown = (t) => String(t ?? '').replace(/\n/g, '↵').replace(/\t/g, '⇥');
+const visible = (t) => shown(t).replace(/ /g, '__');  // a token in a sentence, spaces as the pieces show them
 
 async function fetchScores(my) {
   if (!state.tokens || !state.tokens.length) return;
@@ -429,6 +448,7 @@ function renderToks() {
   const back = had >= 0 && box.children[Math.min(had, box.children.length - 1)];
   if (back) back.focus();
   renderHist();
+  renderAttention();
 }
 
 // The tooltip of prompt token i: its sentence, then the model's most likely tokens there.
@@ -448,13 +468,166 @@ function showTip(el, i) {
   const r = el.getBoundingClientRect();
   const w = Math.min(320, window.innerWidth - 16);
   tip.style.maxWidth = w + 'px';
-  tip.style.left = Math.max(8, Math.min(r.left, window.innerWidth - w - 8)) + 'px';
-  tip.style.top = (r.bottom + 6) + 'px';
+  // placed by a transform: moving from token to token is then no layout shift
+  tip.style.transform = `translate(${Math.max(8, Math.min(r.left, window.innerWidth - w - 8))}px, ${r.bottom + 6}px)`;
   el.setAttribute('aria-describedby', 'tip');
 }
 function hideTip(el) {
   $('tip').hidden = true;
   if (el) el.removeAttribute('aria-describedby');
+}
+
+// ---- layer by layer: the logit lens (/v1/next-token's explain.lens) ----------------------
+
+// After the candidates: every layer's best tokens for the same prompt (a request of its own, so
+// that the candidates never wait for it).
+async function fetchLens(my) {
+  const tokens = state.tokens;
+  if (!tokens || !tokens.length) return;
+  try {
+    const j = await (await api('/v1/next-token', { tokens, top_k: TOP_K, explain: { lens: true, top_k: LENS_K } })).json();
+    if (my !== seq || state.tokens !== tokens) return;
+    state.lens = (j.explain && j.explain.lens) || null;
+    renderLens();
+  } catch (e) {
+    if (e.name !== 'AbortError' && my === seq) { state.lens = null; renderLens(); }
+  } finally {
+    if (my === seq) state.lensFor = tokens;
+  }
+}
+
+const layerName = (k) => (k === 0 ? 'embedding' : `layer ${k}`);
+
+// The candidate the lens follows: the one peeked at (hover, long press), else the focused one.
+function lensFollowed() {
+  const i = peekAt >= 0 ? peekAt : state.focus;
+  const c = state.cands[i] || state.cands[0];
+  return c && state.lens ? state.lens.candidates.find((x) => x.id === c.id) || null : null;
+}
+
+// One sentence on the followed candidate's way through the layers (the grid's live summary).
+function lensSentence(l, f) {
+  const name = `“${visible(f.display ?? f.text)}”`;
+  const firstTop = f.ranks.indexOf(1);
+  const ranks = f.ranks.map((r, k) => `${layerName(k)} ${r}`).join(', ');
+  const head = f.id === l.answer.id
+    ? `${name} is the top guess from ${layerName(l.answer.first_layer)} on` +
+      (l.answer.rank_before != null ? ` (rank ${l.answer.rank_before} before)` : '')
+    : firstTop >= 0 ? `${name} is the top guess first at ${layerName(firstTop)}`
+      : `${name} is never the top guess; its best rank is ${Math.min(...f.ranks)}`;
+  return `${head}. Rank by layer: ${ranks}.`;
+}
+
+// The grid: a row per layer (the embedding first, the model's own answer last): the followed
+// candidate's rank there, then the layer's LENS_K best tokens, the followed one marked.
+function renderLens() {
+  const table = $('lens'), l = state.lens;
+  const cap = table.querySelector('caption');
+  table.replaceChildren(cap);
+  const f = lensFollowed();
+  $('lens-box').dataset.for = f ? f.id : '';
+  if (!l || !f) { $('lens-sum').textContent = ''; return; }
+  const head = table.createTHead().insertRow();
+  const th = (text, cls = '') => { const e = document.createElement('th'); e.scope = 'col'; e.className = cls; e.textContent = text; return e; };
+  const followedHead = th('', 'lens-rank');
+  followedHead.append('rank of ', pieceNode(f));
+  head.append(th('', 'lens-layer'), followedHead, ...Array.from({ length: LENS_K }, (_, k) => th(String(k + 1))));
+  const body = table.createTBody();
+  l.layers.forEach((layer, k) => {
+    const tr = body.insertRow();
+    const rh = document.createElement('th');
+    rh.scope = 'row';
+    rh.className = 'lens-layer';
+    rh.textContent = k === 0 ? 'emb' : String(k);
+    rh.title = layerName(k);
+    tr.appendChild(rh);
+    const rank = tr.insertCell();
+    rank.className = 'lens-rank' + (f.ranks[k] === 1 ? ' top' : '');
+    rank.textContent = f.ranks[k];
+    rank.title = `${pct(f.probs[k])} at ${layerName(k)}`;
+    layer.top.forEach((t) => {
+      const td = tr.insertCell();
+      td.className = 'lens-tok' + (t.id === f.id ? ' followed' : '');
+      td.dataset.id = t.id;
+      td.title = `${shown(t.display ?? t.text)} ${pct(t.prob)}`;
+      td.appendChild(pieceNode(t));
+    });
+  });
+  $('lens-sum').textContent = lensSentence(l, f);
+}
+
+// ---- where it looks: attention (/v1/next-token's explain.attention) ------------------------
+
+const attCache = new Map();  // "ids" of a prompt prefix -> its explain.attention
+let attFor = -1;             // the prompt token whose attention is shown; -1: none
+let attTimer = 0;
+
+// Prompt token i's attention over tokens 0..i: a request for the prefix up to it (answered once
+// per prefix; the page keeps it), shown after a short pause so that a sweeping pointer asks little.
+function attentionOf(i) {
+  clearTimeout(attTimer);
+  attFor = i;
+  const tokens = (state.tokens || []).slice(0, i + 1);
+  const key = tokens.join(',');
+  if (!tokens.length) return;
+  if (attCache.has(key)) { renderAttention(); return; }
+  attTimer = setTimeout(async () => {
+    try {
+      const j = await (await api('/v1/next-token', { tokens, top_k: 1, explain: { attention: true } })).json();
+      const a = j.explain && j.explain.attention;
+      if (!a) return;
+      attCache.set(key, a);
+      if (attCache.size > 100) attCache.delete(attCache.keys().next().value);
+      if (attFor === i) renderAttention();
+    } catch { /* the marks stay off; the page goes on */ }
+  }, 120);
+}
+
+function attentionOff() {
+  clearTimeout(attTimer);
+  attFor = -1;
+  renderAttention();
+}
+
+// The layer and head choices, once the model's shape is known (kept across answers).
+function fillAttentionChoices(a) {
+  const layer = $('att-layer'), head = $('att-head');
+  if (layer.options.length !== a.layers) {
+    layer.replaceChildren(...Array.from({ length: a.layers }, (_, l) => new Option(`${l + 1} of ${a.layers}`, String(l))));
+    layer.value = String(a.layers - 1);
+  }
+  if (head.options.length !== a.heads + 1) {
+    head.replaceChildren(new Option('all (mean)', 'mean'), ...Array.from({ length: a.heads }, (_, h) => new Option(String(h + 1), String(h))));
+  }
+}
+
+// Marks, under each token up to the one pointed at, its share of that token's attention.
+function renderAttention() {
+  const toks = [...$('toks').querySelectorAll('.tok')];
+  toks.forEach((t) => { t.classList.remove('att', 'att-from'); t.style.removeProperty('--att'); });
+  const key = attFor >= 0 && state.tokens ? state.tokens.slice(0, attFor + 1).join(',') : '';
+  const a = key && attCache.get(key);
+  const sum = $('att-sum');
+  if (!a || !toks[attFor]) {
+    sum.replaceChildren(Object.assign(document.createElement('span'), { className: 'muted',
+      textContent: 'Each token\'s attention over the tokens before it is marked under them.' }));
+    delete sum.dataset.pos;
+    return;
+  }
+  fillAttentionChoices(a);
+  const l = Number($('att-layer').value), h = $('att-head').value;
+  const w = h === 'mean' ? a.mean[l] : a.weights[l][Number(h)];
+  const top = Math.max(...w);
+  w.forEach((x, p) => {
+    toks[p].classList.add('att');
+    toks[p].style.setProperty('--att', String(top > 0 ? x / top : 0));
+  });
+  toks[attFor].classList.add('att-from');
+  const best = w.map((x, p) => [x, p]).sort((x, y) => y[0] - x[0]).slice(0, ATT_TOP);
+  const name = (p) => `“${visible((state.scores && state.scores[p] && state.scores[p].display) ?? toks[p].textContent)}”`;
+  sum.textContent = `${name(attFor)} looks most at ` + best.map(([x, p]) => `${name(p)} ${pct(x)}`).join(', ') +
+    ` (layer ${l + 1}, ${h === 'mean' ? 'mean of heads' : 'head ' + (Number(h) + 1)})`;
+  sum.dataset.pos = attFor;
 }
 
 // ---- peeking one step further -----------------------------------------------------------
@@ -481,6 +654,7 @@ function refreshPeek() {
 async function peek(i) {
   const c = state.cands[i];
   if (!c || !state.tokens || state.candsFor !== state.tokens) return;
+  renderLens();  // the grid follows the candidate peeked at
   const tokens = state.tokens.concat(c.id);
   const key = tokens.join(',') + '@' + state.viewTemp;
   peekFor = key;
@@ -660,23 +834,39 @@ function syncUrl() {
   if (url !== location.pathname + location.search) history.replaceState(null, '', url);
 }
 
+// The path a link's ids make, from their own bytes (/v1/score's): the bytes of a last character
+// not complete yet and the anchor, as clicking those tokens made them, and the text (the link's,
+// or else the complete part decoded). null when the server cannot say or the two disagree.
+async function pathOfTokens(tokens, text) {
+  try {
+    const j = await (await api('/v1/score', { tokens })).json();
+    const p = addSteps({ text: '', tokens: [], pend: [] },
+      j.scores.map(({ id, text: t, display, bytes }) => ({ id, text: t, display, bytes })));
+    const done = tokens.slice(0, tokens.length - p.pend.length);  // a pending byte is a byte token
+    const whole = text ?? (done.length ? (await (await api('/v1/detokenize', { tokens: done })).json()).text : '');
+    const cut = p.text.length - whole.length;  // the decoder drops the space a text starts with
+    if (cut < 0 || p.text.slice(cut) !== whole) return null;
+    return { text: whole, pend: p.pend, anchor: p.anchor && { text: p.anchor.text.slice(cut), tokens: p.anchor.tokens } };
+  } catch (e) {
+    showError(e.message);
+    return null;
+  }
+}
+
 async function loadFromUrl() {
   const p = new URLSearchParams(location.search);
   const ids = (p.get('t') || '').split(',').filter((s) => s.trim() !== '').map(Number);
   const tokens = ids.length && ids.every((n) => Number.isInteger(n) && n >= 0) ? ids : null;
-  let text = p.get('text') || '';
-  if (tokens && !p.has('text')) {
-    try {
-      text = (await (await api('/v1/detokenize', { tokens })).json()).text || '';
-    } catch (e) {
-      showError(e.message);
-    }
-  }
+  let text = p.get('text') || '', pend = [], anchor = null;
+  // ids ending inside a character (clicked bytes) or a link without its text: the path from the
+  // ids' bytes, so the box never shows U+FFFD and the pending bytes are pending again
+  const path = tokens && (await pathOfTokens(tokens, p.has('text') ? text : null));
+  if (path && (path.pend.length || !p.has('text'))) ({ text, pend, anchor } = path);
   state.viewTemp = clampTemp(Number(p.get('vt')) || 1);
   $('view-temp').value = state.viewTemp;
   $('view-temp-out').textContent = state.viewTemp.toFixed(2);
   await treeFromUrl(p, text, tokens);
-  setPrompt(text, tokens);
+  setPrompt(text, tokens, pend, anchor);
 }
 
 // ---- generation ------------------------------------------------------------------------
@@ -790,6 +980,8 @@ function switchModel(id) {
   state.undo = [];
   state.tree = { root: null, paths: [], at: [0, 0] };
   state.scores = null;
+  state.lens = null;
+  attCache.clear();
   renderTree();
   renderToks();
   setPrompt(state.text, null);
@@ -967,6 +1159,14 @@ function wire() {
   toks.addEventListener('mouseout', (e) => { const t = e.target.closest('.tok'); if (t) hideTip(t); });
   toks.addEventListener('focusin', onTip);
   toks.addEventListener('focusout', (e) => hideTip(e.target.closest('.tok')));
+  // where it looks: the token under the pointer or the keyboard focus
+  const onAtt = (e) => { const t = e.target.closest('.tok'); if (t && state.tokens) attentionOf(Number(t.dataset.i)); };
+  toks.addEventListener('mouseover', onAtt);
+  toks.addEventListener('focusin', onAtt);
+  toks.addEventListener('mouseleave', () => { if (!toks.contains(document.activeElement)) attentionOff(); });
+  toks.addEventListener('focusout', (e) => { if (!toks.contains(e.relatedTarget)) attentionOff(); });
+  $('att-layer').addEventListener('change', renderAttention);
+  $('att-head').addEventListener('change', renderAttention);
   toks.addEventListener('keydown', (e) => {
     const t = e.target.closest('.tok');
     if (!t) return;
@@ -988,6 +1188,7 @@ function wire() {
   const offPeek = () => {
     const f = $('cands').contains(document.activeElement) && document.activeElement.closest('.cand');
     peekAt = f ? Number(f.dataset.i) : -1;
+    renderLens();
   };
   $('cands').addEventListener('mouseleave', offPeek);
   $('cands').addEventListener('focusout', (e) => { if (!$('cands').contains(e.relatedTarget)) offPeek(); });
