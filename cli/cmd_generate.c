@@ -454,7 +454,7 @@ int cmd_generate(int argc, char **argv) {
         free(a.ids);
         return 2;
     }
-    if (cli_model_open(&cm, &a.model, GEN_PREFILL_ROWS, stderr, err)) {
+    if (cli_model_open(&cm, &a.model, GEN_PREFILL_ROWS, 1, stderr, err)) {
         fprintf(stderr, "kogpt2 generate: %s\n", err);
         free(a.ids);
         return 1;

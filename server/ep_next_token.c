@@ -22,7 +22,7 @@
 // temperature 1: its top_k tokens, the answer's first 20 candidates' rank and probability at
 // every layer, and the layer where the answer's top-1 first is top-1 with its rank before),
 // and the attention of prompt position "position" over positions 0..position in every layer
-// and head, and their mean per layer (probabilities rounded to 1e-6). Unknown fields of it are
+// and head, and their mean per layer (probabilities to 6 decimals). Unknown fields of it are
 // refused. It costs a prompt run without the prefix cache (all of it for the attention, its
 // last token for the lens) and the LM head over L + 1 rows.
 #include <math.h>
@@ -67,9 +67,29 @@ static cJSON *next_candidate_json(const Tokenizer *tok, const KgCandidate *c) {
     return j_c;
 }
 
-// A probability for the attention arrays: rounded to 1e-6 (n / 1e6 prints as its 6 decimals,
-// so a position costs ~8 bytes of JSON, not 20).
-static cJSON *next_prob6(double p) { return cJSON_CreateNumber(round(p * 1e6) / 1e6); }
+// A JSON array of the n probabilities p[0 .. n) to 6 decimals ("0.419913", "1", "0"):
+// a raw node printed here at ~8 bytes a value, not a cJSON number each (74k of them at 512
+// tokens on KoGPT2-base: the per-node cost was most of the reply's time). NULL on OOM.
+static cJSON *next_probs6_json(const float *p, size_t n) {
+    char *buf = malloc(n * 10 + 3); // "0.123456," at most per value
+    if (!buf) return NULL;
+    size_t len = 0;
+    buf[len++] = '[';
+    for (size_t i = 0; i < n; i++) {
+        double x = p[i] < 0 ? 0 : p[i] > 1 ? 1 : p[i];
+        int w = snprintf(buf + len, 10, "%.6f", x);
+        while (w > 1 && buf[len + w - 1] == '0') // "0.500000" -> "0.5", "0.000000" -> "0"
+            w--;
+        if (buf[len + w - 1] == '.') w--;
+        len += (size_t)w;
+        if (i + 1 < n) buf[len++] = ',';
+    }
+    buf[len++] = ']';
+    buf[len] = '\0';
+    cJSON *j = cJSON_CreateRaw(buf);
+    free(buf);
+    return j;
+}
 
 // The lens: {layers [{layer, top}], candidates [{token.., ranks, probs}], answer}.
 static cJSON *next_lens_json(const Tokenizer *tok, const Gpt2Lens *l) {
@@ -111,28 +131,28 @@ static cJSON *next_lens_json(const Tokenizer *tok, const Gpt2Lens *l) {
 // The attention: {position, layers, heads, weights (L, NH, P), mean (L, P)}.
 static cJSON *next_attention_json(const SchedExplain *e) {
     const size_t L = e->layers, NH = e->heads, P = e->attention_pos + 1;
+    float *mean = malloc(P * sizeof *mean);
     cJSON *j = cJSON_CreateObject(), *j_w = NULL, *j_mean = NULL;
-    int ok = j && cJSON_AddNumberToObject(j, "position", (double)e->attention_pos) &&
+    int ok = mean && j && cJSON_AddNumberToObject(j, "position", (double)e->attention_pos) &&
              cJSON_AddNumberToObject(j, "layers", (double)L) &&
              cJSON_AddNumberToObject(j, "heads", (double)NH) &&
              (j_w = cJSON_AddArrayToObject(j, "weights")) &&
              (j_mean = cJSON_AddArrayToObject(j, "mean"));
     for (size_t l = 0; ok && l < L; l++) {
-        cJSON *j_layer = cJSON_CreateArray(), *j_m = cJSON_CreateArray();
-        ok = cJSON_AddItemToArray(j_w, j_layer) && cJSON_AddItemToArray(j_mean, j_m);
-        for (size_t h = 0; ok && h < NH; h++) {
-            cJSON *j_h = cJSON_CreateArray();
-            ok = cJSON_AddItemToArray(j_layer, j_h);
-            for (size_t p = 0; ok && p < P; p++)
-                ok = cJSON_AddItemToArray(j_h, next_prob6(e->attention[(l * NH + h) * P + p]));
-        }
-        for (size_t p = 0; ok && p < P; p++) {
+        cJSON *j_layer = cJSON_CreateArray();
+        ok = cJSON_AddItemToArray(j_w, j_layer);
+        for (size_t h = 0; ok && h < NH; h++)
+            ok =
+                cJSON_AddItemToArray(j_layer, next_probs6_json(e->attention + (l * NH + h) * P, P));
+        for (size_t p = 0; ok && p < P; p++) { // the heads' mean
             double sum = 0;
             for (size_t h = 0; h < NH; h++)
                 sum += e->attention[(l * NH + h) * P + p];
-            ok = cJSON_AddItemToArray(j_m, next_prob6(sum / (double)NH));
+            mean[p] = (float)(sum / (double)NH);
         }
+        ok = ok && cJSON_AddItemToArray(j_mean, next_probs6_json(mean, P));
     }
+    free(mean);
     if (!ok) {
         cJSON_Delete(j);
         return NULL;
