@@ -271,14 +271,15 @@ int cmd_score(int argc, char **argv) {
     } else {
         const ScoreTotals *t = &run.totals;
         double s = now_s() - t0;
-        fprintf(stderr,
-                "kogpt2 score: %llu documents (%llu not scored), %llu tokens, %llu bytes: %.4f bits "
-                "per byte, mean logprob %.4f; %.1f s (%.0f tokens/s)\n",
-                (unsigned long long)t->docs, (unsigned long long)t->skipped,
-                (unsigned long long)t->tokens, (unsigned long long)t->bytes,
-                t->bytes ? -t->logprob / M_LN2 / (double)t->bytes : 0.0,
-                t->tokens ? t->logprob / (double)t->tokens : 0.0, s,
-                s > 0 ? (double)t->tokens / s : 0.0);
+        fprintf(
+            stderr,
+            "kogpt2 score: %llu documents (%llu not scored), %llu tokens, %llu bytes: %.4f bits "
+            "per byte, mean logprob %.4f; %.1f s (%.0f tokens/s)\n",
+            (unsigned long long)t->docs, (unsigned long long)t->skipped,
+            (unsigned long long)t->tokens, (unsigned long long)t->bytes,
+            t->bytes ? -t->logprob / M_LN2 / (double)t->bytes : 0.0,
+            t->tokens ? t->logprob / (double)t->tokens : 0.0, s,
+            s > 0 ? (double)t->tokens / s : 0.0);
     }
     score_run_free(&run);
     cli_model_close(&cm);
