@@ -259,8 +259,11 @@ int main(int argc, char **argv) {
     app.created = time(NULL);
     app.max_tokenize = (size_t)a.max_tokenize;
     app.max_jobs = (size_t)(a.max_batch + a.max_queue);
-    const char *endpoints[METRICS_MAX_ENDPOINTS];
-    metrics_init(endpoints, api_endpoints(endpoints, METRICS_MAX_ENDPOINTS - 2));
+    const char *endpoints[METRICS_MAX_ENDPOINTS], *models[METRICS_MAX_MODELS];
+    for (size_t i = 0; i < a.n_models && i < METRICS_MAX_MODELS; i++)
+        models[i] = app.models[i].name;
+    metrics_init(endpoints, api_endpoints(endpoints, METRICS_MAX_ENDPOINTS - 2), models,
+                 a.n_models < METRICS_MAX_MODELS ? a.n_models : METRICS_MAX_MODELS);
     app.web_dir = main_web_dir(a.web_dir, web_buf, sizeof web_buf);
     size_t n_routes;
     const SrvRoute *routes = api_routes(&n_routes);

@@ -11,6 +11,7 @@ naming no model gets the first, and its answers are those of a daemon serving th
 (greedy candidates, tokens, the 404's message with one name); two models with one name are
 refused at start-up."""
 import json
+import re
 import os
 import sys
 import tempfile
@@ -139,8 +140,29 @@ def test_two(model, tiny, single):
         check(status == 200 and len(ev) >= 3 and ev[-1].get("tokens") == whole.get("tokens"),
               "generate stream on tiny: tiny's greedy tokens %r: %d %r" %
               (whole.get("tokens"), status, ev[-1:]))
+        # /metrics (issue 36): each engine's figures labelled by its model, never summed
         status, _, data = d.request("GET", "/metrics")
-        check(status == 200 and b"kogpt2_" in data, "/metrics answers for the daemon")
+        text = data.decode()
+
+        def series(name, **labels):
+            want = ",".join('%s="%s"' % kv for kv in labels.items())
+            m = re.search(r"^%s\{%s\} (\S+)$" % (re.escape(name), re.escape(want)), text, re.M)
+            return float(m.group(1)) if m else None
+        tokens = {m: series("kogpt2_generated_tokens_total", endpoint="/v1/generate", model=m)
+                  for m in ("base", "tiny")}
+        n_tiny = 2 * len(whole.get("tokens", []))  # the stream and the whole reply above
+        check(status == 200 and None not in tokens.values() and tokens["tiny"] >= n_tiny > 0 and
+              series("kogpt2_generated_tokens_total", endpoint="/v1/generate") is None,
+              "/metrics counts /v1/generate's tokens per model (tiny's >= %d), no summed series: %r"
+              % (n_tiny, tokens))
+        gauges = [series(g, model=m) for g in ("kogpt2_queue_depth", "kogpt2_running_jobs",
+                                                "kogpt2_cache_bytes", "kogpt2_cache_capacity_bytes")
+                  for m in ("base", "tiny")]
+        check(all(v is not None for v in gauges) and series("kogpt2_queue_depth") is None,
+              "/metrics has each engine's gauges per model, no summed series: %r" % gauges)
+        check(series("kogpt2_decode_seconds_total", model="tiny") > 0 and
+              re.search(r'^kogpt2_time_to_first_token_seconds_count\{model="tiny"\} [1-9]', text, re.M),
+              "decode time and time to first token per model")
     finally:
         d.stop()
 
