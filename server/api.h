@@ -171,6 +171,13 @@ cJSON *api_ids_json(const int *ids, size_t n);
 // "bytes" (what it adds to the text's bytes, as OpenAI's logprobs give them; [] for a control
 // piece)}. NULL for an id outside the vocabulary or on OOM.
 cJSON *api_token_json(const Tokenizer *tok, int id);
+// A candidate token as the logprob lists show it (completions' top_logprobs keys, chat's
+// top_logprobs "token", /v1/generate's and TGI's top lists): what it adds to the text when that
+// is UTF-8 on its own (" 안녕"; a control piece ""), else OpenAI's form of its bytes, "bytes:\xec"
+// (a byte piece that is part of a character): never a piece such as "<0xEC>". malloc'd,
+// NUL-terminated; with bytes, *bytes (malloc'd) and *n get the token's bytes. NULL for an id
+// outside the vocabulary or on OOM.
+char *api_token_logprob_text(const Tokenizer *tok, int id, char **bytes, size_t *n);
 // {"total_ms", "queue_ms", "prefill_ms", "decode_ms"} into j_obj as "timings".
 int api_add_timings(cJSON *j_obj, const SchedStats *st);
 // OpenAI's usage object {prompt_tokens, completion_tokens, total_tokens} into j_obj.

@@ -101,7 +101,7 @@ static cJSON *tgi_top_json(const Tokenizer *tok, const SchedToken *t) {
     cJSON *j_top = cJSON_CreateArray();
     for (size_t k = 0; j_top && k < t->n_candidates; k++) {
         const KgCandidate *c = &t->candidates[k];
-        char *text = tok_piece_text(tok, c->id);
+        char *text = api_token_logprob_text(tok, c->id, NULL, NULL);
         cJSON *j_c = text ? tgi_token_json(tok, c->id, text, strlen(text), c->logprob, 1) : NULL;
         free(text);
         if (!cJSON_AddItemToArray(j_top, j_c)) {

@@ -343,6 +343,29 @@ cJSON *api_token_json(const Tokenizer *tok, int id) {
     return j;
 }
 
+char *api_token_logprob_text(const Tokenizer *tok, int id, char **bytes, size_t *n) {
+    char *b = NULL;
+    size_t len = 0, bad;
+    if (tok_token_bytes(tok, id, &b, &len, NULL)) return NULL;
+    int text = json_utf8_valid(b, len, &bad) && !memchr(b, '\0', len);
+    char *out = malloc(text ? len + 1 : 6 + 4 * len + 1); // "bytes:" and "\xNN" a byte
+    if (out && text) {
+        memcpy(out, b, len);
+        out[len] = '\0';
+    } else if (out) {
+        size_t o = (size_t)sprintf(out, "bytes:");
+        for (size_t i = 0; i < len; i++)
+            o += (size_t)sprintf(out + o, "\\x%02x", (unsigned char)b[i]);
+    }
+    if (out && bytes) {
+        *bytes = b;
+        *n = len;
+    } else {
+        free(b);
+    }
+    return out;
+}
+
 int api_add_timings(cJSON *j_obj, const SchedStats *st) {
     cJSON *j_t = cJSON_AddObjectToObject(j_obj, "timings");
     return j_t && cJSON_AddNumberToObject(j_t, "total_ms", st->total_ms) &&
