@@ -205,7 +205,7 @@ enum MHD_Result ep_readyz(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_metrics(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_static(SrvReq *r, const cJSON *j_req);
 // ep_tgi.c: text-generation-inference's /generate, /generate_stream, /info, and its compat
-// form ({inputs, parameters, stream}; the reply an array of one) for /invocations
+// form ({inputs, parameters, stream}; the reply an array of one) for POST / and /invocations
 enum MHD_Result ep_tgi_generate(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_tgi_generate_stream(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_tgi_compat(SrvReq *r, const cJSON *j_req);

@@ -57,6 +57,11 @@ if(TARGET kogpt2d AND PYTHON3)
     COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_server_logprobs.py)
   set_tests_properties(test_server_logprobs PROPERTIES SKIP_RETURN_CODE 77 LABELS "server;e2e"
     TIMEOUT 300 ENVIRONMENT "KG_BUILD_DIR=${CMAKE_BINARY_DIR}")
+  # TGI's compat route POST / (issue 36 item 4): /generate's and /generate_stream's answers
+  # there, GET / still the Explorer
+  add_test(NAME test_server_tgi COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_server_tgi.py)
+  set_tests_properties(test_server_tgi PROPERTIES SKIP_RETURN_CODE 77 LABELS "server;e2e"
+    TIMEOUT 300 ENVIRONMENT "KG_BUILD_DIR=${CMAKE_BINARY_DIR}")
   # several models in one daemon (issue 26 item 13): routing by "model", /v1/models, 404s,
   # streams on the second model, a single model's answers unchanged
   add_test(NAME test_server_models
