@@ -343,28 +343,22 @@ static int sched_score_chunk(Sched *s, SchedJob *j, size_t fed, size_t n, size_t
 // ---------------------------------------------------------------------------------------
 // Admission
 
-// A generation's sampler and text stream. The stream is primed with the last prompt token:
-// the first generated piece then keeps its leading space, as it would inside the whole
-// decoded text. A prompt that ends in byte tokens primes it (and the UTF-8 mask's state) with
-// up to the last 4 of them instead: a prompt ending inside a character (the Explorer's
-// clicked bytes) goes on with that character. KG_OK, or KG_ENOMEM with the job finished.
+// A generation's sampler and text stream, the stream and the UTF-8 mask's state started from
+// the prompt's last token, or its last byte tokens (tok_stream_prime: a prompt ending inside a
+// character goes on with it; kogpt2 generate starts the same way). KG_OK, or KG_ENOMEM with the
+// job finished.
 static int sched_start_generation(Sched *s, SchedJob *j) {
     const SchedParams *p = &j->in.p;
     SchedJobWork *w = &j->work;
     w->sampler = sampler_new(s->V, p->temperature, p->top_k, p->top_p, p->seed);
     w->stream = tok_stream_new(s->tok);
-    size_t from = p->n_tokens - 1; // a character has at most 4 bytes
-    while (from > 0 && p->n_tokens - from < 4 && tok_byte(s->tok, p->tokens[from]) >= 0 &&
-           tok_byte(s->tok, p->tokens[from - 1]) >= 0)
-        from--;
-    const char *t;
-    size_t tl;
+    size_t from = 0;
     char err[KG_ERRLEN];
-    int rc = !w->sampler || !w->stream ? KG_ENOMEM : KG_OK;
-    for (size_t i = from; i < p->n_tokens && !rc; i++) {
-        rc = tok_stream_push(w->stream, p->tokens[i], &t, &tl, err);
+    int rc = !w->sampler || !w->stream
+                 ? KG_ENOMEM
+                 : tok_stream_prime(w->stream, p->tokens, p->n_tokens, &from, err);
+    for (size_t i = from; i < p->n_tokens && !rc; i++)
         sampler_utf8_accept(&w->utf8, tok_byte(s->tok, p->tokens[i]));
-    }
     if (rc) {
         sched_job_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, "out of memory");
         return KG_ENOMEM;
