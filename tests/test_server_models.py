@@ -173,6 +173,41 @@ def test_same_name(model, tiny):
           "two models with one name are refused: %d %r" % (r.returncode, r.stderr))
 
 
+def test_per_model_options(model):
+    """--model NAME=DIR,dtype=T,ctx-size=N,chat-template=FILE (issue 36): each model its own."""
+    tmp = tempfile.mkdtemp(prefix="kg_models_opt_")
+    tpl = os.path.join(tmp, "only,contents.jinja")  # a comma in the path: still one value
+    with open(tpl, "w") as f:
+        f.write("{% for m in messages %}{{ m.content }}{% endfor %}")
+    d = lib.Daemon(model, "--model", "a=%s,dtype=f32,ctx-size=128" % model,
+                   "--model", "b=%s,chat-template=%s,dtype=q8_0" % (model, tpl),
+                   "--device", "cpu", "--ctx-size", "256")
+    try:
+        listed = {m["id"]: m for m in d.json("GET", "/v1/models")[1]["data"]}
+        a, b = listed.get("a", {}), listed.get("b", {})
+        check(a.get("n_ctx") == 128 and a.get("dtype", "").lower() == "f32" and
+              b.get("n_ctx") == 256 and b.get("dtype", "").lower() == "q8_0",
+              "per-model dtype and ctx-size, the flag's elsewhere: %r"
+              % ({k: (v.get("n_ctx"), v.get("dtype")) for k, v in listed.items()}))
+        long = {"tokens": [100] * 200, "top_k": 1}
+        check(d.json("POST", "/v1/next-token", dict(long, model="a"))[0] == 422
+              and "candidates" in post(d, "/v1/next-token", dict(long, model="b")),
+              "a 200-token prompt: 422 on a (ctx-size=128), answered on b (256)")
+        chat = {"messages": [{"role": "user", "content": "안녕하세요"}], "max_tokens": 1}
+        ua = post(d, "/v1/chat/completions", dict(chat, model="a")).get("usage", {})
+        ub = post(d, "/v1/chat/completions", dict(chat, model="b")).get("usage", {})
+        n_plain = len(d.json("POST", "/v1/tokenize", {"text": "안녕하세요", "model": "b"})[1]["tokens"])
+        check(ub.get("prompt_tokens") == n_plain and ua.get("prompt_tokens", 0) > n_plain,
+              "b renders chat with its own template (the content alone: %d tokens), a with the "
+              "model's: %r %r" % (n_plain, ua, ub))
+    finally:
+        d.stop()
+    for opt, what in [("dtype=f99", "dtype"), ("ctx-size=0", "ctx-size")]:
+        r = lib.kogpt2d_run(model, "--model", "x=%s,%s" % (model, opt), "--port", "0")
+        check(r.returncode == 2 and what in r.stderr,
+              "a bad per-model %s is refused: %d %r" % (what, r.returncode, r.stderr[-200:]))
+
+
 def main():
     model = os.path.join(ROOT, "models", "default")
     if not os.path.isfile(os.path.join(model, "model.safetensors")):
@@ -182,6 +217,7 @@ def main():
     single = test_single(model)
     test_two(model, tiny, single)
     test_same_name(model, tiny)
+    test_per_model_options(model)
     print("%d checks, %d failed" % (lib.CHECKS[0], len(lib.FAILURES)))
     return 1 if lib.FAILURES else 0
 
