@@ -4,7 +4,8 @@
 //
 // Beside it: a job's record and the caller's reads (sched_job.c), which rows go into a step
 // (the batch planner, sched_plan.c), a generation's text, stop strings and held-back bytes
-// (gentext.c), the prefix cache (pcache.c).
+// (gentext.c), the prefix cache (pcache.c), a next-token answer's lens and attention view
+// (sched_explain.c).
 #include "sched.h"
 
 #include <math.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "pcache.h"
+#include "sched_explain.h"
 #include "sched_job.h"
 #include "sched_plan.h"
 
@@ -107,53 +109,6 @@ static void sched_spec_remember(Sched *s, const SchedParams *p, const KgCandidat
         sp->candidates[i] = candidates[i].id;
 }
 
-// The job's capture (its lens and attention view) is no longer needed.
-static void sched_capture_free(Sched *s, SchedJob *j) {
-    if (!j->work.capture) return;
-    gpt2_capture_free(j->work.capture, s->m);
-    free(j->work.capture);
-    j->work.capture = NULL;
-}
-
-// What j asked to see of its answer (SchedParams.lens, .attention), from its capture, the lens
-// following the answer's first candidates: NULL with *rc KG_OK when it asked nothing; NULL with
-// *rc and err set on failure. Costs the LM head over L + 1 rows (the lens) and L NH (P) dot
-// products of hs on the host (the attention).
-static SchedExplain *sched_explain(Sched *s, SchedJob *j, const KgCandidate *candidates, int *rc,
-                                   char *err) {
-    const SchedParams *p = &j->in.p;
-    const Gpt2Config *cfg = &s->m->config;
-    *rc = KG_OK;
-    if (!j->work.capture) return NULL;
-    SchedExplain *e = calloc(1, sizeof *e);
-    if (!e) {
-        *rc = kg_err(err, KG_ENOMEM, "out of memory");
-        return NULL;
-    }
-    if (p->lens) {
-        int tracked[SCHED_LENS_TRACK];
-        size_t n = candidates ? p->n_candidates : 0;
-        n = n < SCHED_LENS_TRACK ? n : SCHED_LENS_TRACK;
-        for (size_t i = 0; i < n; i++)
-            tracked[i] = candidates[i].id;
-        *rc = gpt2_capture_lens(s->m, j->work.capture, s->V, p->lens_k, tracked, n, &e->lens, err);
-    }
-    if (!*rc && p->attention) {
-        e->layers = cfg->n_layer;
-        e->heads = cfg->n_head;
-        e->attention_pos = p->attention_pos; // < n_ctx: the product stays small
-        e->attention = malloc(e->layers * e->heads * (p->attention_pos + 1) * sizeof(float));
-        *rc = e->attention ? gpt2_capture_attention(s->m, j->work.capture, e->attention, err)
-                           : kg_err(err, KG_ENOMEM, "out of memory");
-    }
-    sched_capture_free(s, j);
-    if (*rc) {
-        sched_explain_free(e);
-        return NULL;
-    }
-    return e;
-}
-
 static void sched_answer_next_token(Sched *s, SchedJob *j, const float *logits) {
     const SchedParams *p = &j->in.p;
     int oom, rc;
@@ -161,7 +116,7 @@ static void sched_answer_next_token(Sched *s, SchedJob *j, const float *logits) 
     KgCandidate *candidates = sched_candidates(s, logits, p->n_candidates, p->temperature, &oom);
     // the exact entropy needs the whole row, which only the engine holds: once per answer
     double entropy = logits_entropy(logits, s->V, p->temperature > 0 ? p->temperature : 1.0f);
-    SchedExplain *explain = oom ? NULL : sched_explain(s, j, candidates, &rc, err);
+    SchedExplain *explain = oom ? NULL : sched_explain_make(s->m, s->V, j, candidates, &rc, err);
     if (!oom && rc) {
         free(candidates);
         sched_job_finish(j, SCHED_DONE_ERROR, rc, err);
@@ -366,24 +321,6 @@ static int sched_start_generation(Sched *s, SchedJob *j) {
     return KG_OK;
 }
 
-// The capture of a next-token job that asked for its lens or attention view. KG_OK, or an
-// error with the job finished.
-static int sched_capture_new(Sched *s, SchedJob *j) {
-    const SchedParams *p = &j->in.p;
-    char err[KG_ERRLEN];
-    Gpt2Capture *c = calloc(1, sizeof *c);
-    int rc = c ? gpt2_capture_init(c, s->m, p->lens, p->n_tokens - 1, p->attention,
-                                   p->attention_pos, err)
-               : kg_err(err, KG_ENOMEM, "out of memory");
-    if (rc) {
-        free(c);
-        sched_job_finish(j, SCHED_DONE_ERROR, rc, err);
-        return rc;
-    }
-    j->work.capture = c;
-    return KG_OK;
-}
-
 // Starts j's KV from the longest cached prefix of its prompt. 1 when that answered the job
 // (a next-token prompt cached whole) or finished it.
 static int sched_reuse_prefix(Sched *s, SchedJob *j) {
@@ -424,7 +361,7 @@ static int sched_admit(Sched *s, SchedJob *j) {
     j->out.stats.prompt_tokens = p->n_tokens;
     pthread_mutex_unlock(&j->out.mu);
     if (p->kind == SCHED_GENERATE && sched_start_generation(s, j)) return 1;
-    if ((p->lens || p->attention) && sched_capture_new(s, j)) return 1;
+    if ((p->lens || p->attention) && sched_explain_capture(s->m, j)) return 1;
     if (p->score_prompt) { // every position's logits are needed: no cached prefix
         if (!(j->work.prompt_stream = tok_stream_new(s->tok))) {
             sched_job_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, "out of memory");
@@ -438,7 +375,7 @@ static int sched_admit(Sched *s, SchedJob *j) {
 // A finished job leaves the engine: its cache is freed, its figures counted, its owner woken.
 static void sched_drop(Sched *s, SchedJob *j) {
     kv_free(&j->work.kv, s->m);
-    sched_capture_free(s, j);
+    sched_explain_release(s->m, j);
     pthread_mutex_lock(&s->shared.mu);
     s->shared.n_busy--;
     s->shared.gauges.cached_tokens_total += j->out.stats.cached_tokens;

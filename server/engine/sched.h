@@ -12,7 +12,8 @@
 // sched_job_* calls below; the batch planner, which rows of which jobs go into a step (a new
 // batching policy goes there), is sched_plan.c; a generation's text, stop strings and
 // held-back bytes are gentext.c; the prefix cache is pcache.c, and /v1/score's memo of
-// finished scores beside it is score_memo.c.
+// finished scores beside it is score_memo.c; a next-token answer's lens and attention view
+// (SchedParams.lens, .attention) are sched_explain.c.
 //
 // Threads: sched_* functions may be called from any thread. A job's notify callback runs
 // on the engine thread; it must only wake the job's owner (e.g. MHD_resume_connection).

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "sched_explain.h"
+
 double sched_job_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -139,13 +141,6 @@ int sched_job_emit_answer(SchedJob *j, KgCandidate *candidates, size_t n_candida
                                            .n_candidates = n_candidates,
                                            .entropy = entropy,
                                            .explain = explain});
-}
-
-void sched_explain_free(SchedExplain *e) {
-    if (!e) return;
-    gpt2_lens_free(&e->lens);
-    free(e->attention);
-    free(e);
 }
 
 void sched_job_finish(SchedJob *j, SchedState state, int code, const char *msg) {

@@ -95,9 +95,6 @@ int sched_job_emit_score(SchedJob *j, int id, float logprob, char *text, size_t 
 int sched_job_emit_answer(SchedJob *j, KgCandidate *candidates, size_t n_candidates, double entropy,
                           SchedExplain *explain);
 
-// Frees an explanation (NULL is fine).
-void sched_explain_free(SchedExplain *e);
-
 // Marks the job finished (only the first call counts) with its final figures; msg may be
 // NULL.
 void sched_job_finish(SchedJob *j, SchedState state, int code, const char *msg);
