@@ -216,11 +216,17 @@ static const char *main_model_next_option(const char *s) {
 
 // The options of model i from opts (",KEY=VALUE..."): exits 2 naming a bad one (main only).
 static void main_model_options(MainArgs *a, size_t i, const char *opts) {
-    char err[KG_ERRLEN];
+    static char chats[MAIN_MAX_MODELS][PATH_MAX]; // each model's chat template, as given
+    char err[KG_ERRLEN], value[PATH_MAX];
     while (*opts) {
         const char *eq = strchr(opts + 1, '='), *end = main_model_next_option(eq);
-        char *value = strndup(eq + 1, (size_t)(end - eq - 1)); // lives as long as the process
-        if (!value) exit(1);
+        size_t len = (size_t)(end - eq - 1);
+        if (len >= sizeof value) {
+            fprintf(stderr, "kogpt2d: --model: an option's value of %zu bytes is too long\n", len);
+            exit(2);
+        }
+        memcpy(value, eq + 1, len);
+        value[len] = '\0';
         if (!strncmp(opts + 1, "dtype=", 6)) {
             if (kg_dtype_parse(value, &a->models[i].dtype, err)) {
                 fprintf(stderr, "kogpt2d: --model ...,dtype=: %s\n", err);
@@ -230,7 +236,7 @@ static void main_model_options(MainArgs *a, size_t i, const char *opts) {
         } else if (!strncmp(opts + 1, "ctx-size=", 9)) {
             a->models[i].ctx_size = main_num("--model ...,ctx-size=", value, 1, GPT2_MAX_CTX);
         } else {
-            a->models[i].chat_template = value;
+            a->models[i].chat_template = memcpy(chats[i], value, len + 1);
         }
         opts = end;
     }
@@ -256,10 +262,16 @@ static void main_model_arg(MainArgs *a, const char *v, int from_env) {
         if (!(name = strndup(v, (size_t)(eq - v)))) exit(1); // lives as long as the process
         v = eq + 1;
     }
-    size_t i = a->n_models++;
+    static char dirs[MAIN_MAX_MODELS][PATH_MAX]; // the DIR before the options, as given
+    size_t i = a->n_models++, len = (size_t)(opts - v);
+    if (len >= sizeof dirs[i]) {
+        fprintf(stderr, "kogpt2d: --model: a directory name of %zu bytes is too long\n", len);
+        exit(2);
+    }
     memset(&a->models[i], 0, sizeof a->models[i]);
     a->models[i].name = name;
-    if (!(a->models[i].dir = strndup(v, (size_t)(opts - v)))) exit(1);
+    a->models[i].dir = memcpy(dirs[i], v, len);
+    dirs[i][len] = '\0';
     main_model_options(a, i, opts);
 }
 
