@@ -127,7 +127,7 @@ static int lens_logits(const Gpt2 *m, const Gpt2Capture *c, float **dev, float *
     return rc;
 }
 
-int gpt2_capture_lens(const Gpt2 *m, Gpt2Capture *c, size_t V, size_t k, const int *tracked,
+int gpt2_capture_lens(const Gpt2 *m, const Gpt2Capture *c, size_t V, size_t k, const int *tracked,
                       size_t n_tracked, Gpt2Lens *out, char *err) {
     const Gpt2Config *cfg = &m->config;
     KgBackend *be = m->be;

@@ -76,7 +76,7 @@ typedef struct {
 // out of range), KG_ENOMEM or the backend's error, with err filled (out then holds nothing).
 // Free out with gpt2_lens_free(). c is unchanged; the backend memory of the (L + 1, V) logits
 // lives only during the call.
-int gpt2_capture_lens(const Gpt2 *m, Gpt2Capture *c, size_t V, size_t k, const int *tracked,
+int gpt2_capture_lens(const Gpt2 *m, const Gpt2Capture *c, size_t V, size_t k, const int *tracked,
                       size_t n_tracked, Gpt2Lens *out, char *err);
 void gpt2_lens_free(Gpt2Lens *l);
 
