@@ -53,6 +53,26 @@ char *buf_take(KgBuf *b, size_t *len) {
     return p;
 }
 
+int buf_read_line(KgBuf *b, FILE *f, size_t max, int *too_long) {
+    b->len = 0;
+    if (b->p) b->p[0] = '\0';
+    *too_long = 0;
+    int c = getc(f);
+    if (c == EOF) return 0;
+    for (; c != EOF && c != '\n'; c = getc(f)) {
+        if (*too_long) continue; // read past, not held
+        if (b->len == max) {
+            *too_long = 1;
+            b->len = 0;
+            if (b->p) b->p[0] = '\0';
+            continue;
+        }
+        char ch = (char)c;
+        if (buf_append(b, &ch, 1)) return KG_ENOMEM;
+    }
+    return 1;
+}
+
 void buf_free(KgBuf *b) {
     free(b->p);
     *b = (KgBuf){0};

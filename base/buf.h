@@ -10,6 +10,7 @@
 #define BUF_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 typedef struct {
     char *p;    // (cap) bytes; p[len] is '\0' once anything was appended; NULL when empty
@@ -30,6 +31,13 @@ int buf_printf(KgBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 
 // Hands the bytes to the caller (malloc'd, NUL-terminated even when empty; *len may be NULL)
 // and leaves b empty. NULL on OOM (only possible when b is empty), b unchanged.
 char *buf_take(KgBuf *b, size_t *len);
+
+// Reads f's next line (up to '\n', which is not kept; NUL bytes are kept as bytes) into b,
+// replacing what b held, but keeps at most max bytes of it: a longer line is read to its end
+// and dropped, so memory is bounded by max whatever the file holds (*too_long = 1, b empty).
+// 1 when a line was read (the last one may lack its '\n'), 0 at the end of the file,
+// KG_ENOMEM; ferror(f) tells a read error from the end. Not thread-safe on one f.
+int buf_read_line(KgBuf *b, FILE *f, size_t max, int *too_long);
 
 // Frees the bytes and leaves b empty (reusable).
 void buf_free(KgBuf *b);

@@ -5,11 +5,13 @@
 #include <libgen.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef KG_SOURCE_DIR
@@ -60,6 +62,13 @@ int kg_map_file(const char *path, void **map, size_t *size, char *err) {
     return KG_OK;
 }
 
+void kg_drop_pages(const void *p, size_t bytes) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t from = ((uintptr_t)p + page - 1) & ~(page - 1),
+              to = ((uintptr_t)p + bytes) & ~(page - 1);
+    if (to > from) madvise((void *)from, to - from, MADV_DONTNEED);
+}
+
 const char *kg_show(char *out, size_t cap, const char *s, size_t n) {
     size_t k = n < cap - 1 ? n : cap - 1;
     for (size_t i = 0; i < k; i++)
@@ -73,12 +82,20 @@ static int is_dir(const char *path) {
     return path[0] && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-char *kg_find_data_dir(const char *rel, char *buf, size_t cap) {
+int kg_exe_dir(char *buf, size_t cap, char *err) {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        const char *dir = dirname(exe);
+    if (n <= 0) return kg_err(err, KG_EIO, "readlink /proc/self/exe: %s", strerror(errno));
+    exe[n] = '\0';
+    const char *dir = dirname(exe);
+    if ((size_t)snprintf(buf, cap, "%s", dir) >= cap)
+        return kg_err(err, KG_EIO, "the program's directory is longer than %zu bytes", cap);
+    return KG_OK;
+}
+
+char *kg_find_data_dir(const char *rel, char *buf, size_t cap) {
+    char dir[PATH_MAX];
+    if (!kg_exe_dir(dir, sizeof dir, NULL)) {
         static const char *const UP[] = {"", "../", "../share/kogpt2/"};
         for (size_t i = 0; i < sizeof UP / sizeof UP[0]; i++) {
             snprintf(buf, cap, "%s/%s%s", dir, UP[i], rel);
@@ -87,6 +104,17 @@ char *kg_find_data_dir(const char *rel, char *buf, size_t cap) {
     }
     snprintf(buf, cap, "%s/%s", KG_SOURCE_DIR, rel);
     return KG_SOURCE_DIR[0] && is_dir(buf) ? buf : NULL;
+}
+
+double kg_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int kg_ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
 }
 
 int kg_path_join(char *out, size_t cap, const char *dir, const char *name) {

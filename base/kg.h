@@ -44,11 +44,22 @@ static inline int kg_add_overflow(size_t a, size_t b, size_t *out) {
 const char *kg_version(void);
 const char *kg_commit(void);
 
+// The directory of the running program (/proc/self/exe, links resolved: build/ in a build
+// tree, PREFIX/bin installed) into buf. KG_OK, or KG_EIO with err filled (no /proc, or the
+// path does not fit in cap bytes).
+int kg_exe_dir(char *buf, size_t cap, char *err);
+
 // Finds one of the project's data directories (rel: "web", "models/default") for a program:
 // beside its binary (build/kogpt2d -> build/web), one level up (-> web/), in an installed
 // share/kogpt2/ next to bin/, or in the source tree it was built from. Writes the path into
 // buf and returns buf, or NULL when there is none.
 char *kg_find_data_dir(const char *rel, char *buf, size_t cap);
+
+// Seconds on the monotonic clock (durations, deadlines; never a date).
+double kg_now_s(void);
+
+// Whether the string s ends with suffix (file extensions: ".bin", ".gz", ".model").
+int kg_ends_with(const char *s, const char *suffix);
 
 // dir + "/" + name into out (cap bytes). 0, or -1 (and out empty) when it does not fit.
 int kg_path_join(char *out, size_t cap, const char *dir, const char *name);
@@ -64,6 +75,13 @@ int kg_open_regular(const char *path, int *fd, size_t *size, char *err);
 // with *map and *size (unmap with munmap(*map, *size)); an empty file is KG_EFORMAT
 // ("PATH: an empty file"); KG_EIO when it cannot be opened or mapped.
 int kg_map_file(const char *path, void **map, size_t *size, char *err);
+
+// Tells the kernel that the pages wholly inside [p, p + bytes) of a read-only file mapping
+// (kg_map_file's) are not needed now: they leave the process's resident memory, and are read
+// from the file again if touched later. For weights converted into memory of their own (a
+// quantized copy, a GPU's): without it their source pages, all read once at load, would stay
+// resident for the daemon's life. Nothing happens to a range shorter than a page.
+void kg_drop_pages(const void *p, size_t bytes);
 
 // Reads a whole regular file of at most max bytes into a malloc'd, NUL-terminated *out
 // (*len bytes, may be NULL). KG_EIO, KG_EFORMAT (over max: "not a ... file"), KG_ENOMEM.

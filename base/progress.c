@@ -1,14 +1,9 @@
 // progress.c — the progress line (progress.h).
 #include "progress.h"
 
-#include <time.h>
 #include <unistd.h>
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
+#include "base/kg.h"
 
 void progress_start(KgProgress *p, FILE *out, const char *what, uint64_t total, int step_pct) {
     *p = (KgProgress){.out = out,
@@ -18,7 +13,7 @@ void progress_start(KgProgress *p, FILE *out, const char *what, uint64_t total, 
                       .step_pct = step_pct < 1     ? 1
                                   : step_pct > 100 ? 100
                                                    : step_pct,
-                      .t0 = now_s()};
+                      .t0 = kg_now_s()};
     p->next_pct = p->step_pct;
 }
 
@@ -40,7 +35,7 @@ void progress_update(KgProgress *p, uint64_t done) {
     p->done = done;
     if (!p->out) return;
     if (p->tty) {
-        double t = now_s();
+        double t = kg_now_s();
         if (t - p->t_drawn < 0.2) return;
         p->t_drawn = t;
         draw(p, done, t, "\033[K"); // clear what a longer line left
@@ -49,7 +44,7 @@ void progress_update(KgProgress *p, uint64_t done) {
     if (!p->total || p->next_pct > 100 || done * 100 < (uint64_t)p->next_pct * p->total) return;
     while (p->next_pct <= 100 && done * 100 >= (uint64_t)p->next_pct * p->total)
         p->next_pct += p->step_pct;
-    draw(p, done, now_s(), "\n");
+    draw(p, done, kg_now_s(), "\n");
     p->drew_all = done >= p->total;
 }
 
@@ -59,6 +54,6 @@ void progress_advance(KgProgress *p, uint64_t bytes) {
 
 void progress_end(KgProgress *p, uint64_t done) {
     if (!p->out || (!p->tty && p->drew_all)) return;
-    draw(p, done, now_s(), p->tty ? "\033[K\n" : "\n");
+    draw(p, done, kg_now_s(), p->tty ? "\033[K\n" : "\n");
     p->drew_all = 1;
 }

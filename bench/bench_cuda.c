@@ -95,7 +95,7 @@ static int run_batched(KgBackend *be, const char *dir, size_t n_seq, double *tok
     Gpt2State s = {0};
     int rc = gpt2_open(&m, dir, be, KG_DTYPE_AUTO, err);
     if (rc) return rc;
-    KvCache *kv = calloc(n_seq, sizeof *kv);
+    KvSeq *kv = calloc(n_seq, sizeof *kv);
     Gpt2Seq *q = calloc(n_seq, sizeof *q);
     int *tok = calloc(n_seq * 192, sizeof *tok);
     size_t V = m.config.vocab_size;
@@ -106,7 +106,7 @@ static int run_batched(KgBackend *be, const char *dir, size_t n_seq, double *tok
         tok[i] = (int)(bench_rand(&rng) % V);
     if ((rc = gpt2_state_init(&s, &m, n_seq > 64 ? n_seq : 64, n_seq, err))) goto end;
     for (size_t i = 0; i < n_seq; i++)
-        if ((rc = kv_init(&kv[i], &m, 256, err)) ||
+        if ((rc = kv_init(&kv[i], &m, err)) ||
             (rc = gpt2_prefill(&m, &s, &kv[i], tok + i * 192, 64, 1, err)))
             goto end;
     double t0 = 0;
@@ -119,7 +119,7 @@ static int run_batched(KgBackend *be, const char *dir, size_t n_seq, double *tok
     *tok_s = 128.0 * (double)n_seq / (bench_now() - t0);
 end:
     for (size_t i = 0; kv && i < n_seq; i++)
-        kv_free(&kv[i], &m);
+        kv_free(&kv[i]);
     free(kv);
     free(q);
     free(tok);
@@ -137,14 +137,14 @@ static int run_profile(KgBackend *be, const char *dir, char *err) {
     TestModelSpec sh = {.L = 12, .C = 768, .NH = 12, .T = 1024, .V = 51200, .dtype = KG_F16};
     Gpt2 m;
     Gpt2State s = {0};
-    KvCache kv = {0};
+    KvSeq kv = {0};
     int tokens[80], rc;
     for (int i = 0; i < 80; i++)
         tokens[i] = i * 37 % 51200;
     if ((rc = testmodel_write(mdir, &sh, err)) ||
         (rc = gpt2_open(&m, mdir, be, KG_DTYPE_AUTO, err)))
         return rc;
-    if (!(rc = gpt2_state_init(&s, &m, 64, 1, err)) && !(rc = kv_init(&kv, &m, 128, err)) &&
+    if (!(rc = gpt2_state_init(&s, &m, 64, 1, err)) && !(rc = kv_init(&kv, &m, err)) &&
         !(rc = gpt2_prefill(&m, &s, &kv, tokens, 64, 1, err)))
         for (int step = 0; step < 5 && !rc; step++) { // the last one profiled
             Gpt2Seq q = {&kv, &tokens[64 + step], 1, GPT2_LOGITS_LAST};
@@ -152,7 +152,7 @@ static int run_profile(KgBackend *be, const char *dir, char *err) {
             rc = gpt2_forward(&m, &s, &q, 1, err);
             if (step == 4) cudaProfilerStop();
         }
-    kv_free(&kv, &m);
+    kv_free(&kv);
     gpt2_state_free(&s, &m);
     gpt2_close(&m);
     if (rc) return rc;

@@ -10,7 +10,7 @@
 //   cold attention   the same with the attention of the last position, then
 //                    gpt2_capture_attention
 //   cold both        both
-//   warm plain       the last token alone on a cache of the others (what a cached prefix costs)
+//   warm plain       the last token alone on the others' shared blocks (a cached prefix)
 //   warm lens        the same with the lens (a lens request on a prompt the cache holds)
 // Printed: the median of each, its extra over the plain one of its kind (cold or warm), and the
 // median of the per-round differences (the same round's plain: slow drifts of a shared machine
@@ -42,7 +42,7 @@ static double median(double *v, size_t n) {
 }
 
 // One request of kind k on tokens (n): its milliseconds. warm is a cache of the first n - 1.
-static double one(const Gpt2 *m, Gpt2State *s, KvCache *kv, const KvCache *warm, const int *tokens,
+static double one(const Gpt2 *m, Gpt2State *s, KvSeq *kv, const KvSeq *warm, const int *tokens,
                   size_t n, int k, char *err) {
     const int lens = k == 1 || k == 3 || k == 5, attention = k == 2 || k == 3;
     const size_t L = m->config.n_layer, NH = m->config.n_head;
@@ -52,12 +52,13 @@ static double one(const Gpt2 *m, Gpt2State *s, KvCache *kv, const KvCache *warm,
     double t0 = bench_now();
     int rc = lens || attention ? gpt2_capture_init(&c, m, lens, n - 1, attention, n - 1, err) : 0;
     s->captures = lens || attention ? caps : NULL;
-    if (!rc && k >= 4) { // warm: the last token on a copy of the cached others
-        rc = kv_copy(kv, warm, n - 1, m, err);
+    if (!rc && k >= 4) { // warm: the last token on the cached others, shared as the engine does
+        kv_seq_truncate(kv, 0);
+        kv_seq_fork(kv, warm, n - 1);
         Gpt2Seq q = {.kv = kv, .tokens = tokens + n - 1, .n = 1, .logits = GPT2_LOGITS_LAST};
         if (!rc) rc = gpt2_forward(m, s, &q, 1, err);
     } else if (!rc) {
-        kv_truncate(kv, 0);
+        kv_seq_truncate(kv, 0);
         rc = gpt2_prefill(m, s, kv, tokens, n, 1, err);
     }
     s->captures = NULL;
@@ -106,8 +107,10 @@ int main(int argc, char **argv) {
     uint64_t seed = 36;
     for (long i = 0; i < n; i++)
         tokens[i] = (int)(bench_rand(&seed) % m.config.vocab_size);
-    KvCache kv, warm;
-    if (kv_init(&kv, &m, (size_t)n, err) || kv_init(&warm, &m, (size_t)n, err) ||
+    KvPool *pool; // both sequences on one pool (a context each and a block to copy)
+    KvSeq kv, warm;
+    if (kv_pool_new(&pool, &m.config, be, 2 * kv_blocks_for(m.config.n_ctx) + 1, 0, err) ||
+        kv_seq_init(&kv, pool, err) || kv_seq_init(&warm, pool, err) ||
         gpt2_prefill(&m, &s, &warm, tokens, (size_t)n - 1, 0, err)) {
         fprintf(stderr, "bench_explain: %s\n", err);
         return 1;
@@ -148,8 +151,9 @@ int main(int argc, char **argv) {
                    med[k] / base, diff[k]);
     }
     free(tokens);
-    kv_free(&kv, &m);
-    kv_free(&warm, &m);
+    kv_seq_release(&kv);
+    kv_seq_release(&warm);
+    kv_pool_free(pool);
     gpt2_state_free(&s, &m);
     gpt2_close(&m);
     kg_backend_free(be);

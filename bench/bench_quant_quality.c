@@ -1,24 +1,24 @@
 // bench_quant_quality — what q8_0 / q4_0 weights cost in quality (issue 16): bits per byte on
 // real text and the Explorer's top-10, each dtype against f32, in one run. Prints figures.
 //
-//   build/bench_quant_quality [--model DIR] [--dtypes f32,f16,q8_0,q4_0] [--threads 2]
+//   build/bench_quant_quality [--model DIR] [--dtypes f32,f16,q8_0,q4_0,f32:kv=bf16] [--threads 2]
 //                             [--seq 256] [--max-bytes N] [--check] TEXT...
 //
 // The first of --dtypes is the reference the others are compared with (f32: the stored f16
 // widened at load; f16: as stored; q8_0/q4_0: quantized at load). A dtype with @bf16 runs
-// with bf16 matmul operands (kogpt2d --precision bf16): f32@bf16, f16@bf16. For each TEXT, bits per
-// byte exactly as models/eval_bpb.sh (the trainer's validation) computes them: each line is
-// a document (a trailing CR dropped, empty lines and invalid UTF-8 skipped), its tokens then
-// EOS, all in one stream read as windows of SEQ + 1 tokens; every token after the first of a
-// window is scored once with the tokens before it in the window as context; the tail that
-// fills no window is not scored. bpb = mean nats per scored token / ln 2 x tokens / bytes,
-// bytes counting each document and its newline. --max-bytes keeps the first documents that
-// fit, so `head -n` of the same lines gives eval_bpb.sh the same text. Beside bpb, at every
-// scored position: whether the top-1, the top-10 set, at least 9 of the top-10 and the
-// ordered top-10 equal the reference's, and KL(reference || dtype). Then the same agreement at
-// every position of the model card's ten prompts (the first is the Explorer's placeholder), which
-// is what the Explorer shows: a prompt's top-10, and each of its tokens ranked in that position's
-// list.
+// with bf16 matmul operands (kogpt2d --precision bf16): f32@bf16, f16@bf16; one with :kv=K
+// holds its KV cache in K (kogpt2d --kv-dtype: f16, bf16, q8_0): f32:kv=bf16. For each TEXT, bits
+// per byte exactly as models/eval_bpb.sh (the trainer's validation) computes them: each line is a
+// document (a trailing CR dropped, empty lines and invalid UTF-8 skipped), its tokens then EOS, all
+// in one stream read as windows of SEQ + 1 tokens; every token after the first of a window is
+// scored once with the tokens before it in the window as context; the tail that fills no window is
+// not scored. bpb = mean nats per scored token / ln 2 x tokens / bytes, bytes counting each
+// document and its newline. --max-bytes keeps the first documents that fit, so `head -n` of the
+// same lines gives eval_bpb.sh the same text. Beside bpb, at every scored position: whether the
+// top-1, the top-10 set, at least 9 of the top-10 and the ordered top-10 equal the reference's, and
+// KL(reference || dtype). Then the same agreement at every position of the model card's ten prompts
+// (the first is the Explorer's placeholder), which is what the Explorer shows: a prompt's top-10,
+// and each of its tokens ranked in that position's list.
 //
 // The held-out text and the unseen text of models/default/README.md, byte for byte: the
 // trainer's prepare of models/train_default.sh (step 2) writes the held-out documents to
@@ -75,7 +75,7 @@ typedef struct {
     KgDtype precision; // the backend's mixed precision while this variant runs
     Gpt2 m;
     Gpt2State s;
-    KvCache kv;
+    KvSeq kv;
     Tally t;
 } Variant;
 
@@ -162,7 +162,7 @@ static void tally_rows(Tally *t, const float *logits, const float *ref_logits, c
 
 // v's logits of every one of the n tokens, from an empty cache, into v->s.logits_host.
 static int run_rows(Variant *v, const int *tokens, size_t n, char *err) {
-    kv_truncate(&v->kv, 0);
+    kv_seq_truncate(&v->kv, 0);
     v->m.be->mixed = v->precision; // the variants share one backend and run one at a time
     Gpt2Seq q = {&v->kv, tokens, n, GPT2_LOGITS_ALL};
     double t0 = bench_now();
@@ -301,7 +301,7 @@ static int bench_prompts(Variant *vs, size_t nv, const Tokenizer *tok, RefRow *r
 }
 
 static void variant_close(Variant *v) {
-    kv_free(&v->kv, &v->m);
+    kv_free(&v->kv);
     gpt2_state_free(&v->s, &v->m);
     gpt2_close(&v->m);
 }
@@ -309,20 +309,23 @@ static void variant_close(Variant *v) {
 // Opens v as dtype name with room for rows tokens per forward; on error v holds nothing.
 static int variant_open(Variant *v, const char *dir, KgBackend *be, const char *name, size_t rows,
                         char *err) {
-    char dtype[16];
-    size_t len = strcspn(name, "@");
+    char dtype[16], prec_name[16];
+    size_t len = strcspn(name, "@:"), plen = name[len] == '@' ? strcspn(name + len + 1, ":") : 0;
     snprintf(dtype, sizeof dtype, "%.*s", (int)(len < 15 ? len : 15), name);
-    KgDtype dt, prec = KG_F32;
-    if (kg_dtype_parse(dtype, &dt, NULL) ||
-        (name[len] && kg_precision_parse(name + len + 1, &prec, NULL)))
+    snprintf(prec_name, sizeof prec_name, "%.*s", (int)(plen < 15 ? plen : 15), name + len + 1);
+    const char *kv = strstr(name, ":kv=");
+    KgDtype dt, prec = KG_F32, kv_dt = KG_F32;
+    if (kg_dtype_parse(dtype, &dt, NULL) || (plen && kg_precision_parse(prec_name, &prec, NULL)) ||
+        (kv && kg_dtype_parse(kv + 4, &kv_dt, NULL)))
         return kg_err(err, KG_EINVAL, "--dtypes: unknown dtype %s", name);
     *v = (Variant){.name = name, .precision = prec};
+    be->kv_dtype = kv_dt; // the variant's pool is made in its dtype (kv_init below)
     int rc = gpt2_open(&v->m, dir, be, dt, err);
     if (rc) return rc;
     if (rows > v->m.config.n_ctx)
         rc = kg_err(err, KG_EINVAL, "--seq %zu exceeds n_ctx %zu", rows, v->m.config.n_ctx);
     if (!rc) rc = gpt2_state_init(&v->s, &v->m, rows, rows, err);
-    if (!rc) rc = kv_init(&v->kv, &v->m, rows, err);
+    if (!rc) rc = kv_init(&v->kv, &v->m, err);
     if (rc)
         variant_close(v);
     else

@@ -11,140 +11,13 @@
 // temporary directory, and starts kogpt2d from beside this binary on 127.0.0.1. With a
 // list of dtypes every figure is measured once per dtype, one after the other in one run
 // (issue 16: `--shape base --dtype f32,q8_0,q4_0`); without, the weights stay as stored.
-#define _GNU_SOURCE // strcasestr
-#include <arpa/inet.h>
+#define _GNU_SOURCE // strcasestr (bench_http.h)
 #include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "../tests/testmodel.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-// --- a minimal keep-alive HTTP/1.1 client ---
-
-typedef struct {
-    int fd, port;
-    char buf[1 << 16];
-    size_t len;
-} Conn;
-
-static int conn_open(Conn *c, int port) {
-    c->port = port;
-    c->len = 0;
-    c->fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int one = 1;
-    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return connect(c->fd, (struct sockaddr *)&a, sizeof a);
-}
-
-// POSTs body (or GETs when body is NULL); returns the status and copies the body into out.
-static int conn_request(Conn *c, const char *path, const char *body, char *out, size_t cap) {
-    char req[8192];
-    int n = body ? snprintf(req, sizeof req,
-                            "POST %s HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\n"
-                            "Content-Length: %zu\r\n\r\n%s",
-                            path, strlen(body), body)
-                 : snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: b\r\n\r\n", path);
-    if (send(c->fd, req, (size_t)n, MSG_NOSIGNAL) != n) return -1;
-    c->len = 0;
-    char *hdr_end = NULL;
-    while (!hdr_end) {
-        ssize_t got = recv(c->fd, c->buf + c->len, sizeof c->buf - c->len - 1, 0);
-        if (got <= 0) return -1;
-        c->len += (size_t)got;
-        c->buf[c->len] = '\0';
-        hdr_end = strstr(c->buf, "\r\n\r\n");
-    }
-    int status = atoi(c->buf + 9);
-    const char *cl = strcasestr(c->buf, "Content-Length:");
-    size_t want = cl ? strtoul(cl + 15, NULL, 10) : 0;
-    size_t head = (size_t)(hdr_end + 4 - c->buf);
-    while (c->len - head < want && c->len < sizeof c->buf - 1) {
-        ssize_t got = recv(c->fd, c->buf + c->len, sizeof c->buf - c->len - 1, 0);
-        if (got <= 0) return -1;
-        c->len += (size_t)got;
-    }
-    c->buf[c->len] = '\0';
-    if (out) snprintf(out, cap, "%s", c->buf + head);
-    return status;
-}
-
-// --- the daemon ---
-
-// Starts kogpt2d with dtype (NULL: as stored) and up to two more arguments (NULL: none).
-static pid_t daemon_start(const char *exe, const char *model, int port, int threads,
-                          const char *dtype, const char *extra1, const char *extra2) {
-    pid_t pid = fork();
-    if (pid == 0) {
-        char p[16], t[16];
-        snprintf(p, sizeof p, "%d", port);
-        snprintf(t, sizeof t, "%d", threads);
-        const char *argv[16] = {exe, "--model", model,         "--port", p,   "--threads",
-                                t,   "--quiet", "--max-queue", "256",    NULL};
-        size_t n = 10;
-        if (dtype) {
-            argv[n++] = "--dtype";
-            argv[n++] = dtype;
-        }
-        if (extra1) argv[n++] = extra1;
-        if (extra2) argv[n++] = extra2;
-        freopen("/dev/null", "w", stderr);
-        execv(exe, (char *const *)argv);
-        _exit(127);
-    }
-    for (int i = 0; i < 600; i++) { // up to 60 s to load
-        if (waitpid(pid, NULL, WNOHANG) == pid) {
-            fprintf(stderr, "bench_server: kogpt2d exited while loading (%s)\n", exe);
-            exit(1);
-        }
-        Conn c;
-        if (conn_open(&c, port) == 0) {
-            int st = conn_request(&c, "/readyz", NULL, NULL, 0);
-            close(c.fd);
-            if (st == 200) return pid;
-        } else {
-            close(c.fd);
-        }
-        usleep(100000);
-    }
-    fprintf(stderr, "bench_server: kogpt2d did not become ready\n");
-    kill(pid, SIGKILL);
-    exit(1);
-}
-
-static void daemon_stop(pid_t pid) {
-    kill(pid, SIGTERM);
-    waitpid(pid, NULL, 0);
-}
-
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    bind(fd, (struct sockaddr *)&a, sizeof a);
-    getsockname(fd, (struct sockaddr *)&a, &len);
-    close(fd);
-    return ntohs(a.sin_port);
-}
+#include "bench_http.h"
 
 // --- load ---
 
@@ -186,15 +59,6 @@ static void *client_main(void *arg) {
     close(c->fd);
     free(c);
     return NULL;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double pct(const double *v, size_t n, double p) {
-    return n ? v[(size_t)(p * (double)(n - 1) + 0.5)] : 0;
 }
 
 static void bench_next_token(int port, int clients, double seconds, size_t n_prompt, size_t vocab) {
@@ -308,6 +172,20 @@ static void bench_generate(int port, int clients, int tokens) {
 
 // Every figure against one kogpt2d configuration (dtype NULL: as stored), restarting it for
 // the clicks without speculation and without the prefix cache.
+// kogpt2d with dtype (NULL: as stored) and up to two more arguments (NULL: none).
+static pid_t daemon_start(const char *exe, const char *model, int port, int threads,
+                          const char *dtype, const char *extra1, const char *extra2) {
+    const char *extra[5] = {NULL};
+    size_t n = 0;
+    if (dtype) {
+        extra[n++] = "--dtype";
+        extra[n++] = dtype;
+    }
+    if (extra1) extra[n++] = extra1;
+    if (extra2) extra[n++] = extra2;
+    return daemon_start_argv(exe, model, port, threads, extra);
+}
+
 static void bench_daemon(const char *exe, const char *model, int port, int threads,
                          const char *dtype, double seconds) {
     pid_t pid = daemon_start(exe, model, port, threads, dtype, NULL, NULL);
@@ -324,21 +202,6 @@ static void bench_daemon(const char *exe, const char *model, int port, int threa
     pid = daemon_start(exe, model, port, threads, dtype, "--cache-mb", "0");
     bench_clicks(port, "(no prefix cache)", vocab);
     daemon_stop(pid);
-}
-
-// Copies the shared v2 tokenizer next to the weights.
-static int copy_file(const char *from, const char *to) {
-    FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
-    if (!out) {
-        if (in) fclose(in);
-        return -1;
-    }
-    char buf[1 << 16];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
-        fwrite(buf, 1, n, out);
-    fclose(in);
-    return fclose(out);
 }
 
 int main(int argc, char **argv) {
@@ -378,30 +241,8 @@ int main(int argc, char **argv) {
     snprintf(exe, sizeof exe, "%s/kogpt2d", dirname(self));
     char dir[] = "/tmp/kg_bench_srv_XXXXXX";
     if (!model) {
-        const char *shared = getenv("KG_SHARED_DIR") ? getenv("KG_SHARED_DIR") : "../shared";
-        char tok[PATH_MAX], dst[PATH_MAX + 32], err[KG_ERRLEN];
-        snprintf(tok, sizeof tok, "%s/data/kogpt2/v2/tokenizer.no_endoftext.json", shared);
-        int base = !strcmp(shape, "base");
-        TestModelSpec sp = {.L = base ? 12 : 2,
-                            .C = base ? 768 : 64,
-                            .NH = base ? 12 : 2,
-                            .T = base ? 1024 : 256,
-                            .V = 51200,
-                            .dtype = KG_F32,
-                            .wte_std = 0.5f,
-                            .seed = 7};
-        if (!mkdtemp(dir) || testmodel_write(dir, &sp, err)) {
-            fprintf(stderr, "bench_server: cannot write a model: %s\n", err);
-            return 1;
-        }
-        snprintf(dst, sizeof dst, "%s/tokenizer.json", dir);
-        if (copy_file(tok, dst)) {
-            fprintf(stderr, "bench_server: %s is missing (set KG_SHARED_DIR)\n", tok);
-            return 1;
-        }
+        if (bench_model_write(dir, shape)) return 1;
         model = dir;
-        printf("model: random %s shape (%zu layers, %zu wide, vocab 51200, f32)\n", shape, sp.L,
-               sp.C);
     }
     int port = free_port();
     char *save, *dtype = dtypes[0] ? strtok_r(dtypes, ",", &save) : NULL;

@@ -20,12 +20,12 @@ static inline int bench_speeds_dtype(KgBackend *be, const char *dir, KgDtype dty
                                      BenchSpeeds *out, size_t *weight_bytes, char *err) {
     Gpt2 m;
     Gpt2State s = {0};
-    KvCache kv = {0};
+    KvSeq kv = {0};
     int rc = gpt2_open(&m, dir, be, dtype, err);
     if (rc) return rc;
     size_t V = m.config.vocab_size;
     *weight_bytes = gpt2_weight_bytes(&m);
-    if ((rc = gpt2_state_init(&s, &m, 512, 1, err)) || (rc = kv_init(&kv, &m, 1024, err))) goto end;
+    if ((rc = gpt2_state_init(&s, &m, 512, 1, err)) || (rc = kv_init(&kv, &m, err))) goto end;
     int tokens[640];
     uint64_t rng = 7;
     for (int i = 0; i < 640; i++)
@@ -37,7 +37,7 @@ static inline int bench_speeds_dtype(KgBackend *be, const char *dir, KgDtype dty
         best[i] = 1e30;
         // gpt2_prefill waits for the logits (on a GPU too): each run is timed whole
         for (int rep = 0; rep < (lens[i] < 512 ? 5 : 2); rep++) {
-            kv_truncate(&kv, 0);
+            kv_seq_truncate(&kv, 0);
             double t0 = bench_now();
             if ((rc = gpt2_prefill(&m, &s, &kv, tokens, lens[i], 1, err))) goto end;
             double dt = bench_now() - t0;
@@ -47,7 +47,7 @@ static inline int bench_speeds_dtype(KgBackend *be, const char *dir, KgDtype dty
     out->prefill20_ms = best[0] * 1e3;
     out->prefill64 = 64 / best[1];
     out->prefill512 = 512 / best[2];
-    kv_truncate(&kv, 0);
+    kv_seq_truncate(&kv, 0);
     if ((rc = gpt2_prefill(&m, &s, &kv, tokens, 64, 1, err))) goto end;
     double t0 = bench_now();
     for (int step = 0; step < 128; step++) {
@@ -56,7 +56,7 @@ static inline int bench_speeds_dtype(KgBackend *be, const char *dir, KgDtype dty
     }
     out->decode = 128.0 / (bench_now() - t0);
 end:
-    kv_free(&kv, &m);
+    kv_free(&kv);
     gpt2_state_free(&s, &m);
     gpt2_close(&m);
     return rc;

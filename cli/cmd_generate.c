@@ -301,7 +301,7 @@ static int generate(CliModel *cm, const GenArgs *a, uint64_t seed, GenText *g, G
         sampler_new(V, (float)a->temperature, (size_t)a->top_k, (float)a->top_p, seed);
     SamplerPenalty *penalty = NULL;
     TokStream *stream = tok_stream_new(cm->tok);
-    KvCache kv = {0};
+    KvSeq kv = {0};
     float *penalized = NULL;
     const char *piece;
     size_t piece_len;
@@ -325,8 +325,7 @@ static int generate(CliModel *cm, const GenArgs *a, uint64_t seed, GenText *g, G
     if (!rc && (strict || sampler_penalty_active(penalty)) &&
         !(penalized = malloc(V * sizeof *penalized)))
         rc = kg_err(err, KG_ENOMEM, "out of memory");
-    size_t cap = a->n_ids + (size_t)a->max_tokens - 1; // the last token drawn is never fed
-    if (!rc) rc = kv_init(&kv, m, cap < n_ctx ? cap : n_ctx, err);
+    if (!rc) rc = kv_init(&kv, m, err);
     if (!rc) rc = gpt2_prefill(m, &cm->s, &kv, a->ids, a->n_ids, 1, err);
     double t1 = now_ms();
     r->prefill_ms = t1 - t0;
@@ -379,7 +378,7 @@ static int generate(CliModel *cm, const GenArgs *a, uint64_t seed, GenText *g, G
     }
     r->decode_ms = now_ms() - t1;
     if (rc == KG_ENOMEM && !err[0]) kg_err(err, rc, "out of memory");
-    kv_free(&kv, m);
+    kv_free(&kv);
     free(penalized);
     tok_stream_free(stream);
     sampler_penalty_free(penalty);

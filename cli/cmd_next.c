@@ -177,7 +177,7 @@ int cmd_next(int argc, char **argv) {
     if (rc >= 0) return rc;
     char err[KG_ERRLEN];
     CliModel cm;
-    KvCache kv = {0};
+    KvSeq kv = {0};
     KgCandidate *cand = NULL;
     // a tokenizer: needed for --text, optional otherwise (it adds each candidate's text)
     if (cli_model_open_tokenizer(&cm, &a.model, a.text != NULL, err)) {
@@ -205,7 +205,7 @@ int cmd_next(int argc, char **argv) {
     const int *ids = a.ids;
     size_t n = a.n_ids;
     cm.s.logits_stay = 1; // only the top-k leave the backend
-    if (kv_init(&kv, &cm.m, n, err) || gpt2_prefill(&cm.m, &cm.s, &kv, ids, n, 1, err)) goto fail;
+    if (kv_init(&kv, &cm.m, err) || gpt2_prefill(&cm.m, &cm.s, &kv, ids, n, 1, err)) goto fail;
     size_t V = cm.m.config.vocab_size, k = (size_t)a.top_k < V ? (size_t)a.top_k : V;
     if (!(cand = malloc(k * sizeof *cand))) {
         kg_err(err, KG_ENOMEM, "out of memory");
@@ -217,7 +217,7 @@ int cmd_next(int argc, char **argv) {
 fail:
     if (rc) fprintf(stderr, "kogpt2 next: %s\n", err);
     free(cand);
-    kv_free(&kv, &cm.m);
+    kv_free(&kv);
     cli_model_close(&cm);
     free(a.ids);
     return rc;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/kg.h"
+#include "base/kg_json.h"
 #include "commands.h"
 #include "tokenizer/tokenizer.h"
 
@@ -229,6 +230,9 @@ static int tokenize_jsonl(const Tokenizer *t) {
         size_t n = 0;
         if (!cJSON_IsString(j_s)) {
             snprintf(err, sizeof(err), "line %zu: not a JSON string (or not valid JSON)", lineno);
+            rc |= 1 | print_error_json(err);
+        } else if (kg_json_check_nul(line, (size_t)got, "input", msg)) { // strlen would stop
+            snprintf(err, sizeof(err), "line %zu: %s", lineno, msg);
             rc |= 1 | print_error_json(err);
         } else if (tok_encode(t, j_s->valuestring, strlen(j_s->valuestring), &ids, &n, msg)) {
             snprintf(err, sizeof(err), "line %zu: %s", lineno, msg);

@@ -22,8 +22,13 @@ int score_run_init(ScoreRun *r, const Gpt2 *m, Gpt2State *s, const Tokenizer *to
     r->seqs = calloc(batch, sizeof *r->seqs);
     r->seq_slot = calloc(batch, sizeof *r->seq_slot);
     int rc = r->slots && r->seqs && r->seq_slot ? KG_OK : kg_err(err, KG_ENOMEM, "out of memory");
+    // blocks for every slot's window (batch <= SCORE_MAX_BATCH, T <= n_ctx: no overflow), at
+    // least the one context and a block to copy that a pool must hold
+    size_t blocks = batch * kv_blocks_for(T), one = kv_blocks_for(m->config.n_ctx);
+    if (!rc)
+        rc = kv_pool_new(&r->pool, &m->config, m->be, (blocks > one ? blocks : one) + 1, 0, err);
     for (size_t i = 0; !rc && i < batch; i++)
-        rc = kv_init(&r->slots[i].kv, m, T, err);
+        rc = kv_seq_init(&r->slots[i].kv, r->pool, err);
     if (rc) score_run_free(r);
     return rc;
 }
@@ -35,7 +40,8 @@ static void score_doc_free(ScoreDoc *d) {
 
 void score_run_free(ScoreRun *r) {
     for (size_t i = 0; r->slots && i < r->batch; i++)
-        kv_free(&r->slots[i].kv, r->m);
+        kv_seq_release(&r->slots[i].kv); // (an uninitialized one: nothing)
+    if (r->pool) kv_pool_free(r->pool);
     while (r->head) {
         ScoreDoc *d = r->head;
         r->head = d->next;
@@ -122,7 +128,7 @@ static void score_run_assign(ScoreRun *r) {
         sl->k0 = w * r->T;
         sl->n = predicted - sl->k0 < r->T ? predicted - sl->k0 : r->T;
         sl->fed = 0;
-        kv_truncate(&sl->kv, 0); // a window is predicted from its own tokens only
+        kv_seq_truncate(&sl->kv, 0); // a window is predicted from its own tokens only
     }
 }
 

@@ -37,7 +37,7 @@ typedef struct ScoreDoc {
 typedef struct {
     ScoreDoc *doc; // NULL: a free slot
     size_t k0, n, fed;
-    KvCache kv;
+    KvSeq kv; // on the run's pool
 } ScoreSlot;
 
 typedef struct {
@@ -51,6 +51,7 @@ typedef struct {
     const Tokenizer *tok;
     size_t T, batch, chunk;
     int eos;
+    KvPool *pool;          // every slot's blocks: a window of T positions each, no prefix cache
     ScoreSlot *slots;      // (batch)
     Gpt2Seq *seqs;         // (batch) a step's sequences
     size_t *seq_slot;      // (batch) which slot each is

@@ -6,13 +6,17 @@
 # Configures and builds kogpt2 (Release) in $KG_DOCKER_BUILD_DIR (default build-docker/, or
 # build-docker-cuda/ with KG_CUDA=ON), then installs into PREFIX:
 #   PREFIX/bin/kogpt2d, PREFIX/bin/kogpt2       the daemon and the CLI (and kogpt2-train, KG_TRAIN=ON)
+#   PREFIX/bin/libkgcuda.so                     KG_CUDA=ON: the CUDA backend, which the programs
+#                                               open from beside themselves when a GPU is asked
+#                                               for (and libkgnccl.so, a build with MPI and NCCL)
 #   PREFIX/share/kogpt2/web/                    the Explorer (kogpt2d finds it from bin/)
 #   PREFIX/share/kogpt2/models/default/         the default model
 # and checks that the installed daemon starts on the installed model and answers /readyz.
 # Env:
 #   KG_CUDA=OFF|ON   OFF (default): -DKG_CUDA=OFF, a CPU build even where nvcc is installed.
 #                    ON: -DKG_CUDA=ON with the toolkit in $CUDA_HOME (default /usr/local/cuda):
-#                    its nvcc and CUDAToolkit_ROOT; the installed binaries must link cuBLAS.
+#                    its nvcc and CUDAToolkit_ROOT; the installed libkgcuda.so must link
+#                    cuBLAS, and no program may (they open the library only for a GPU).
 #   KG_TRAIN=ON      also build and install PREFIX/bin/kogpt2-train (default OFF; the CUDA image
 #                    sets it: training on the GPU uses cuBLAS and NCCL)
 #   KG_DOCKER_BUILD_DIR, KG_JOBS (default: nproc)
@@ -46,17 +50,30 @@ cmake -S "$SRC" -B "$B" "${GEN[@]}" "${ARGS[@]}" "$@"
 cmake --build "$B" --target "${BINS[@]}" --parallel "${KG_JOBS:-$(nproc)}"
 mkdir -p "$PREFIX/bin" "$PREFIX/share/kogpt2/models"
 for bin in "${BINS[@]}"; do install -m 0755 "$B/$bin" "$PREFIX/bin/"; done
+if [ "$CUDA" = ON ]; then  # built with the programs (model/CMakeLists.txt: kgmodel needs it)
+  for lib in libkgcuda.so libkgnccl.so; do
+    if [ -e "$B/$lib" ]; then install -m 0755 "$B/$lib" "$PREFIX/bin/"; fi
+  done
+fi
 rm -rf "$PREFIX/share/kogpt2/web" "$PREFIX/share/kogpt2/models/default"
 cp -R "$SRC/web" "$PREFIX/share/kogpt2/web"
 cp -RL "$SRC/models/default" "$PREFIX/share/kogpt2/models/default"
 if [ "$CUDA" = ON ]; then
-  # A CUDA build that silently came out CPU-only would pass the smoke test below.
+  # A CUDA build that silently came out CPU-only would pass the smoke test below, and one whose
+  # programs link cuBLAS would map it on every CPU start.
   # (ldd's output captured first: with pipefail, grep -q closing the pipe early fails it)
-  libs=$(ldd "$PREFIX/bin/kogpt2d")
+  libs=$(ldd "$PREFIX/bin/libkgcuda.so" 2>&1 || true)
   if [[ $libs != *libcublas* ]]; then
-    echo "docker/build.sh: KG_CUDA=ON, but kogpt2d does not link cuBLAS (is the CUDA backend built?)" >&2
+    echo "docker/build.sh: KG_CUDA=ON, but there is no $PREFIX/bin/libkgcuda.so linking cuBLAS (is the CUDA backend built?)" >&2
     exit 1
   fi
+  for bin in "${BINS[@]}"; do
+    libs=$(ldd "$PREFIX/bin/$bin")
+    if [[ $libs == *libcudart* || $libs == *libcublas* ]]; then
+      echo "docker/build.sh: $bin links the CUDA runtime or cuBLAS; only libkgcuda.so may" >&2
+      exit 1
+    fi
+  done
 fi
 # Smoke test of what was installed: explicit paths, so a fallback to the source tree
 # cannot hide a missing file. On a machine without a GPU (a docker build) the CUDA build

@@ -9,7 +9,8 @@
 #                 build-docker-cuda/): kogpt2d, kogpt2, kogpt2-train, the Explorer, the default
 #                 model; or a copy of KG_CUDA_PREFIX, an install that same command made before
 #                 (CI reuses ctest's test_deploy_build_cuda install)
-#   cuda/         the CUDA libraries the binaries link, found with ldd in $CUDA_HOME and copied
+#   cuda/         the CUDA libraries libkgcuda.so (the CUDA backend, in bin/ beside the
+#                 programs, which open it only for a GPU) links, found with ldd in $CUDA_HOME and copied
 #                 under their sonames: libcudart, libcublas, libcublasLt. Any other library
 #                 from the toolkit fails the staging: the image carries these three only.
 #   local/        libmicrohttpd.so.12 from /usr/local/lib (scripts/build_mhd.sh)
@@ -58,17 +59,17 @@ else
   KG_CUDA=ON KG_TRAIN=ON CUDA_HOME=$CUDA_HOME "$SRC/docker/build.sh" "$DIR/opt/kogpt2" "$@"
 fi
 
-# The libraries the binaries link: from the toolkit, only the three the image is for; the
-# others come from Debian packages in the image (ldd's list is checked there again).
+# The libraries the binaries and libkgcuda.so link: from the toolkit, only the three the image
+# is for; the others come from Debian packages in the image (ldd's list is checked there again).
 cuda_real=$(readlink -f "$CUDA_HOME")
 libs=$(ldd "$DIR"/opt/kogpt2/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u)
-[[ $libs == *libcublas* ]] || die "$DIR/opt/kogpt2/bin/kogpt2d does not link cuBLAS: not a CUDA build"
+[[ $libs == *libcublas* ]] || die "no $DIR/opt/kogpt2/bin/libkgcuda.so linking cuBLAS: not a CUDA build"
 while read -r soname path; do
   case $(readlink -f "$path") in
     "$cuda_real"/*)
       case $soname in
         libcudart.so.*|libcublas.so.*|libcublasLt.so.*) cp -L "$path" "$DIR/cuda/$soname" ;;
-        *) die "the binaries link $soname from the toolkit; the image carries only cudart, cuBLAS and cuBLASLt" ;;
+        *) die "the binaries or libkgcuda.so link $soname from the toolkit; the image carries only cudart, cuBLAS and cuBLASLt" ;;
       esac ;;
     /usr/local/lib/libmicrohttpd.so*) cp -L "$path" "$DIR/local/$soname" ;;
   esac

@@ -11,9 +11,9 @@
 # `--read-only` serves; a model mounted from the host with `--model` serves; started as
 # SageMaker starts it (`IMAGE serve`, /opt/ml/model, -p 8080) /ping and /invocations answer.
 # The CUDA image also: it carries the CUDA runtime, cuBLAS and cuBLASLt and nothing else of the toolkit (no nvcc, no
-# static library) and its binaries find them; run without a GPU (no --gpus: none is given to the
-# container, whatever this machine has) it serves on the CPU and its device line says there is no
-# GPU. Prints the image's size, layers and build time; fails above KG_IMAGE_MAX_MB (default 200
+# static library) and libkgcuda.so finds them (the programs link none of them); run without a GPU (no --gpus: none is
+# given to the container, whatever this machine has) it serves on the CPU, its device line says there is no GPU, and
+# kogpt2d maps no CUDA library. Prints the image's size, layers and build time; fails above KG_IMAGE_MAX_MB (default 200
 # for the CPU image, 850 for the CUDA one: its cuBLASLt alone is 540 MB).
 # Env: KG_IMAGE (default kogpt2d:latest or kogpt2d:cuda), KG_IMAGE_MAX_MB, KG_IMAGE_NO_BUILD=1
 # (test the image already tagged KG_IMAGE), KG_CUDA_PREFIX (cuda: stage this install instead of
@@ -121,7 +121,8 @@ if [ "$KIND" = cuda ]; then
   # shellcheck disable=SC2016  # expanded inside the container
   inside=$(podman run --rm --network host --entrypoint bash "$IMG" -c '
     echo "libs: $(cd /usr/local/cuda/lib64 && ls | tr "\n" " ")"
-    echo "ldd: $(ldd /opt/kogpt2/bin/kogpt2d | awk "/libcu/ {print \$1 \"=>\" \$3}" | tr "\n" " ")"
+    echo "ldd: $(ldd /opt/kogpt2/bin/libkgcuda.so | awk "/libcu/ {print \$1 \"=>\" \$3}" | tr "\n" " ")"
+    echo "programs: $(ldd /opt/kogpt2/bin/kogpt2d /opt/kogpt2/bin/kogpt2 | grep -c libcu)"
     echo "nvcc: $(command -v nvcc || echo none)"
     echo "static: $(find / -xdev \( -name "*.a" -o -name "libcuda.so*" \) 2>/dev/null | grep -c .)"
     echo "env: $NVIDIA_DRIVER_CAPABILITIES $NVIDIA_REQUIRE_CUDA"' 2>&1 | grep -v 'systemd connection')
@@ -129,7 +130,9 @@ if [ "$KIND" = cuda ]; then
   [[ $inside =~ libs:\ libcublas\.so\.[0-9]+\ libcublasLt\.so\.[0-9]+\ libcudart\.so\.[0-9]+\ $'\n' ]] &&
     ok "CUDA libraries: cudart, cuBLAS, cuBLASLt only" || bad "CUDA libraries in the image"
   n=$(grep -o '=>/usr/local/cuda/lib64/' <<< "$inside" | wc -l)
-  [ "$n" = 3 ] && ok "kogpt2d finds the three in /usr/local/cuda/lib64" || bad "ldd: $n of 3 CUDA libraries found"
+  [ "$n" = 3 ] && ok "libkgcuda.so finds the three in /usr/local/cuda/lib64" || bad "ldd: $n of 3 CUDA libraries found"
+  [[ $inside == *"programs: 0"* ]] && ok "kogpt2d and kogpt2 link none of them (libkgcuda.so is opened for a GPU)" ||
+    bad "a program links a CUDA library"
   [[ $inside == *"nvcc: none"* && $inside == *"static: 0"* ]] &&
     ok "no nvcc, no static library, no libcuda (the driver's, mounted at run time)" ||
     bad "toolkit pieces or a libcuda in the image"
@@ -148,6 +151,11 @@ if [ "$KIND" = cuda ]; then
   echo "  ${nogpu:-(no line says no GPU)}"
   [ -n "$nogpu" ] && [ -n "$oncpu" ] && ok "no GPU: the CPU fallback, said plainly" ||
     bad "no GPU line or no CPU device in the log: $(head -5 <<< "$log")"
+  # on the CPU the CUDA runtime and cuBLAS stay unmapped (the kernel's list of kogpt2d's maps)
+  maps=$(podman exec kg-img-serve cat /proc/1/maps 2>/dev/null | grep -cE 'libcudart|libcublas|libkgcuda')
+  rss=$(podman exec kg-img-serve sh -c 'grep VmRSS /proc/1/status' 2>/dev/null | awk '{print int($2 / 1024)}')
+  [ "$maps" = 0 ] && ok "the CPU fallback maps no CUDA library (kogpt2d's RSS: ${rss:-?} MiB)" ||
+    bad "the CPU fallback maps $maps CUDA library mappings"
 fi
 uid=$(podman exec kg-img-serve sh -c 'id -u; cat /proc/1/status' 2>/dev/null | awk 'NR == 1 {print} /^Uid:/ {print $2}' | sort -u | tr '\n' ' ')
 [ "$uid" = "10001 " ] && ok "kogpt2d (PID 1) and podman exec run as uid 10001" || bad "uid: '$uid'"

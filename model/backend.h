@@ -27,17 +27,35 @@ typedef struct {
 } KgMat;
 
 // One sequence's share of a batched attention call. Rows [row0, row0 + n) of q and out
-// are positions [pos0, pos0 + n) of the sequence; its keys and values for positions
-// [0, pos0 + n) are rows of k and v, ld_kv floats apart. Causal: position p sees 0..p.
+// are positions [pos0, pos0 + n) of the sequence. Its keys and values for positions
+// [0, pos0 + n) are read through a block table, the addressing of vLLM's paged attention:
+// position t is slot t % 2^block_shift of block blocks[t >> block_shift], and head h of it
+// starts kg_attn_offset(s, t, h) bytes into k (or v). The inference KV pool (kv.h) has
+// blocks of KV_BLOCK_LEN positions anywhere in its memory, each head's rows together;
+// training's keys and values are its own qkv rows: one block of every position (blocks =
+// {0}), row_stride 3C floats, head_stride hs floats. Causal: position p sees 0..p.
 // Training also sets att, where the forward saves the probabilities, and dk/dv, where the
-// backward adds the key/value gradients (same layout as k/v).
+// backward adds the key/value gradients (addressed as k and v, f32).
 typedef struct {
     size_t row0, n, pos0;
-    const float *k, *v; // (pos0 + n, ld_kv) backend memory; head h at columns h*hs
-    size_t ld_kv;
-    float *att;     // (NH, n, pos0 + n) softmax probabilities, or NULL (inference)
-    float *dk, *dv; // (pos0 + n, ld_kv) backward only
+    void *k, *v;            // backend memory: the sequence's block 0 of this layer's keys, values
+    const uint32_t *blocks; // host memory: (ceil((pos0 + n) / 2^block_shift)) block ids (a GPU
+                            // backend stages the table with the descriptors)
+    unsigned block_shift;   // positions per block = 2^block_shift
+    size_t block_stride;    // bytes from one block id to the next
+    size_t head_stride;     // bytes from head h to head h + 1 within a position
+    size_t row_stride;      // bytes from slot o to slot o + 1 within a block
+    KgDtype kv_dtype;       // of k and v: KG_F32, or a dtype the backend lists in kv_dtypes
+    float *att;             // (NH, n, pos0 + n) softmax probabilities, or NULL (inference)
+    float *dk, *dv;         // backward only: as k and v (f32)
 } KgAttnSeq;
+
+// The byte offset of head h of position t in s's keys or values (or gradients).
+static inline size_t kg_attn_offset(const KgAttnSeq *s, size_t t, size_t h) {
+    const size_t slot = t & (((size_t)1 << s->block_shift) - 1);
+    return (size_t)s->blocks[t >> s->block_shift] * s->block_stride + h * s->head_stride +
+           slot * s->row_stride;
+}
 
 // One AdamW step's scalars (kg_adamw_update in kgmath.h does the per-element math).
 typedef struct {
@@ -87,7 +105,16 @@ typedef struct {
     // 1: bf16 operands multiply in hardware (tensor cores, AVX512-BF16's vdpbf16ps); 0: the
     // rounding is emulated, so --precision bf16 runs slower than f32 there.
     int bf16_native;
+    // The dtypes the backend owns (DESIGN.md, "Precision by backend"): act_dtype is the
+    // activation buffers' (f32 on both backends today; the graph only passes them back to the
+    // ops), kv_dtypes the KV cache dtypes its kv_store and attention_forward take, a bit
+    // 1u << dtype each (the CPU: f32, f16, bf16, q8_0; CUDA: f32 for now). KgBackend.kv_dtype
+    // picks one of them.
+    KgDtype act_dtype;
+    unsigned kv_dtypes;
 
+    // From here to the end only function pointers, every one set by every backend (the loader
+    // of a backend library checks each: cuda_load.c).
     // --- memory ---
     // Zeroed backend memory, aligned for any vector load; NULL on OOM.
     void *(*alloc)(KgBackend *be, size_t bytes);
@@ -128,6 +155,11 @@ typedef struct {
     // pass over the output instead of three; the CPU runs matmul_forward then gelu_forward.
     void (*matmul_gelu_forward)(KgBackend *be, float *out, float *pre, const float *inp, KgMat w,
                                 const float *bias, size_t N, size_t C, size_t OC, Gpt2Gelu kind);
+    // Each sequence's new keys and values into its blocks: rows [row0, row0 + n) of k and v
+    // (N, ld floats apart; head h at columns h*hs) become positions [pos0, pos0 + n), in the
+    // sequence's kv_dtype (rounded to nearest; q8_0: ggml's blocks of 32 along each head).
+    void (*kv_store)(KgBackend *be, const KgAttnSeq *seqs, size_t n_seq, const float *k,
+                     const float *v, size_t ld, size_t NH, size_t hs);
     // Causal multi-head attention: out (N, C) from q (N, ld_q) (head h at columns h*hs,
     // pre-scaling) and each sequence's keys/values. Softmax over (q.k) / sqrt(hs).
     void (*attention_forward)(KgBackend *be, float *out, const float *q, size_t ld_q,
@@ -172,6 +204,14 @@ typedef struct {
     // non-finite x gives a non-finite sum (the dynamic loss scaler's overflow test).
     double (*sum_squares)(KgBackend *be, const float *x, size_t n);
 
+    // --- host work beside the ops (optional: NULL, and the caller runs the loop itself) ---
+    // fn(ctx, i, thread) for every i in [0, n), spread over the backend's host threads (the
+    // CPU's pool; thread < be->threads indexes per-thread scratch); returns when all have run.
+    // For per-row work on host logits that would otherwise leave the other threads idle
+    // between forwards: the engine draws every decoding sequence's token this way.
+    void (*host_parallel)(KgBackend *be, void (*fn)(void *ctx, size_t i, int thread), void *ctx,
+                          size_t n);
+
     // --- next-token candidates ---
     // The k most probable tokens of one row of V logits (backend memory) under
     // softmax(logits / temperature), highest first, into out (k, host): only k candidates
@@ -193,6 +233,10 @@ struct KgBackend {
     // weights and the backward stay f32, so training on the CPU leaves it KG_F32; KG_F16 is
     // not supported there and computes in f32.
     KgDtype mixed;
+    // The dtype the KV pools made on this backend hold (kv.h): the backend's default (KG_F32,
+    // which keeps the CPU's logits bit for bit those of a contiguous cache), or another of
+    // ops->kv_dtypes the caller sets after creation (kogpt2d --kv-dtype).
+    KgDtype kv_dtype;
     void *impl; // the backend's own state
 };
 
@@ -208,12 +252,15 @@ KgBackend *kg_cpu_backend_new(int threads, char *err);
 // KG_EUNSUP in err when this processor lacks it. For tests and benchmarks.
 KgBackend *kg_cpu_backend_new_isa(int threads, const char *isa, char *err);
 
-// The CUDA backend (model/cuda/, built with KG_CUDA) on GPU `device`: weights, KV caches and
-// activations in device memory, matrices through cuBLAS. NULL with err filled when the build
-// has no CUDA (KG_EUNSUP) or no such GPU can be used (KG_EIO).
+// The CUDA backend (model/cuda/, built with KG_CUDA as libkgcuda.so beside the programs,
+// opened on the first call: cuda_load.c) on GPU `device`: weights, KV caches and activations
+// in device memory, matrices through cuBLAS. NULL with err filled when the build has no CUDA
+// (KG_EUNSUP), the library cannot be loaded (KG_EIO, naming the file and why), or no such GPU
+// can be used (KG_EIO). Thread-safe.
 KgBackend *kg_cuda_backend_new(int device, char *err);
-// GPUs the CUDA runtime sees; 0 in a build without CUDA or when there is no usable driver.
-// With a buffer, a one-line description of GPU 0, or "no GPU found (why)".
+// GPUs the NVIDIA driver sees (libcuda.so.1, probed once per process; the CUDA runtime and
+// cuBLAS stay unmapped); 0 in a build without CUDA or when there is no usable driver. With a
+// buffer, a one-line description of GPU 0, or "no GPU found (why)". Thread-safe.
 int kg_cuda_device_count(char *why, size_t why_size);
 
 // Picks a backend by name: "cpu", "cuda" (GPU 0; "cuda:N" for GPU N) or "auto" (the GPU

@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "config.h"
+#include "kv.h"
 #include "safetensors.h"
 #include "wsrc.h"
 
@@ -100,25 +101,15 @@ int gpt2_export_tensors(const Gpt2 *m, StWrite *w, char (*names)[80], size_t *n)
 // Bytes of weights one forward pass reads (the decode roofline's numerator).
 size_t gpt2_weight_bytes(const Gpt2 *m);
 
-// --- KV cache: one sequence's keys and values, in backend memory ---
-typedef struct {
-    float *data; // (L, 2, cap, C): layer l's keys at 2l, values at 2l + 1
-    size_t len;  // positions cached, 0 .. len-1
-    size_t cap;  // positions allocated
-} KvCache;
+// --- KV cache (kv.h): a pool of blocks per model, a block table per sequence ---
 
-// An empty cache with room for cap positions (cap may be 0; it grows on demand).
-// KG_ENOMEM on failure. Free with kv_free().
-int kv_init(KvCache *kv, const Gpt2 *m, size_t cap, char *err);
-void kv_free(KvCache *kv, const Gpt2 *m);
-// Makes room for cap positions, keeping what is cached. KG_ENOMEM leaves kv unchanged.
-int kv_reserve(KvCache *kv, const Gpt2 *m, size_t cap, char *err);
-// Forgets positions len.. (len <= kv->len).
-void kv_truncate(KvCache *kv, size_t len);
-// dst = the first len positions of src (len <= src->len); dst is (re)allocated as needed.
-int kv_copy(KvCache *dst, const KvCache *src, size_t len, const Gpt2 *m, char *err);
-// Backend bytes a cache of cap positions uses.
-size_t kv_bytes(const Gpt2Config *c, size_t cap);
+// A sequence on a pool of its own, with room for one context (the model's n_ctx positions, on
+// the CPU memory only as positions are written) and no prefix cache: for a caller that runs
+// its sequences without an engine (kogpt2 next/generate, benches, tests). KG_ENOMEM, or
+// KG_EUNSUP for a KV dtype the backend lacks. Free with kv_free().
+int kv_init(KvSeq *kv, const Gpt2 *m, char *err);
+// Frees a sequence made by kv_init and its pool.
+void kv_free(KvSeq *kv);
 
 // --- forward ---
 typedef enum {
@@ -130,7 +121,7 @@ typedef enum {
 // One sequence in a batch: n new tokens appended at positions kv->len ... (n = 0 adds no
 // rows and no logits row).
 typedef struct {
-    KvCache *kv;
+    KvSeq *kv;
     const int *tokens; // (n) host memory
     size_t n;
     Gpt2Logits logits;
@@ -149,7 +140,7 @@ typedef struct {
     float *logits;                   // backend: (R, V)
     float *logits_host;              // host: (R, V); aliases logits on the CPU
     int *tokens, *pos;               // host: (N)
-    KgAttnSeq *attn;                 // host: one per sequence, sized on demand
+    KgAttnSeq *attn;                 // host: one per sequence, max_rows of them from the start
     size_t attn_cap;
     size_t n_logit_rows; // rows of logits_host the last forward filled
     // Set by a caller that only wants candidates: the logits stay in s->logits (backend
@@ -170,18 +161,22 @@ int gpt2_state_init(Gpt2State *s, const Gpt2 *m, size_t max_rows, size_t max_log
 void gpt2_state_free(Gpt2State *s, const Gpt2 *m);
 
 // Runs the new tokens of every sequence through the model in one batch: each linear layer
-// is one matrix multiply over all rows. Each cache grows by its sequence's n. On KG_OK
-// s->logits_host holds s->n_logit_rows rows of V logits, in the order of seqs.
-// Checked first, before any cache changes: token ids < V (KG_ERANGE), kv->len + n <= T
+// is one matrix multiply over all rows. Each sequence's keys and values go into its blocks
+// (kv_seq_reserve makes room first, taking blocks from its pool; an engine that counts
+// blocks reserves them before, so this finds them there), and on KG_OK each grows by its n
+// and its filled blocks join the prefix cache (kv_seq_commit). s->logits_host then holds
+// s->n_logit_rows rows of V logits, in the order of seqs.
+// Checked first, before any sequence changes: token ids < V (KG_ERANGE), kv->len + n <= T
 // (KG_ERANGE, "n_prompt_tokens ... exceeds n_ctx ..."), rows <= s->max_rows and logit
-// rows <= s->max_logit_rows (KG_EINVAL). KG_ENOMEM if a cache cannot grow; KG_ECANCEL when
-// s->cancel said so (every cache keeps its length).
+// rows <= s->max_logit_rows (KG_EINVAL). KG_ENOMEM when a pool has too few blocks left;
+// KG_ECANCEL when s->cancel said so. On any error every sequence keeps its length (a block
+// reserved or copied on write stays in its table, unused).
 int gpt2_forward(const Gpt2 *m, Gpt2State *s, Gpt2Seq *seqs, size_t n_seq, char *err);
 
 // Feeds a prompt of any length (up to T - kv->len) to one sequence in chunks of
 // s->max_rows; with want_logits the last token's logits end in s->logits_host row 0
-// (KG_EINVAL when n is 0 then). All or nothing: on error the cache is as it was.
-int gpt2_prefill(const Gpt2 *m, Gpt2State *s, KvCache *kv, const int *tokens, size_t n,
+// (KG_EINVAL when n is 0 then). All or nothing: on error the sequence is as it was.
+int gpt2_prefill(const Gpt2 *m, Gpt2State *s, KvSeq *kv, const int *tokens, size_t n,
                  int want_logits, char *err);
 
 // --- training (llm.c's layout: one buffer of parameters, one of activations) ---

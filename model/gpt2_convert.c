@@ -32,15 +32,10 @@ static const char *const COPIED[] = {
     "merges.txt",
 };
 
-static int ends_with(const char *s, const char *tail) {
-    size_t n = strlen(s), t = strlen(tail);
-    return n > t && !strcmp(s + n - t, tail);
-}
-
 static int is_copied(const char *name) {
     for (size_t i = 0; i < sizeof COPIED / sizeof COPIED[0]; i++)
         if (!strcmp(name, COPIED[i])) return 1;
-    return ends_with(name, ".model") || ends_with(name, ".spiece"); // SentencePiece
+    return kg_ends_with(name, ".model") || kg_ends_with(name, ".spiece"); // SentencePiece
 }
 
 // Copies the regular file from to to (through a temporary name, renamed when complete);

@@ -316,18 +316,26 @@ void gpt2_train_zero_grad(Gpt2Train *t) {
 // ---------------------------------------------------------------------------------------
 // Forward and backward
 
-// Points each sequence's attention at its rows of qkv / dqkv and its part of att.
+// Every sequence's keys and values are in one block: its own qkv rows (block 0).
+static const uint32_t TRAIN_ONE_BLOCK[1] = {0};
+
+// Points each sequence's attention at its rows of qkv / dqkv and its part of att: one block of
+// all T positions (2^31 > any n_ctx), a position's keys 3C floats after the last's.
 static void attn_seqs(Gpt2Train *t, const Gpt2Config *c, LayerActs *a) {
-    const size_t C = c->n_embd, T = t->T;
+    const size_t C = c->n_embd, T = t->T, hs = C / c->n_head;
     for (size_t b = 0; b < t->B; b++) {
-        const float *qkv = a->qkv + b * T * 3 * C;
+        float *qkv = a->qkv + b * T * 3 * C;
         float *dqkv = t->dqkv + b * T * 3 * C;
         t->seqs[b] = (KgAttnSeq){.row0 = b * T,
                                  .n = T,
                                  .pos0 = 0,
                                  .k = qkv + C,
                                  .v = qkv + 2 * C,
-                                 .ld_kv = 3 * C,
+                                 .blocks = TRAIN_ONE_BLOCK,
+                                 .block_shift = 31,
+                                 .head_stride = hs * sizeof(float),
+                                 .row_stride = 3 * C * sizeof(float),
+                                 .kv_dtype = KG_F32,
                                  .att = a->att + b * c->n_head * T * T,
                                  .dk = dqkv + C,
                                  .dv = dqkv + 2 * C};

@@ -68,9 +68,10 @@ static int read_ref(const char *path, char *hash, size_t cap) {
     FILE *f = fopen(path, "r");
     if (!f) return -1;
     char line[128];
-    int ok = fgets(line, sizeof line, f) != NULL;
+    size_t n = fread(line, 1, sizeof line - 1, f); // bytes, not fgets: a NUL is no hash's
     fclose(f);
-    if (!ok) return -1;
+    line[n] = '\0';
+    if (memchr(line, 0, n)) return -1;
     line[strcspn(line, " \r\n")] = '\0';
     if (!is_commit(line) || strlen(line) >= cap) return -1;
     snprintf(hash, cap, "%s", line);

@@ -98,16 +98,18 @@ static int draw(const KgCandidate *c, size_t n, float u) {
     return c[n - 1].id;
 }
 
-// The index of the largest logit, the lowest of equals, NaN skipped; -1 when all are NaN.
+// The index of the largest logit, the lowest of equals, NaN and -inf skipped; -1 when all
+// are NaN or -inf.
 static int argmax(const float *logits, size_t V) {
     int best = -1;
     for (size_t i = 0; i < V; i++)
-        if (!isnan(logits[i]) && (best < 0 || logits[i] > logits[best])) best = (int)i;
+        if (logits[i] > -INFINITY && (best < 0 || logits[i] > logits[best])) best = (int)i;
     return best;
 }
 
-// Where softmax has no numbers to give, the draw is the best logit's: no finite logit beside
-// NaNs (all -inf: any is as good; all NaN: -1), or a +inf one (it takes all the mass). The
+// Where softmax has no numbers to give, the draw is the best logit's: a +inf one (it takes
+// all the mass), or none (-1) when every logit is NaN or -inf: a -inf is a ban (the UTF-8
+// mask's), so a row of bans and NaNs (a broken model under the mask) has nothing to draw. The
 // sampling paths find these from what they compute anyway (the best of the top k; a log-sum-
 // exp that is not finite), so a normal step makes no extra pass over the logits.
 int sampler_sample(Sampler *s, const float *logits) {
@@ -116,7 +118,7 @@ int sampler_sample(Sampler *s, const float *logits) {
     size_t n;
     if (s->top_k && s->top_k < V) { // the k best, with full-vocabulary probabilities
         n = logits_topk(logits, V, s->temperature, s->top_k, s->work);
-        if (!isfinite(s->work[0].logit)) return isnan(s->work[0].logit) ? -1 : s->work[0].id;
+        if (!isfinite(s->work[0].logit)) return s->work[0].logit == INFINITY ? s->work[0].id : -1;
     } else {
         double lse_d = logits_logsumexp(logits, V, s->temperature);
         if (!isfinite(lse_d)) return argmax(logits, V);

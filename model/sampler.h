@@ -21,8 +21,9 @@ typedef struct {
 // NULL on OOM; seed 0 is allowed (it is remapped). Free with sampler_free().
 Sampler *sampler_new(size_t V, float temperature, size_t top_k, float top_p, uint64_t seed);
 void sampler_free(Sampler *s);
-// Draws one token id from logits (V). Deterministic for a given seed and logits. A NaN logit
-// is never drawn, a +inf one always is (the best of them); -1 when no logit is a number.
+// Draws one token id from logits (V). Deterministic for a given seed and logits. A NaN or
+// -inf logit (a ban: the UTF-8 mask's) is never drawn, a +inf one always is (the best of
+// them); -1 when every logit is NaN or -inf: nothing to draw.
 int sampler_sample(Sampler *s, const float *logits);
 
 // ---------------------------------------------------------------------------------------

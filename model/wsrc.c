@@ -257,6 +257,15 @@ const StTensor *wsrc_find(const WeightSrc *w, const char *name) {
     return NULL;
 }
 
+void wsrc_drop_pages(const WeightSrc *w, const StTensor *t) {
+    const char *p = t->data;
+    for (size_t f = 0; f < w->n_files; f++) {
+        const char *map = w->files[f].map;
+        if (map && p >= map && p + t->nbytes <= map + w->files[f].map_size)
+            kg_drop_pages(p, t->nbytes);
+    }
+}
+
 void wsrc_close(WeightSrc *w) {
     for (size_t f = 0; f < w->n_files; f++)
         safetensors_close(&w->files[f]);

@@ -32,6 +32,12 @@ int wsrc_open_dir(WeightSrc *w, const char *dir, char *err);
 // The tensor called name in any of the files, or NULL. Names are unique across files.
 const StTensor *wsrc_find(const WeightSrc *w, const char *name);
 
+// The resident pages of t's bytes in its file's mapping are given back (kg_drop_pages): for a
+// tensor the model holds in memory of its own once loaded (converted, quantized, on a GPU).
+// Read again, they come back from the file. A tensor copied out of its file at load (a
+// PyTorch view that was not contiguous) is left alone.
+void wsrc_drop_pages(const WeightSrc *w, const StTensor *t);
+
 // Unmaps every file; w may be zeroed or half-built.
 void wsrc_close(WeightSrc *w);
 

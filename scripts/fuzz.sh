@@ -7,7 +7,8 @@
 #   scripts/fuzz.sh replay       only the seed corpus and the regression inputs, once each
 #   any of them + target names   only those, e.g. scripts/fuzz.sh 300 fuzz_http
 # Environment: FUZZ_KEEP=1 resumes from the corpus the last run grew (build-fuzz/corpus)
-# instead of starting again from the seeds; FUZZ_NICE (10) is the fuzzers' niceness.
+# instead of starting again from the seeds; FUZZ_NICE (10) is the fuzzers' niceness; FUZZ_JOBS
+# (default: the core count) how many targets fuzz at once, each a process on a core of its own.
 # Prints executions per target and in total. Exits non-zero on any crash, leak, timeout or
 # failed check; the input that did it is left in build-fuzz/crashes/. A target whose data
 # file is missing (../shared) says so and counts as skipped. A crash found here becomes a
@@ -42,18 +43,14 @@ cmake --build build-fuzz -j "${FUZZ_BUILD_JOBS:-2}" --target "${targets[@]}"
 mkdir -p build-fuzz/crashes build-fuzz/logs build-fuzz/corpus
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-total=0
-failed=()
-for t in "${targets[@]}"; do
-    seeds=tests/fuzz/corpus/$t
-    regress=tests/fuzz/regress/$t
-    dict=tests/fuzz/$t.dict
+# One target: fuzz it, then write its line (and its execution count) to build-fuzz/logs/$1.result.
+fuzz_one() {
+    local t=$1 seeds=tests/fuzz/corpus/$1 regress=tests/fuzz/regress/$1 dict=tests/fuzz/$1.dict
     [ -f "$dict" ] || dict=tests/fuzz/${t%_*}.dict # fuzz_tok_spm, fuzz_tok_bpe: fuzz_tok.dict
-    inputs=()
+    local inputs=() work=build-fuzz/corpus/$t # the copy the fuzzer grows
     if [ "$mode" = replay ]; then
         inputs=("$seeds")
     else
-        work=build-fuzz/corpus/$t # the copy the fuzzer grows
         if [ "${FUZZ_KEEP:-0}" != 1 ] || [ ! -d "$work" ]; then
             rm -rf "$work"
             mkdir -p "$work"
@@ -63,29 +60,50 @@ for t in "${targets[@]}"; do
     fi
     [ -d "$regress" ] && inputs+=("$regress")
     # exit codes of our own: libFuzzer's default 77 would read as "skipped"
-    opts=("${limit[@]}" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 -error_exitcode=1
+    local opts=("${limit[@]}" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 -error_exitcode=1
         -timeout_exitcode=2
         "-artifact_prefix=build-fuzz/crashes/$t-")
     [ "$mode" != replay ] && [ -f "$dict" ] && opts+=("-dict=$dict")
-    log=build-fuzz/logs/$t.log
+    local log=build-fuzz/logs/$t.log res=build-fuzz/logs/$t.result rc=0 execs
     echo "== $t ${opts[*]:0:1}"
-    rc=0
     nice -n "${FUZZ_NICE:-10}" "build-fuzz/$t" "${opts[@]}" "${inputs[@]}" >"$log" 2>&1 || rc=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     execs=${execs:-0}
     if [ "$rc" = 77 ]; then
-        echo "$t: skipped ($(grep -m1 'skipped' "$log" || true))"
-        continue
-    fi
-    total=$((total + execs))
-    if [ "$rc" != 0 ]; then
-        echo "$t: FAILED (exit $rc) after $execs executions; log: $log"
-        grep -m1 -E 'ERROR|check failed|runtime error' "$log" || true
-        grep -E 'Test unit written to|artifact_prefix' "$log" || true
-        failed+=("$t")
+        echo "skipped 0 $t: skipped ($(grep -m1 'skipped' "$log" || true))" >"$res"
+    elif [ "$rc" != 0 ]; then
+        { echo "failed $execs $t: FAILED (exit $rc) after $execs executions; log: $log"
+          grep -m1 -E 'ERROR|check failed|runtime error' "$log" || true
+          grep -E 'Test unit written to|artifact_prefix' "$log" || true; } >"$res"
     else
-        echo "$t: $execs executions, no crash"
+        echo "ok $execs $t: $execs executions, no crash" >"$res"
     fi
+}
+
+# FUZZ_JOBS targets at a time (default: one per core): each fuzzer is one process on one
+# core, so on 2 cores two at a time give every target its time on a core of its own in half
+# the wall time.
+jobs=${FUZZ_JOBS:-$(nproc)}
+running=0
+for t in "${targets[@]}"; do
+    rm -f "build-fuzz/logs/$t.result"
+    if [ "$running" -ge "$jobs" ]; then
+        wait -n || true
+        running=$((running - 1))
+    fi
+    fuzz_one "$t" &
+    running=$((running + 1))
+done
+wait
+total=0
+failed=()
+for t in "${targets[@]}"; do
+    res=build-fuzz/logs/$t.result
+    [ -f "$res" ] || { echo "$t: FAILED (no result)"; failed+=("$t"); continue; }
+    read -r state execs _ <"$res"
+    sed '1s/^[a-z]* [0-9]* //' "$res"
+    total=$((total + execs))
+    [ "$state" = failed ] && failed+=("$t")
 done
 echo "fuzz: $total executions in total"
 if [ ${#failed[@]} -gt 0 ]; then

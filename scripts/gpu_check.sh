@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # scripts/gpu_check.sh [BUILD_DIR] [LOG_DIR] — everything the CUDA backend needs checked and
 # measured on a machine with an NVIDIA GPU, in one go, each step bounded in time:
-#   1. ctest -L gpu: every op against the CPU backend, the KoGPT2-base forward, an injected
-#      kernel fault, kogpt2d's e2e and abuse tests with --device cuda
+#   1. ctest -L gpu: libkgcuda.so's door and op table, every op against the CPU backend, the
+#      KoGPT2-base forward, an injected kernel fault, kogpt2d's e2e and abuse tests with
+#      --device cuda, what --device auto maps on a GPU machine
 #   2. the trainer's tests on the GPU (resume must continue bit for bit)
 #   3. compute-sanitizer: memcheck over every op, racecheck over the attention ops
 #   4. bench_cuda (decode, prompt, batched decode, training step and MFU), one decode and one
@@ -18,6 +19,9 @@ mkdir -p "$L"
 : > "$L/summary"
 export PATH="$PATH:/usr/local/cuda/bin"
 [ -x "$B/test_cuda_ops" ] || { echo "no $B/test_cuda_ops: not a CUDA build"; exit 2; }
+# the CUDA backend is a library beside the programs, opened when a GPU is asked for: a copy of
+# the build (the bundle a GPU machine gets) must carry it
+[ -f "$B/libkgcuda.so" ] || { echo "no $B/libkgcuda.so beside the programs (copy it too)"; exit 2; }
 nvidia-smi > "$L/nvidia-smi.log" 2>&1 || { echo "no GPU (nvidia-smi failed)"; exit 77; }
 
 # step NAME SECONDS CMD...: CMD's output in LOG_DIR/NAME.log, one summary line

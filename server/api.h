@@ -40,6 +40,7 @@ typedef struct {
     size_t weight_bytes;               // the weights in memory (/v1/models reports them)
     const char *device;                // the backend serving ("cpu-avx2", "cuda:0 ...")
     const char *dtype;                 // the weights' dtype in memory ("f16", "q8_0", ...)
+    const char *kv_dtype;              // the KV cache's dtype ("f32", "bf16", ...)
     const ChatTemplate *chat_template; // renders /v1/chat/completions messages (NULL: refused)
     char chat_error[KG_ERRLEN];        // why, when chat_template is NULL
     const char *bos_token, *eos_token; // their text, for the template
@@ -90,7 +91,11 @@ typedef enum {
     API_INT,     // a whole number in lo..hi into a long long (exact up to 2^53)
     API_NUM,     // a finite number in lo..hi into a double; open_lo refuses lo itself
     API_BOOL,    // true or false into an int
-    API_REFUSED, // must be absent or null: a base model cannot honour it (KG_EUNSUP, why)
+    API_REFUSED, // absent, null or `accepts`, else refused: a base model cannot honour it
+                 // (KG_EUNSUP, why)
+    API_IGNORED, // any value, on purpose: it asks for nothing this server does differently
+                 // (why says why; the README lists them). The table names every field of the
+                 // API it follows, so that none is ignored by accident
     API_READ     // read by the row's own function: a field with rules of its own
 } ApiKind;
 
@@ -110,13 +115,15 @@ typedef struct {
 
 typedef struct ApiField ApiField;
 struct ApiField {
-    const char *name;   // the request's field; *param when it is the bad one
-    ApiKind kind;       // how it is read
-    size_t offset;      // where its value goes: offsetof(the request shape's struct, member)
-    double def, lo, hi; // an absent or null field's value, and the range (API_INT, API_NUM)
-    ApiHi hi_is;        // API_HI_CONST, or the model's figure instead of hi
-    int open_lo;        // API_NUM: lo is excluded: "top_p must be in (0, 1]"
-    const char *why;    // API_REFUSED: the message
+    const char *name;    // the request's field; *param when it is the bad one
+    ApiKind kind;        // how it is read
+    size_t offset;       // where its value goes: offsetof(the request shape's struct, member)
+    double def, lo, hi;  // an absent or null field's value, and the range (API_INT, API_NUM)
+    ApiHi hi_is;         // API_HI_CONST, or the model's figure instead of hi
+    int open_lo;         // API_NUM: lo is excluded: "top_p must be in (0, 1]"
+    const char *why;     // API_REFUSED: the message; API_IGNORED: why it changes nothing
+    const char *accepts; // API_REFUSED: the one value that asks for nothing refused, as JSON
+                         // text ("false", "1", "\"disabled\"", "[]"); NULL: none
     // API_READ: reads q->j_req into out (the whole struct); KG_OK or an error in err. It may
     // name a field of its own in *param (which the loop has set to name).
     int (*read)(const ApiRequest *q, const ApiField *f, void *out, const char **param, char *err);

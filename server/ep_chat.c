@@ -56,8 +56,10 @@ static int chat_read_response_format(const ApiRequest *q, const ApiField *f, voi
                   api_quote_len(j_type->valuestring, 32), j_type->valuestring);
 }
 
-// What a base model cannot do is refused by name, never ignored: tools and functions, and a
-// response_format other than text (LangChain's bindTools and withStructuredOutput send them).
+// OpenAI's request fields beside messages, model and the sampling ones. What a base model
+// cannot do is refused by name, never ignored: tools and functions, and a response_format
+// other than text (LangChain's bindTools and withStructuredOutput send them), audio, reasoning;
+// what changes nothing here is accepted and ignored on purpose.
 static const ApiField CHAT_FIELDS[] = {
     {"tools", API_REFUSED, .why = "tools: tool calls are not supported by this model"},
     {"tool_choice", API_REFUSED, .why = "tool_choice: tool calls are not supported by this model"},
@@ -66,6 +68,22 @@ static const ApiField CHAT_FIELDS[] = {
      .why = "function_call: tool calls are not supported by this model"},
     {"response_format", API_READ, .read = chat_read_response_format},
     {"n", API_INT, offsetof(ChatFields, n), .def = 1, .lo = 1, .hi = API_MAX_CHOICES},
+    {"audio", API_REFUSED, .why = "audio: this model reads and writes text only"},
+    {"modalities", API_REFUSED, .accepts = "[\"text\"]",
+     .why = "modalities: this model writes text only ([\"text\"])"},
+    {"reasoning_effort", API_REFUSED,
+     .why = "reasoning_effort: this model does not reason (no effort to set)"},
+    {"verbosity", API_REFUSED,
+     .why = "verbosity: not supported (max_tokens and stop bound a reply's length)"},
+    {"web_search_options", API_REFUSED, .why = "web_search_options: this server has no web search"},
+    {"prediction", API_IGNORED, .why = "a hint that speeds a reply up; the reply is the same"},
+    {"store", API_IGNORED, .why = "nothing is stored here"},
+    {"metadata", API_IGNORED, .why = "kept with a stored completion, and none is stored"},
+    {"user", API_IGNORED, .why = "an end-user id for OpenAI's abuse monitoring"},
+    {"safety_identifier", API_IGNORED, .why = "an end-user id for OpenAI's abuse monitoring"},
+    {"prompt_cache_key", API_IGNORED, .why = "the prefix cache needs no key"},
+    {"service_tier", API_IGNORED, .why = "one tier here"},
+    {"parallel_tool_calls", API_IGNORED, .why = "tools are refused: no tool call to limit"},
 };
 
 // {"token", "logprob", "bytes"}: token (NUL-terminated) and bytes[0..len).
@@ -412,11 +430,18 @@ int ep_chat_setup(SrvModel *m, const char *model_dir, const char *template_file,
     int usr = tok_piece_id(tok, "<usr>"), sys = tok_piece_id(tok, "<sys>");
     m->chat_stop_id = usr;
     char *source = NULL;
+    size_t source_len = 0;
     const char *what = "the default chat template";
     int rc = KG_OK;
     if (template_file) {
-        rc = kg_read_file(template_file, 1 << 20, &source, NULL, err);
+        rc = kg_read_file(template_file, 1 << 20, &source, &source_len, err);
         what = template_file;
+        const char *nul = rc ? NULL : memchr(source, 0, source_len);
+        if (nul) { // the parse below measures the text with strlen: it would end there
+            rc = kg_err(err, KG_EFORMAT, "%s: a NUL byte at byte %zu (not a template)",
+                        template_file, (size_t)(nul - source));
+            free(source);
+        }
     } else {
         rc = chat_config_template(model_dir, &source, err);
         if (source) what = "tokenizer_config.json's chat_template";

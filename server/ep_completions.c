@@ -58,6 +58,7 @@ static const ApiField COMPLETIONS_FIELDS[] = {
     {"n", API_INT, COMPLETIONS(n), .def = 1, .lo = 1, .hi = API_MAX_CHOICES},
     {"best_of", API_INT, COMPLETIONS(best_of), .def = 1, .lo = 1, .hi = 1},
     {"echo", API_BOOL, COMPLETIONS(echo), .def = 0},
+    {"user", API_IGNORED, .why = "an end-user id for OpenAI's abuse monitoring"},
 };
 
 // OpenAI's legacy logprobs object: parallel arrays tokens, token_logprobs, top_logprobs

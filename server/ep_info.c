@@ -13,7 +13,9 @@
 #include "server/http/metrics.h"
 
 // {"id", "object": "model", "created", "owned_by", "n_ctx", "vocab_size", "ready", and once
-// loaded its memory: "weight_bytes", "cache_bytes" (its prefix cache now), "device", "dtype"}.
+// loaded its memory: "weight_bytes", "cache_bytes" (its prefix cache now), "kv_cache_bytes"
+// (its KV pool), "kv_cache_used_bytes" (the blocks sequences hold now), "kv_block_tokens",
+// "kv_dtype", "device", "dtype"}.
 static cJSON *model_json(const SrvApp *app, const SrvModel *m) {
     int ready = atomic_load(&app->ready);
     SchedGauges sg;
@@ -28,6 +30,12 @@ static cJSON *model_json(const SrvApp *app, const SrvModel *m) {
         !cJSON_AddBoolToObject(j_m, "ready", ready) ||
         (ready && (!cJSON_AddNumberToObject(j_m, "weight_bytes", (double)m->weight_bytes) ||
                    !cJSON_AddNumberToObject(j_m, "cache_bytes", (double)sg.cache_bytes) ||
+                   !cJSON_AddNumberToObject(j_m, "kv_cache_bytes",
+                                            (double)sg.kv.blocks * (double)sg.kv.block_bytes) ||
+                   !cJSON_AddNumberToObject(j_m, "kv_cache_used_bytes",
+                                            (double)sg.kv.used * (double)sg.kv.block_bytes) ||
+                   !cJSON_AddNumberToObject(j_m, "kv_block_tokens", KV_BLOCK_LEN) ||
+                   !cJSON_AddStringToObject(j_m, "kv_dtype", m->kv_dtype) ||
                    !cJSON_AddStringToObject(j_m, "device", m->device) ||
                    !cJSON_AddStringToObject(j_m, "dtype", m->dtype)))) {
         cJSON_Delete(j_m);
@@ -98,7 +106,13 @@ enum MHD_Result ep_metrics(SrvReq *r, const cJSON *j_req) {
                                                    .batch_rows = sg.last_batch_rows,
                                                    .cache_bytes = sg.cache_bytes,
                                                    .cache_capacity = sg.cache_capacity,
-                                                   .cache_entries = sg.cache_entries};
+                                                   .cache_entries = sg.cache_entries,
+                                                   .kv_bytes = sg.kv.blocks * sg.kv.block_bytes,
+                                                   .kv_blocks_used = sg.kv.used,
+                                                   .kv_blocks_cached = sg.kv.cached,
+                                                   .kv_blocks_free = sg.kv.free,
+                                                   .kv_block_refs = sg.kv.refs,
+                                                   .kv_preemptions = sg.preemptions_total};
     }
     size_t len;
     char *text = metrics_render(&g, &len);

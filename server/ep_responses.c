@@ -20,7 +20,9 @@
 //     response.content_part.added (an empty output_text), response.output_text.delta per
 //     piece of text, response.output_text.done, response.content_part.done,
 //     response.output_item.done, then response.completed (or response.incomplete when the
-//     token limit or the context cut it) with the whole object. No "data: [DONE]".
+//     token limit or the context cut it) with the whole object. No "data: [DONE]". A stream
+//     that fails or is cancelled midway (a second SIGTERM) ends with response.failed instead
+//     of the *.done events: status "failed", error {code, message}, the message "incomplete".
 //
 // The messages become one prompt as chat's do (chat_prompt.h: the model's chat template).
 // Nothing is stored: "store" is answered false, and previous_response_id and conversation
@@ -41,6 +43,10 @@ typedef struct {
     double temperature, top_p;
     long long seq;   // the next event's sequence_number
     char msg_id[56]; // the one output message's id: "msg_" + the response's
+    // a stream that failed or was cancelled midway: OpenAI's error code ("server_error", ...)
+    // and the reason, for response.failed (NULL: it did not fail)
+    const char *fail_code;
+    char fail_message[KG_ERRLEN];
 } Responses;
 
 // "text": absent, or {"format": {"type": "text"}} (a JSON schema is refused by name).
@@ -56,7 +62,9 @@ static int responses_read_text(const ApiRequest *q, const ApiField *f, void *out
                   api_quote_len(j_type->valuestring, 32), j_type->valuestring);
 }
 
-// What a base model without storage cannot do is refused by name, never ignored.
+// OpenAI's request fields beside input, instructions, model and the sampling ones: what a base
+// model without storage cannot do is refused by name (its default value passes), what changes
+// nothing here is accepted and ignored on purpose; none is ignored by accident.
 static const ApiField RESPONSES_FIELDS[] = {
     {"tools", API_REFUSED, .why = "tools: tool calls are not supported by this model"},
     {"tool_choice", API_REFUSED, .why = "tool_choice: tool calls are not supported by this model"},
@@ -67,6 +75,30 @@ static const ApiField RESPONSES_FIELDS[] = {
      .why = "conversation: conversations are not stored here; send the conversation as input"},
     {"prompt", API_REFUSED, .why = "prompt: stored prompts are not supported; send input"},
     {"text", API_READ, .read = responses_read_text},
+    {"background", API_REFUSED, .accepts = "false",
+     .why = "background: responses run in the foreground here (nothing is stored to poll)"},
+    {"n", API_REFUSED, .accepts = "1",
+     .why = "n: one output per response (send a request per sample)"},
+    {"top_logprobs", API_REFUSED, .accepts = "0",
+     .why = "top_logprobs: /v1/responses reports no logprobs here (/v1/chat/completions does)"},
+    {"logprobs", API_REFUSED, .accepts = "0",
+     .why = "logprobs: /v1/responses reports no logprobs here (/v1/chat/completions does)"},
+    {"include", API_REFUSED, .accepts = "[]",
+     .why = "include: no extra output (logprobs, reasoning, tool results) is made here"},
+    {"truncation", API_REFUSED, .accepts = "\"disabled\"",
+     .why = "truncation: only \"disabled\" (an input longer than the context is refused, never "
+            "cut)"},
+    {"reasoning", API_REFUSED,
+     .why = "reasoning: this model does not reason (no effort or "
+            "summary to set)"},
+    {"store", API_IGNORED, .why = "nothing is stored: the response says \"store\": false"},
+    {"metadata", API_IGNORED, .why = "kept with a stored response, and none is stored"},
+    {"user", API_IGNORED, .why = "an end-user id for OpenAI's abuse monitoring"},
+    {"safety_identifier", API_IGNORED, .why = "an end-user id for OpenAI's abuse monitoring"},
+    {"prompt_cache_key", API_IGNORED, .why = "the prefix cache needs no key"},
+    {"service_tier", API_IGNORED, .why = "one tier here"},
+    {"parallel_tool_calls", API_IGNORED, .why = "tools are refused: no tool call to limit"},
+    {"max_tool_calls", API_IGNORED, .why = "tools are refused: no tool call to limit"},
 };
 
 // --- the objects ---
@@ -101,12 +133,15 @@ static cJSON *responses_message(const Responses *rs, const char *status, const c
     return NULL;
 }
 
-// The finished choice's text, and its status: "incomplete" when max_output_tokens or the
-// context cut it, else "completed".
+// The finished choice's text, and the response's status: "failed" when a stream failed or
+// was cancelled midway, "incomplete" when max_output_tokens or the context cut it, else
+// "completed".
 static const char *responses_text(const Job *job) {
     return job->choices[0].text.p ? job->choices[0].text.p : "";
 }
 static const char *responses_status(const Job *job) {
+    const Responses *rs = job->ctx;
+    if (rs->fail_code) return "failed";
     return job->choices[0].state == SCHED_DONE_LENGTH ? "incomplete" : "completed";
 }
 
@@ -144,16 +179,25 @@ static int responses_add_fixed(cJSON *j) {
     cJSON *j_text = cJSON_AddObjectToObject(j, "text");
     cJSON *j_format = j_text ? cJSON_AddObjectToObject(j_text, "format") : NULL;
     return j_format && cJSON_AddStringToObject(j_format, "type", "text") &&
-           cJSON_AddNullToObject(j, "error") && cJSON_AddNullToObject(j, "previous_response_id") &&
-           cJSON_AddFalseToObject(j, "store") && cJSON_AddArrayToObject(j, "tools") &&
+           cJSON_AddNullToObject(j, "previous_response_id") && cJSON_AddFalseToObject(j, "store") &&
+           cJSON_AddArrayToObject(j, "tools") &&
            cJSON_AddStringToObject(j, "tool_choice", "none") &&
            cJSON_AddFalseToObject(j, "parallel_tool_calls") &&
            cJSON_AddStringToObject(j, "truncation", "disabled") &&
            cJSON_AddObjectToObject(j, "metadata");
 }
 
+// "error": null, or {"code", "message"} of a failed response (OpenAI's ResponseError).
+static int responses_add_error(const Responses *rs, cJSON *j) {
+    if (!rs->fail_code) return cJSON_AddNullToObject(j, "error") != NULL;
+    cJSON *j_e = cJSON_AddObjectToObject(j, "error");
+    return j_e && cJSON_AddStringToObject(j_e, "code", rs->fail_code) &&
+           cJSON_AddStringToObject(j_e, "message", rs->fail_message);
+}
+
 // The response object: in progress (output [], usage null) or finished (the message, the
-// usage, incomplete_details when cut). NULL on OOM.
+// usage, incomplete_details when cut, error when failed; the message of a failed one is
+// "incomplete", with the text it had). NULL on OOM.
 static cJSON *responses_object(const Job *job, int finished) {
     const Responses *rs = job->ctx;
     const char *status = finished ? responses_status(job) : "in_progress";
@@ -166,7 +210,7 @@ static cJSON *responses_object(const Job *job, int finished) {
              cJSON_AddStringToObject(j, "status", status) &&
              cJSON_AddStringToObject(j, "model", job->model->name) &&
              (j_output = cJSON_AddArrayToObject(j, "output")) && responses_add_request(rs, j) &&
-             responses_add_fixed(j);
+             responses_add_fixed(j) && responses_add_error(rs, j);
     if (ok && cut) {
         j_details = cJSON_AddObjectToObject(j, "incomplete_details");
         ok = cJSON_AddStringToObject(j_details, "reason", "max_output_tokens") != NULL;
@@ -174,7 +218,8 @@ static cJSON *responses_object(const Job *job, int finished) {
         ok = cJSON_AddNullToObject(j, "incomplete_details") != NULL;
     }
     if (ok && finished) {
-        cJSON *j_msg = responses_message(rs, status, responses_text(job));
+        const char *msg_status = rs->fail_code ? "incomplete" : status;
+        cJSON *j_msg = responses_message(rs, msg_status, responses_text(job));
         ok = cJSON_AddItemToArray(j_output, j_msg);
         if (!ok) cJSON_Delete(j_msg);
         ok = ok && responses_add_usage(job, j);
@@ -273,10 +318,13 @@ static int responses_token(Job *job, size_t i, const SchedToken *t) {
     return responses_event_send(job, j);
 }
 
-// The message has ended: its text done, its part done, the item done.
+// The message has ended: its text done, its part done, the item done. Not when it failed
+// or was cancelled: responses_stream_fail then ends the stream with response.failed.
 static int responses_choice_end(Job *job, size_t i) {
     (void)i;
     const Responses *rs = job->ctx;
+    SchedState state = job->choices[0].state;
+    if (state == SCHED_DONE_ERROR || state == SCHED_DONE_CANCELLED) return KG_OK;
     const char *text = responses_text(job);
     cJSON *j = responses_part_event(job, "response.output_text.done");
     if (!j || !cJSON_AddStringToObject(j, "text", text) || !cJSON_AddArrayToObject(j, "logprobs")) {
@@ -301,6 +349,31 @@ static int responses_stream_end(Job *job) {
                                responses_object(job, 1));
 }
 
+// OpenAI's ResponseError code for a KG_E* error.
+static const char *responses_error_code(int code) {
+    switch (code) {
+    case KG_EBUSY:
+        return "rate_limit_exceeded";
+    case KG_EINVAL:
+    case KG_ERANGE:
+    case KG_EUNSUP:
+        return "invalid_prompt";
+    default:
+        return "server_error"; // cancelled (shutting down), out of memory, a backend failure
+    }
+}
+
+// A stream that failed or was cancelled midway ends as OpenAI's does: response.failed with
+// the response (status "failed", error {code, message}, the message so far "incomplete"),
+// never the *.done events of a completed message.
+static int responses_stream_fail(Job *job, int code, const char *message) {
+    Responses *rs = job->ctx;
+    rs->fail_code = responses_error_code(code);
+    snprintf(rs->fail_message, sizeof rs->fail_message, "%s", message);
+    return responses_send_with(job, responses_event_new(job, "response.failed"), "response",
+                               responses_object(job, 1));
+}
+
 static cJSON *responses_reply(Job *job) { return responses_object(job, 1); }
 
 static void responses_free(void *ctx) {
@@ -314,6 +387,7 @@ static void responses_free(void *ctx) {
 static const JobHooks RESPONSES_HOOKS = {.token = responses_token,
                                          .choice_end = responses_choice_end,
                                          .stream_end = responses_stream_end,
+                                         .stream_fail = responses_stream_fail,
                                          .reply = responses_reply,
                                          .free = responses_free};
 

@@ -24,8 +24,11 @@
 //
 // Errors on these routes are TGI's {"error": message, "error_type"} (the route flag
 // SRV_ROUTE_TGI, http.h). typical_p, grammar and adapter_id are refused by name (422): this
-// engine has no such sampling, grammar or adapters. The end-of-text token is not one of the
-// tokens (the engine stops before it), so generated_tokens counts only the text's tokens.
+// engine has no such sampling, grammar or adapters; so are transformers' generate() arguments
+// that people put in "parameters" (num_return_sequences, num_beams, max_length, ...), and
+// logprobs and stream, which TGI spells otherwise (TGI_FIELDS lists each, and the few ignored). The
+// end-of-text token is not one of the tokens (the engine stops before it), so generated_tokens
+// counts only the text's tokens.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +59,35 @@ static const ApiField TGI_FIELDS[] = {
     {"typical_p", API_REFUSED, .why = "typical_p (typical decoding) is not supported"},
     {"grammar", API_REFUSED, .why = "grammar (constrained decoding) is not supported"},
     {"adapter_id", API_REFUSED, .why = "adapter_id: this server has no adapters"},
+    // not TGI's, but what transformers' generate() takes and people put in "parameters" (the
+    // old Inference API read some): refused by name rather than ignored
+    {"num_return_sequences", API_REFUSED, .accepts = "1",
+     .why = "num_return_sequences: one sequence per request (send a request per sample)"},
+    {"n", API_REFUSED, .accepts = "1",
+     .why = "n: one sequence per request (send a request per sample)"},
+    {"num_beams", API_REFUSED, .accepts = "1", .why = "num_beams: beam search is not supported"},
+    {"max_length", API_REFUSED,
+     .why = "max_length is not supported: max_new_tokens bounds the generated tokens"},
+    {"min_new_tokens", API_REFUSED, .accepts = "0",
+     .why = "min_new_tokens: a minimum length is not supported"},
+    {"min_length", API_REFUSED, .accepts = "0",
+     .why = "min_length: a minimum length is not supported"},
+    {"no_repeat_ngram_size", API_REFUSED, .accepts = "0",
+     .why = "no_repeat_ngram_size is not supported (repetition_penalty is)"},
+    {"max_time", API_REFUSED,
+     .why = "max_time: a time limit is not supported (max_new_tokens bounds the work)"},
+    {"penalty_alpha", API_REFUSED, .why = "penalty_alpha (contrastive search) is not supported"},
+    {"min_p", API_REFUSED, .why = "min_p is not supported (top_k and top_p are)"},
+    {"epsilon_cutoff", API_REFUSED, .why = "epsilon_cutoff is not supported (top_k and top_p are)"},
+    {"eta_cutoff", API_REFUSED, .why = "eta_cutoff is not supported (top_k and top_p are)"},
+    {"stop_sequences", API_REFUSED, .why = "stop_sequences: TGI's field is stop"},
+    {"logprobs", API_REFUSED, .accepts = "0",
+     .why = "logprobs: TGI's field is top_n_tokens (with details)"},
+    {"stream", API_REFUSED, .accepts = "false",
+     .why = "stream: POST /generate_stream streams (or \"stream\" beside \"inputs\")"},
+    {"length_penalty", API_IGNORED, .why = "it weighs beams, and beam search is refused"},
+    {"early_stopping", API_IGNORED, .why = "it ends beams, and beam search is refused"},
+    {"use_cache", API_IGNORED, .why = "the KV cache is always used; the tokens are the same"},
 };
 
 typedef struct {

@@ -157,16 +157,19 @@ static enum MHD_Result job_resume(SrvReq *r) {
     }
 }
 
-// The stream's last events: an error event in r's route's shape if a choice failed (the
-// others are cancelled), else the endpoint's.
+// The stream's last events: if a choice failed (the others are cancelled), the endpoint's
+// failure events or else an error event in r's route's shape; else the endpoint's end.
 static void job_stream_end(SrvReq *r, Job *job) {
     char err[KG_ERRLEN];
     int code = job_error(job, err);
     if (code) {
         for (size_t i = 0; i < job->n_choices; i++)
             sched_job_cancel(job->choices[i].sched_job);
-        if (job_sse_json(job, srv_req_error_json(r, srv_status_from_err(code), err, NULL)))
-            job->oom = 1;
+        int rc =
+            job->hooks->stream_fail
+                ? job->hooks->stream_fail(job, code, err)
+                : job_sse_json(job, srv_req_error_json(r, srv_status_from_err(code), err, NULL));
+        if (rc) job->oom = 1;
     } else if (job->hooks->stream_end && job->hooks->stream_end(job)) {
         job->oom = 1;
     }

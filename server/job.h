@@ -33,6 +33,11 @@ typedef struct {
     int (*choice_end)(Job *job, size_t i);
     // Streaming: every choice has ended: the last events (usage, [DONE]). May be NULL.
     int (*stream_end)(Job *job);
+    // Streaming: a choice failed or was cancelled (the others are cancelled with it): the
+    // stream's last events, instead of stream_end, saying so in the endpoint's own protocol;
+    // code is the KG_E* error, message its reason. NULL: one error event in the route's shape
+    // (srv_req_error_json).
+    int (*stream_fail)(Job *job, int code, const char *message);
     // Not streaming: the whole reply once every choice has ended; NULL on OOM.
     cJSON *(*reply)(Job *job);
     // Frees the endpoint's state (ctx).

@@ -67,6 +67,33 @@ static KgBackend *main_backend(const MainArgs *a, char *err) {
 
 static void main_warm_notify(void *ctx) { (void)ctx; }
 
+// Bytes this process may use: the machine's memory, or its cgroup's limit when that is lower
+// (a container's). 0 when neither is known.
+static size_t main_memory_bytes(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    size_t bytes = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
+    FILE *f = fopen("/sys/fs/cgroup/memory.max", "r"); // cgroup v2; "max" when unlimited
+    unsigned long long limit;
+    if (f && fscanf(f, "%llu", &limit) == 1 && limit && (!bytes || limit < bytes))
+        bytes = (size_t)limit;
+    if (f) fclose(f);
+    return bytes;
+}
+
+// The engine's KV pool in blocks: --kv-cache-mb, or by default what --max-batch contexts of
+// n_ctx positions and the prefix cache need, at most a quarter of the memory (pages are
+// resident only once written: the pool's size is a ceiling, not a cost). At least one
+// context and a block to copy on write (kv_pool_new refuses fewer, naming both).
+static size_t main_kv_blocks(const MainArgs *a, size_t block_bytes, size_t n_ctx) {
+    size_t one = kv_blocks_for(n_ctx) + 1;
+    if (a->kv_cache_mb > 0) return ((size_t)a->kv_cache_mb << 20) / block_bytes; // checked later
+    size_t want =
+        (size_t)a->max_batch * kv_blocks_for(n_ctx) + ((size_t)a->cache_mb << 20) / block_bytes;
+    size_t quarter = main_memory_bytes() / 4 / block_bytes;
+    if (quarter && want > quarter) want = quarter;
+    return want > one ? want : one;
+}
+
 // One next-token step through the engine, so the first user does not pay for cold caches.
 static int main_warm_up(Sched *s, int token, char *err) {
     SchedParams p = {.kind = SCHED_NEXT_TOKEN,
@@ -103,6 +130,7 @@ static int main_load(const MainArgs *a, size_t i, SrvModel *m, MainModel *mm, ch
     KgBackend *be = mm->be;
     Gpt2 *model = &mm->gpt2;
     be->mixed = a->precision; // before any matmul, the warm-up's included
+    if (a->kv_dtype != KG_DTYPE_AUTO) be->kv_dtype = a->kv_dtype; // before the pool is made
     const char *note = kg_precision_note(be);
     if (note && !a->quiet) log_msg(LOG_INFO, "%s", note);
     if ((rc = gpt2_open(model, dir, be, dtype, err))) return rc;
@@ -130,11 +158,21 @@ static int main_load(const MainArgs *a, size_t i, SrvModel *m, MainModel *mm, ch
                           dir, special[i].name, special[i].id, vocab);
     size_t n_ctx = model->config.n_ctx;
     if (ctx_size > 0 && (size_t)ctx_size < n_ctx) n_ctx = (size_t)ctx_size;
+    size_t block_bytes = kv_block_bytes(&model->config, be->kv_dtype);
+    size_t kv_blocks = main_kv_blocks(a, block_bytes, model->config.n_ctx);
+    size_t one = kv_blocks_for(model->config.n_ctx) + 1; // a context, and a block to copy into
+    if (kv_blocks < one)
+        return kg_err(err, KG_EINVAL,
+                      "--kv-cache-mb %ld holds %zu blocks of %d positions; one context of %zu "
+                      "positions needs %zu (%.1f MiB at --kv-dtype %s)",
+                      a->kv_cache_mb, kv_blocks, KV_BLOCK_LEN, model->config.n_ctx, one,
+                      (double)(one * block_bytes) / (1 << 20), kg_dtype_name(be->kv_dtype));
     SchedOptions sopt = {.max_batch = (size_t)a->max_batch,
                          .max_queue = (size_t)a->max_queue,
-                         .cache_mb = (size_t)a->cache_mb,
+                         .kv_blocks = kv_blocks,
+                         .cache_blocks = ((size_t)a->cache_mb << 20) / block_bytes,
                          .max_prompt = n_ctx,
-                         .prefill_chunk = 256,
+                         .step_tokens = (size_t)a->batch_tokens,
                          .speculate = a->speculate};
     if ((rc = sched_start(&mm->sched, model, mm->tok, &sopt, err))) return rc;
     int eos = model->config.eos_id >= 0 ? model->config.eos_id : 0;
@@ -146,15 +184,21 @@ static int main_load(const MainArgs *a, size_t i, SrvModel *m, MainModel *mm, ch
     m->weight_bytes = gpt2_weight_bytes(model);
     m->device = be->ops->name;
     m->dtype = kg_dtype_name(model->dtype);
+    m->kv_dtype = kg_dtype_name(be->kv_dtype);
     return ep_chat_setup(m, dir, chat, &mm->chat, err);
 }
 
 // The line saying a loaded model serves (after /readyz turned 200: a script may wait for it).
 static void main_log_ready(const SrvModel *m, const MainModel *mm) {
     const Gpt2Config *c = &mm->gpt2.config;
-    log_msg(LOG_INFO, "ready: %s (%zu layers, %zu wide, n_ctx %zu, vocab %zu) on %s, precision %s",
+    SchedGauges g;
+    sched_gauges(mm->sched, &g);
+    log_msg(LOG_INFO,
+            "ready: %s (%zu layers, %zu wide, n_ctx %zu, vocab %zu) on %s, precision %s, KV cache "
+            "%s %.1f MiB (%zu blocks of %d positions)",
             m->name, c->n_layer, c->n_embd, m->n_ctx, m->vocab_size, m->device,
-            mm->be->mixed == KG_BF16 ? "bf16" : "f32");
+            mm->be->mixed == KG_BF16 ? "bf16" : "f32", m->kv_dtype,
+            (double)g.kv.blocks * (double)g.kv.block_bytes / (1 << 20), g.kv.blocks, KV_BLOCK_LEN);
 }
 
 // Frees what main_load made, in reverse order; its engine must have stopped (sched_stop).

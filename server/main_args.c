@@ -44,9 +44,19 @@ static void main_usage(FILE *f) {
             "  --max-work-queue N   requests waiting for a work thread; more get 503 +\n"
             "                       Retry-After (default 64)\n"
             "  --ctx-size N         longest prompt in tokens (default: the model's n_ctx)\n"
-            "  --max-batch N        sequences advanced together per step (default 8)\n"
+            "  --max-batch N        sequences advanced together per step, at most; fewer when\n"
+            "                       the KV cache is full (default 64)\n"
+            "  --max-batch-tokens N rows per step: one per decoding sequence, prompt chunks in\n"
+            "                       the rest (at least 16), so a long prompt enters between the\n"
+            "                       streams' tokens (default 32; a prompt alone: 256)\n"
             "  --max-queue N        jobs waiting beyond the batch; more get 429 (default 64)\n"
-            "  --cache-mb N         prefix cache memory in MiB (default 256)\n"
+            "  --kv-cache-mb N      the KV cache per model in MiB: blocks of 16 positions shared\n"
+            "                       by prompts with a common prefix (default 0: enough for\n"
+            "                       --max-batch full contexts, at most a quarter of the memory)\n"
+            "  --kv-dtype T         the KV cache's dtype: f32 (default), f16, bf16, q8_0 (CPU;\n"
+            "                       half or a quarter of the bytes, logits move slightly)\n"
+            "  --cache-mb N         of the KV cache, what prefixes nobody uses may keep, in MiB\n"
+            "                       (default 256; 0: no prefix cache)\n"
             "  --dtype T            weights in memory: auto (as stored), f32, f16, bf16, and on\n"
             "                       the CPU q8_0, q4_0 (quantized at load)\n"
             "  --precision P        f32 (default) or bf16: the layers' matmuls on bf16 operands,\n"
@@ -72,7 +82,8 @@ static void main_usage(FILE *f) {
             "                       those a new one replaces the idle or slow connection that has\n"
             "                       waited longest for its request (default 256)\n"
             "  --max-connections-per-ip N  connections admitted from one client address; the\n"
-            "                       next N get 503 + Retry-After, more are closed at once\n"
+            "                       next N get 503 + Retry-After, more 503 in place of the\n"
+            "                       address's longest-waiting refused connection\n"
             "                       (default 0: no limit; behind a proxy or NAT every client\n"
             "                       has the proxy's address, so set it only on a direct listener)\n"
             "  --max-tokenize N     tokens per /v1/tokenize or /v1/detokenize; more get 422\n"
@@ -108,6 +119,9 @@ enum {
     O_BATCH,
     O_QUEUE,
     O_CACHE,
+    O_BATCH_TOKENS,
+    O_KV_MB,
+    O_KV_DTYPE,
     O_KEY,
     O_KEY_FILE,
     O_CORS,
@@ -142,6 +156,9 @@ static const struct option OPTS[] = {
     {"max-batch", required_argument, NULL, O_BATCH},
     {"max-queue", required_argument, NULL, O_QUEUE},
     {"cache-mb", required_argument, NULL, O_CACHE},
+    {"max-batch-tokens", required_argument, NULL, O_BATCH_TOKENS},
+    {"kv-cache-mb", required_argument, NULL, O_KV_MB},
+    {"kv-dtype", required_argument, NULL, O_KV_DTYPE},
     {"api-key", required_argument, NULL, O_KEY},
     {"api-key-file", required_argument, NULL, O_KEY_FILE},
     {"cors-origin", required_argument, NULL, O_CORS},
@@ -309,6 +326,19 @@ static void main_apply(MainArgs *a, int c, const char *v, const char *from, int 
         break;
     case O_CACHE:
         a->cache_mb = main_num(from, v, 0, 1 << 20);
+        break;
+    case O_BATCH_TOKENS:
+        a->batch_tokens = main_num(from, v, 1, 1 << 16);
+        break;
+    case O_KV_MB:
+        a->kv_cache_mb = main_num(from, v, 0, 1 << 24);
+        break;
+    case O_KV_DTYPE:
+        if (kg_dtype_parse(v, &a->kv_dtype, err)) goto bad;
+        if (a->kv_dtype == KG_Q4_0) {
+            snprintf(err, sizeof err, "q4_0 is not a KV cache dtype: auto, f32, f16, bf16 or q8_0");
+            goto bad;
+        }
         break;
     case O_KEY:
     case O_KEY_FILE:
@@ -480,9 +510,11 @@ void main_args_parse(MainArgs *a, int argc, char **argv) {
     *a = (MainArgs){.host = "127.0.0.1",
                     .port = 8080,
                     .http_threads = 4,
-                    .max_batch = 8,
+                    .max_batch = 64,
+                    .batch_tokens = 32,
                     .max_queue = 64,
                     .cache_mb = 256,
+                    .kv_dtype = KG_DTYPE_AUTO,
                     .timeout_s = 30,
                     .max_body = SRV_MAX_BODY,
                     .max_connections = SRV_MAX_CONNECTIONS,

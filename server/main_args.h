@@ -17,10 +17,12 @@
 typedef struct {
     const char *alias, *host, *cors_origin, *web_dir, *device, *chat_template;
     long port, threads, http_threads, ctx_size, max_batch, max_queue, cache_mb, timeout_s;
+    long batch_tokens, kv_cache_mb; // --max-batch-tokens, --kv-cache-mb (0: auto)
     long max_body, max_connections, max_connections_per_ip, request_timeout_s, max_tokenize;
     long work_threads, max_work_queue;
     KgDtype dtype;     // --dtype: KG_DTYPE_AUTO keeps what the file stores
     KgDtype precision; // be->mixed: KG_F32 or KG_BF16
+    KgDtype kv_dtype;  // be->kv_dtype: KG_DTYPE_AUTO keeps the backend's default
     int speculate, quiet;
     LogFormat log_format;
     // --api-key and --api-key-file (or their variables) in order, then the keys they give

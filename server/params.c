@@ -97,10 +97,18 @@ static int api_field_num(const cJSON *j_req, const ApiField *f, double hi, doubl
     return kg_err(err, KG_ERANGE, "%s must be in (%g, %g]", f->name, f->lo, hi);
 }
 
-// A field a base model cannot honour: given (and not null), it is refused with f->why.
+// A field a base model cannot honour: given (not null, not f->accepts), it is refused with
+// f->why.
 static int api_field_refused(const cJSON *j_req, const ApiField *f, char *err) {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(j_req, f->name);
     if (!j || cJSON_IsNull(j)) return KG_OK;
+    if (f->accepts) {
+        cJSON *j_ok = cJSON_Parse(f->accepts);
+        if (!j_ok) return kg_err(err, KG_ENOMEM, "out of memory");
+        int same = cJSON_Compare(j, j_ok, 1);
+        cJSON_Delete(j_ok);
+        if (same) return KG_OK;
+    }
     return kg_err(err, KG_EUNSUP, "%s", f->why);
 }
 
@@ -120,6 +128,8 @@ static int api_field(const ApiRequest *q, const ApiField *f, void *out, const ch
         return json_bool(q->j_req, f->name, (int *)at, f->def != 0, err);
     case API_REFUSED:
         return api_field_refused(q->j_req, f, err);
+    case API_IGNORED:
+        return KG_OK;
     case API_READ:
         return f->read(q, f, out, param, err);
     }
@@ -179,6 +189,11 @@ static int api_read_logprobs(const ApiRequest *q, const ApiField *f, void *out, 
                              char *err) {
     ApiSampling *s = out;
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(q->j_req, f->name);
+    const cJSON *j_top = cJSON_GetObjectItemCaseSensitive(q->j_req, "top_logprobs");
+    if (cJSON_IsNumber(j_top) && j_top->valuedouble != 0 && (!j || cJSON_IsFalse(j))) {
+        *param = "top_logprobs"; // chat's: it would be ignored, and OpenAI refuses it too
+        return kg_err(err, KG_EINVAL, "top_logprobs needs \"logprobs\": true");
+    }
     if (!cJSON_IsBool(j))
         return json_int(q->j_req, f->name, &s->n_logprobs, 0, 0, API_MAX_LOGPROBS, err);
     s->n_logprobs = 0;

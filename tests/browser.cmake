@@ -16,12 +16,12 @@ if(EXISTS "${CMAKE_SOURCE_DIR}/models/default/config.json")
 endif()
 set(KG_BROWSER_MODEL_DIR "${_browser_default}" CACHE PATH "model directory for kogpt2d in the browser test (empty: a small random model, or the mock without kogpt2d)")
 set(_browser_env "KG_ARTIFACT_DIR=${CMAKE_BINARY_DIR}/artifacts")
-# Without a model of one's own, the real daemon serves a small random model with KoGPT2 v2's
-# tokenizer, made by a fixture from ../shared (skipped there when the data is missing).
+# Without a model of one's own, the real daemon serves a small random model with the default
+# model's tokenizer, made by a fixture (tests/test_server_lib.py make-model).
 if(TARGET kogpt2d AND NOT KG_BROWSER_MODEL_DIR AND PYTHON3)
   set(_browser_model "${CMAKE_BINARY_DIR}/testdata/browser_model")
   kg_fixture(browser_model COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_server_lib.py
-    make-model ${_browser_model} LABELS browser TIMEOUT 300 ENV "KG_SHARED_DIR=${KG_SHARED_DIR}")
+    make-model ${_browser_model} LABELS browser TIMEOUT 300)
   list(APPEND _browser_env "KG_DAEMON=$<TARGET_FILE:kogpt2d>" "KG_MODEL_DIR=${_browser_model}")
 elseif(TARGET kogpt2d AND KG_BROWSER_MODEL_DIR)
   list(APPEND _browser_env "KG_DAEMON=$<TARGET_FILE:kogpt2d>" "KG_MODEL_DIR=${KG_BROWSER_MODEL_DIR}")

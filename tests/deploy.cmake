@@ -11,7 +11,9 @@
 #       name against server/metrics.c; both Dockerfiles statically
 #   test_deploy_schemas    + node and tests/deploy's npm packages: every rendered object against
 #       the Kubernetes / Prometheus Operator schemas (types, required, formats) and their
-#       TypeScript types (no unknown field), the Grafana dashboard against Grafana's types
+#       TypeScript types (no unknown field), the Grafana dashboard against Grafana's types, the
+#       training MPIJob (docker/k8s/training) against the Kubeflow MPI Operator's CRD schema and
+#       admission rules (tests/deploy/mpijob.mjs) and its pod templates as Kubernetes'
 #   test_deploy_rules      + promtool (Debian's prometheus): the alerts (check rules, and their
 #       unit tests, tests/deploy_alerts_test.yaml), the adapter rules' and the dashboard's queries
 # docker_build runs docker/build.sh (the Dockerfile's build steps) into a prefix in the build

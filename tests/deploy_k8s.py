@@ -11,7 +11,8 @@ Checks (check_all): the CPU workload (base) and the GPU one (overlays/gpu): prob
 grace period against the drain, requests = limits, the image (a registry, a tag, the tags the
 Dockerfiles build, IfNotPresent), topology spread over nodes, Service/PDB/HPA selecting and
 targeting it, the GPU one's nvidia.com/gpu, node selection and settings equal to the CPU one's;
-every pod template against the "restricted" Pod Security Standard (check_restricted); the HPAs'
+every pod template (the training MPIJob's launcher and workers too) against the "restricted" Pod
+Security Standard (check_restricted); the HPAs'
 Pods metrics made by the prometheus-adapter rules; the ServiceMonitor, the PrometheusRule's
 alerts and the Grafana dashboard; and every metric name that the alerts, the adapter rules and
 the dashboard use against kogpt2d's metrics (server/http/metrics.c, or a live /metrics).
@@ -275,6 +276,10 @@ def pod_templates(obj):
     if kind == "CronJob":
         t = spec.get("jobTemplate", {}).get("spec", {}).get("template", {})
         return [("spec.jobTemplate.spec.template.spec", t.get("spec", {}), t.get("metadata", {}))]
+    if kind == "MPIJob":  # Kubeflow MPI Operator: a launcher and workers
+        return [("spec.mpiReplicaSpecs.%s.template.spec" % role, r.get("template", {}).get(
+            "spec", {}), r.get("template", {}).get("metadata", {}))
+            for role, r in sorted((spec.get("mpiReplicaSpecs") or {}).items())]
     return []
 
 

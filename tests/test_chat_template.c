@@ -1,11 +1,11 @@
 // test_chat_template.c — server/chat_template/ against Python's jinja2: every vector of
 // tests/chat_templates/vectors.json (real templates, the two defaults and one construct at a
-// time, written by make_vectors.py in the environment transformers renders templates in) must
-// render byte for byte, or fail where jinja2 fails. Then the refusals (what the subset lacks:
-// clear one-line errors naming the line), the limits (nesting, parts, names, output, memory,
-// work) and a mutation run over every vector template: no crash, no leak (ASan), and every
+// time, written by tests/tools/chat_template_vectors.py in the environment transformers renders
+// templates in) must render byte for byte, or fail where jinja2 fails. Then the refusals (what the
+// subset lacks: clear one-line errors naming the line), the limits (nesting, parts, names, output,
+// memory, work) and a mutation run over every vector template: no crash, no leak (ASan), and every
 // failure one line starting "chat template: ". With --diff it is the C side of
-// tests/chat_templates/diff_jinja2.py (random templates against jinja2; run by hand).
+// tests/tools/chat_template_diff_jinja2.py (random templates against jinja2; run by hand).
 #include <cjson/cJSON.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -579,7 +579,7 @@ static void test_mutations(const cJSON *j_root, const Conv *chat) {
 
 // --diff: templates from stdin (each a 4-byte little-endian length, then its bytes) rendered
 // with vectors.json's "chat" conversation, the generation prompt, <s> and </s>; each answer
-// "OK <bytes>\n<text>" or "ERR <code> <message>\n". tests/chat_templates/diff_jinja2.py
+// "OK <bytes>\n<text>" or "ERR <code> <message>\n". tests/tools/chat_template_diff_jinja2.py
 // feeds it random templates and compares with jinja2.
 static int diff_mode(const Conv *chat) {
     unsigned char len4[4];

@@ -9,7 +9,8 @@
                               redrawn line with an ETA on one (a pty)
     test_cli.py version       --version on kogpt2 and every subcommand
     test_cli.py tokenize      tokenize/detokenize default to the default model's tokenizer;
-                              JSON says "tokens" (as /v1/tokenize); plain pieces as JSON strings
+                              JSON says "tokens" (as /v1/tokenize); plain pieces as JSON strings;
+                              ids, pieces and text equal libsentencepiece's
     test_cli.py errors        every usage error says what was wrong on its first line
     test_cli.py next          next's plain output: each candidate's text as a JSON string
 
@@ -340,6 +341,28 @@ def test_tokenize():
     rc, out, err = run("detokenize", "--json", ids)
     check(rc == 0 and json.loads(out).get("text") == text,
           "detokenize with no --tokenizer reads back the text: %r" % out)
+    # the ids and pieces are libsentencepiece's (python3-sentencepiece, the reference) for the
+    # strings tokenizer.cmake's test_tok_cli_* check on KoGPT2 v2's tokenizer
+    try:
+        import sentencepiece
+    except ImportError:
+        lib.skip("no python3-sentencepiece (the reference tokenizer): ids unchecked")
+    sp = sentencepiece.SentencePieceProcessor(model_file=lib.DEFAULT_SPM)
+    for t in ("안녕하세요. 한국어 GPT-2 입니다.😤:)l^o", text):
+        rc, out, err = run("tokenize", "--json", t)
+        got = json.loads(out) if rc == 0 else {}
+        check(got == {"tokens": sp.encode(t), "pieces": sp.encode(t, out_type=str)},
+              "tokenize %r: %r, libsentencepiece: %r" % (t, got, sp.encode(t)))
+    lines = ["안녕", "", "  두 칸"]
+    rc, out, err = run("tokenize", "--jsonl",
+                       stdin="".join(json.dumps(x) + "\n" for x in lines).encode())
+    want = [{"tokens": sp.encode(x), "pieces": sp.encode(x, out_type=str)} for x in lines]
+    check(rc == 0 and [json.loads(x) for x in out.split("\n") if x] == want,
+          "--jsonl: libsentencepiece's ids per line: %r vs %r" % (out, want))
+    ids = sp.encode("안녕하세요.😤:)")
+    rc, out, err = run("detokenize", "--json", ",".join(map(str, ids)))
+    check(rc == 0 and json.loads(out).get("text") == sp.decode(ids),
+          "detokenize %r: %r, libsentencepiece: %r" % (ids, out, sp.decode(ids)))
 
 
 # --- usage errors -------------------------------------------------------------------------
@@ -451,9 +474,7 @@ def main():
     if len(sys.argv) != 2 or sys.argv[1] not in MODES:
         sys.exit("usage: test_cli.py %s" % "|".join(MODES))
     kogpt2()
-    MODES[sys.argv[1]]()
-    print("%d checks, %d failed" % (lib.CHECKS[0], len(lib.FAILURES)))
-    return 1 if lib.FAILURES else 0
+    return lib.run_tests([(sys.argv[1], MODES[sys.argv[1]])])
 
 
 if __name__ == "__main__":

@@ -80,7 +80,7 @@ static void check_round_trip(KgDtype dt) {
 static void check_reference(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) { // the fixture did not run (no python3-numpy): nothing to compare with
-        printf("%s: absent, byte comparison with NumPy skipped\n", path);
+        printf("SKIP: the byte comparison with NumPy: %s is absent\n", path);
         return;
     }
     int32_t hdr[2];
@@ -181,7 +181,7 @@ int main(int argc, char **argv) {
     if (argc > 1)
         check_reference(argv[1]);
     else
-        printf("no NumPy reference file given: byte comparison skipped\n");
+        printf("SKIP: the byte comparison with NumPy: no reference file given\n");
     for (size_t i = 0; i < N_ISAS; i++) {
         char err[KG_ERRLEN];
         KgBackend *be = kg_cpu_backend_new_isa(1, ISAS[i], err);

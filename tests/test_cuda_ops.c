@@ -343,41 +343,66 @@ static void test_matmul(void) {
     matmul_gelu_case(3, 64, 264, 1);
 }
 
+static const uint32_t ONE_BLOCK[1] = {0}; // training: every position in block 0
+
 // One attention configuration: sequences given as (pos0, n); training (att saved, keys and
-// values inside qkv, backward) when train is set, which needs pos0 = 0.
+// values inside qkv, backward) when train is set, which needs pos0 = 0. Inference reads a
+// paged cache as kv.h lays it out: blocks of 16 positions, each head's rows together, keys
+// then values, the block table in reverse order so that no two neighbours are adjacent; the
+// new rows go in through kv_store first (compared exactly: a copy).
 static void attention_case(const size_t (*sp)[2], size_t n_seq, size_t NH, size_t hs, int train) {
-    const size_t C = NH * hs, ld_q = 3 * C;
+    const size_t C = NH * hs, ld_q = 3 * C, head = 16 * hs, block = 2 * NH * head;
     size_t N = 0;
     for (size_t i = 0; i < n_seq; i++)
         N += sp[i][1];
     KgAttnSeq sc[8], sg[8];
+    uint32_t table[8][64];
     Pair kv[8], att[8];
     Pair qkv = pair_rnd(N * ld_q, 1.0f), out = pair_rnd(N * C, 1.0f);
     Pair dqkv = pair_rnd(N * ld_q, 1.0f), dout = pair_rnd(N * C, 1.0f);
     char what[128];
     for (size_t i = 0, row0 = 0; i < n_seq; row0 += sp[i][1], i++) {
-        size_t pos0 = sp[i][0], n = sp[i][1], Tk = pos0 + n;
-        sc[i] = sg[i] = (KgAttnSeq){.row0 = row0, .n = n, .pos0 = pos0};
+        size_t pos0 = sp[i][0], n = sp[i][1], Tk = pos0 + n, nb = (Tk + 15) / 16;
+        sc[i] = sg[i] = (KgAttnSeq){.row0 = row0, .n = n, .pos0 = pos0, .kv_dtype = KG_F32};
         if (train) { // keys and values are qkv's columns C.. and 2C.., as in gpt2_train.c
             att[i] = pair_rnd(NH * n * Tk, 1.0f);
             sc[i].k = (float *)qkv.c + row0 * ld_q + C;
             sc[i].v = (float *)qkv.c + row0 * ld_q + 2 * C;
             sg[i].k = (float *)qkv.g + row0 * ld_q + C;
             sg[i].v = (float *)qkv.g + row0 * ld_q + 2 * C;
-            sc[i].ld_kv = sg[i].ld_kv = ld_q;
+            sc[i].blocks = sg[i].blocks = ONE_BLOCK;
+            sc[i].block_shift = sg[i].block_shift = 31;
+            sc[i].head_stride = sg[i].head_stride = hs * sizeof(float);
+            sc[i].row_stride = sg[i].row_stride = ld_q * sizeof(float);
             sc[i].att = att[i].c;
             sg[i].att = att[i].g;
             sc[i].dk = (float *)dqkv.c + row0 * ld_q + C;
             sc[i].dv = (float *)dqkv.c + row0 * ld_q + 2 * C;
             sg[i].dk = (float *)dqkv.g + row0 * ld_q + C;
             sg[i].dv = (float *)dqkv.g + row0 * ld_q + 2 * C;
-        } else { // a KV cache of Tk rows (K then V), ld C
-            kv[i] = pair_rnd(2 * Tk * C + 1, 1.0f);
+        } else { // nb blocks of (K, V) x NH heads x 16 positions x hs
+            REQUIRE(nb <= 64, "a test sequence of %zu positions", Tk);
+            kv[i] = pair_rnd(nb * block + 1, 1.0f);
+            for (size_t b = 0; b < nb; b++)
+                table[i][b] = (uint32_t)(nb - 1 - b);
             sc[i].k = kv[i].c;
-            sc[i].v = (float *)kv[i].c + Tk * C;
+            sc[i].v = (float *)kv[i].c + NH * head;
             sg[i].k = kv[i].g;
-            sg[i].v = (float *)kv[i].g + Tk * C;
-            sc[i].ld_kv = sg[i].ld_kv = C;
+            sg[i].v = (float *)kv[i].g + NH * head;
+            sc[i].blocks = sg[i].blocks = table[i];
+            sc[i].block_shift = sg[i].block_shift = 4;
+            sc[i].block_stride = sg[i].block_stride = block * sizeof(float);
+            sc[i].head_stride = sg[i].head_stride = head * sizeof(float);
+            sc[i].row_stride = sg[i].row_stride = hs * sizeof(float);
+        }
+    }
+    if (!train) {
+        const float *qc = qkv.c, *qg = qkv.g;
+        g_cpu->ops->kv_store(g_cpu, sc, n_seq, qc + C, qc + 2 * C, ld_q, NH, hs);
+        g_gpu->ops->kv_store(g_gpu, sg, n_seq, qg + C, qg + 2 * C, ld_q, NH, hs);
+        for (size_t i = 0; i < n_seq; i++) {
+            snprintf(what, sizeof what, "kv_store seq %zu NH=%zu hs=%zu", i, NH, hs);
+            compare(what, kv[i], (sp[i][0] + sp[i][1] + 15) / 16 * block, 0.0);
         }
     }
     g_cpu->ops->attention_forward(g_cpu, out.c, qkv.c, ld_q, sc, n_seq, NH, hs);
@@ -582,9 +607,9 @@ static void test_forward(TestModelSpec spec) {
     Gpt2State sc, sg;
     REQUIRE(!gpt2_state_init(&sc, &mc, 32, 8, err), "%s", err);
     REQUIRE(!gpt2_state_init(&sg, &mg, 32, 8, err), "%s", err);
-    KvCache kc, kg, kc2, kg2;
-    REQUIRE(!kv_init(&kc, &mc, 0, err) && !kv_init(&kg, &mg, 0, err), "%s", err);
-    REQUIRE(!kv_init(&kc2, &mc, 0, err) && !kv_init(&kg2, &mg, 0, err), "%s", err);
+    KvSeq kc, kg, kc2, kg2;
+    REQUIRE(!kv_init(&kc, &mc, err) && !kv_init(&kg, &mg, err), "%s", err);
+    REQUIRE(!kv_init(&kc2, &mc, err) && !kv_init(&kg2, &mg, err), "%s", err);
     double tol = dt == KG_F16 ? TOL_MODEL_F16 : dt == KG_BF16 ? TOL_MODEL_BF16 : TOL_F32_LONG;
     int prompt[45];
     for (size_t i = 0; i < 45; i++)
@@ -609,18 +634,20 @@ static void test_forward(TestModelSpec spec) {
     REQUIRE(!gpt2_forward(&mc, &sc, bc, 2, err), "%s", err);
     REQUIRE(!gpt2_forward(&mg, &sg, bg, 2, err), "%s", err);
     compare_logits("batch: decode + 6-token prefill, 7 rows", &sc, &sg, spec.V, tol);
-    // a copied cache continues like the original (kv_copy through copy_rows)
-    KvCache kg3;
-    REQUIRE(!kv_init(&kg3, &mg, 0, err) && !kv_copy(&kg3, &kg2, 6, &mg, err), "%s", err);
+    // a fork of a cache (its 6 positions' block shared, copied on write through copy_rows)
+    // continues like the original
+    KvSeq kg3;
+    REQUIRE(!kv_seq_init(&kg3, kg2.pool, err), "%s", err);
+    kv_seq_fork(&kg3, &kg2, 6);
     Gpt2Seq q3 = {&kg3, &tok, 1, GPT2_LOGITS_LAST}, q2 = {&kc2, &tok, 1, GPT2_LOGITS_LAST};
     REQUIRE(!gpt2_forward(&mc, &sc, &q2, 1, err), "%s", err);
     REQUIRE(!gpt2_forward(&mg, &sg, &q3, 1, err), "%s", err);
-    compare_logits("decode from a kv_copy'd cache", &sc, &sg, spec.V, tol);
-    kv_free(&kg3, &mg);
-    kv_free(&kc, &mc);
-    kv_free(&kg, &mg);
-    kv_free(&kc2, &mc);
-    kv_free(&kg2, &mg);
+    compare_logits("decode from a forked cache", &sc, &sg, spec.V, tol);
+    kv_seq_release(&kg3);
+    kv_free(&kc);
+    kv_free(&kg);
+    kv_free(&kc2);
+    kv_free(&kg2);
     gpt2_state_free(&sc, &mc);
     gpt2_state_free(&sg, &mg);
     gpt2_close(&mc);

@@ -56,15 +56,15 @@ static int logits_of(const char *dir, KgDtype dtype, float **out, size_t *count,
     for (size_t i = 0; i < n; i++)
         tokens[i] = (int)((i * 7919 + 13) % V);
     Gpt2State s;
-    KvCache kv;
-    REQUIRE(!gpt2_state_init(&s, &m, n, n, err) && !kv_init(&kv, &m, n, err), "%s", err);
+    KvSeq kv;
+    REQUIRE(!gpt2_state_init(&s, &m, n, n, err) && !kv_init(&kv, &m, err), "%s", err);
     Gpt2Seq q = {&kv, tokens, n, GPT2_LOGITS_ALL};
     REQUIRE(!gpt2_forward(&m, &s, &q, 1, err), "%s", err);
     *count = n * V;
     *out = malloc(*count * sizeof **out);
     REQUIRE(*out, "oom");
     memcpy(*out, s.logits_host, *count * sizeof **out);
-    kv_free(&kv, &m);
+    kv_free(&kv);
     gpt2_state_free(&s, &m);
     gpt2_close(&m);
     return KG_OK;
@@ -507,7 +507,7 @@ static void test_cli(const char *src) {
     char bin[1100], out[1100], cmd[4096], a[1100], b[1100];
     snprintf(bin, sizeof bin, "%s/kogpt2", build ? build : ".");
     if (access(bin, X_OK)) {
-        printf("kogpt2 CLI: %s is not built: skipped\n", bin);
+        printf("SKIP: kogpt2 CLI: %s is not built\n", bin);
         return;
     }
     tmp_path(out, sizeof out, "cli_q4_0");
@@ -591,7 +591,7 @@ static void test_overwrite(const char *src) {
     char bin[1100], cmd[4096];
     snprintf(bin, sizeof bin, "%s/kogpt2", build ? build : ".");
     if (access(bin, X_OK)) {
-        printf("kogpt2 CLI: %s is not built: skipped\n", bin);
+        printf("SKIP: kogpt2 CLI: %s is not built\n", bin);
     } else {
         snprintf(cmd, sizeof cmd, "%s convert --model %s --out %s/ --dtype q8_0", bin, dir, dir);
         CHECK_MSG(run_cmd(cmd, msg) == 1 && strstr(msg, "is the source directory"), "%s: %s", cmd,
@@ -659,7 +659,7 @@ int main(void) {
         for (int q = 0; q < 2; q++)
             check_model("default", dir, schemes[q]);
     else
-        printf("%s is absent: the default model's checks skipped\n", dir);
+        printf("SKIP: the default model's checks: %s is absent\n", dir);
 
     tmp_path(dir, sizeof dir, "f32_tied_Q8_0");
     test_broken(dir);

@@ -204,8 +204,12 @@ static void run_case(const char *ref_dir, const char *arg) {
     // the prompt (its lens and attention at the last position) beside a second sequence, the
     // prompt up to the middle position (the attention of its last one), in the same batches:
     // first without captures (the plain answer), then with them
-    KvCache kv0, kv1;
-    REQUIRE(!kv_init(&kv0, &m, n, err) && !kv_init(&kv1, &m, n, err), "%s", err);
+    // both on one pool (a context each and a block to copy), so that (d) can share a prefix
+    KvPool *pool;
+    KvSeq kv0, kv1;
+    REQUIRE(!kv_pool_new(&pool, &m.config, be, 2 * kv_blocks_for(m.config.n_ctx) + 1, 0, err) &&
+                !kv_seq_init(&kv0, pool, err) && !kv_seq_init(&kv1, pool, err),
+            "%s", err);
     Gpt2Seq two[2] = {{.kv = &kv0}, {.kv = &kv1}};
     const int *toks[2] = {r.tokens, r.tokens};
     size_t lens_n[2] = {n, ap + 1};
@@ -216,8 +220,8 @@ static void run_case(const char *ref_dir, const char *arg) {
     Gpt2Capture last, mid;
     REQUIRE(!gpt2_capture_init(&last, &m, 1, n - 1, 1, n - 1, err), "%s", err);
     REQUIRE(!gpt2_capture_init(&mid, &m, 0, 0, 1, ap, err), "%s", err);
-    kv_truncate(&kv0, 0);
-    kv_truncate(&kv1, 0);
+    kv_seq_truncate(&kv0, 0);
+    kv_seq_truncate(&kv1, 0);
     Gpt2Capture *const both[2] = {&last, &mid};
     s.captures = both;
     REQUIRE(!feed(&m, &s, two, toks, lens_n, 2), "forward with captures");
@@ -253,7 +257,8 @@ static void run_case(const char *ref_dir, const char *arg) {
     // (d) a sequence that starts from a copied prefix: the lens works, the attention is refused
     Gpt2Capture gap;
     REQUIRE(!gpt2_capture_init(&gap, &m, 1, n - 1, 1, n - 1, err), "%s", err);
-    REQUIRE(!kv_copy(&kv1, &kv0, n - 1, &m, err), "%s", err);
+    kv_seq_truncate(&kv1, 0);
+    kv_seq_fork(&kv1, &kv0, n - 1);
     Gpt2Seq tail = {.kv = &kv1, .tokens = r.tokens + n - 1, .n = 1, .logits = GPT2_LOGITS_LAST};
     Gpt2Capture *const alone[1] = {&gap};
     s.captures = alone;
@@ -272,8 +277,9 @@ static void run_case(const char *ref_dir, const char *arg) {
     gpt2_capture_free(&mid, &m);
     free(att);
     free(plain);
-    kv_free(&kv0, &m);
-    kv_free(&kv1, &m);
+    kv_seq_release(&kv0);
+    kv_seq_release(&kv1);
+    kv_pool_free(pool);
     gpt2_state_free(&s, &m);
     gpt2_close(&m);
     kg_backend_free(be);

@@ -8,7 +8,8 @@
 //   (b) top-10 ids identical wherever the reference's gaps are wider than the tolerance;
 //   (c) token-by-token decode through the KV cache equals the prefill;
 //   (d) several sequences of different lengths in one gpt2_forward equal each alone;
-//   (e) kv_copy / kv_truncate: a fork at a prefix continues like a fresh run;
+//   (e) kv_seq_fork / kv_seq_truncate: a fork sharing a prefix's blocks (its partly filled
+//       last block copied on write) continues like a fresh run;
 //   (f) context overflow and bad token ids are KG_ERANGE and leave the cache as it was;
 //   (g) every ISA this processor has, threads 1 and 2, gives the same answers;
 //   (h) small cases: one perturbed weight in a copy of the model is detected.
@@ -24,12 +25,10 @@
 
 #include "base/kg.h"
 #include "check.h"
+#include "gpt2_ref.h"
 #include "model/gpt2.h"
 #include "model/kgmath.h"
 #include "model/sampler.h"
-
-#define REF_MAGIC   0x5250474Bu // "KGPR"
-#define REF_VERSION 1u
 
 // Parity with the float64 reference, whatever the stored dtype: the reference computes from
 // the f16/bf16 values the file holds, so what is left is our float32 arithmetic. (A float32
@@ -40,56 +39,7 @@
 // stays under this; a stale or misplaced key/value row moves log-probs by far more.
 #define SAME_TOL 5e-5
 
-typedef struct {
-    int n_layer, n_embd, n_head, n_ctx, V, n;
-    int *tokens;     // (n)
-    float *logprobs; // (n, V)
-} Ref;
-
 static char g_root[1024];
-
-static int ref_load(Ref *r, const char *path) {
-    memset(r, 0, sizeof *r);
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    uint32_t head[2];
-    int32_t dims[6];
-    int ok = fread(head, 4, 2, f) == 2 && head[0] == REF_MAGIC && head[1] == REF_VERSION &&
-             fread(dims, 4, 6, f) == 6;
-    if (ok) {
-        r->n_layer = dims[0], r->n_embd = dims[1], r->n_head = dims[2];
-        r->n_ctx = dims[3], r->V = dims[4], r->n = dims[5];
-        ok = r->V > 0 && r->n > 0 && r->n <= r->n_ctx;
-    }
-    if (ok) {
-        r->tokens = malloc((size_t)r->n * sizeof(int));
-        r->logprobs = malloc((size_t)r->n * r->V * sizeof(float));
-        ok = r->tokens && r->logprobs && fread(r->tokens, 4, (size_t)r->n, f) == (size_t)r->n &&
-             fread(r->logprobs, 4, (size_t)r->n * r->V, f) == (size_t)r->n * r->V &&
-             fgetc(f) == EOF;
-    }
-    fclose(f);
-    return ok ? 0 : -2;
-}
-
-static void ref_free(Ref *r) {
-    free(r->tokens);
-    free(r->logprobs);
-}
-
-// max over the vocabulary of |(logits - logsumexp) - ref|, for rows rows of V.
-static double logprob_diff(const float *logits, const float *ref, size_t rows, size_t V) {
-    double worst = 0;
-    for (size_t r = 0; r < rows; r++) {
-        const float *z = logits + r * V;
-        double lse = logits_logsumexp(z, V, 1.0f);
-        for (size_t i = 0; i < V; i++) {
-            double d = fabs((z[i] - lse) - ref[r * V + i]);
-            if (!(d <= worst)) worst = d; // a NaN sticks
-        }
-    }
-    return worst;
-}
 
 // The same for two of our own runs: both turned into log-probs.
 static double logits_diff(const float *a, const float *b, size_t rows, size_t V) {
@@ -145,16 +95,16 @@ static int top10_mismatches(const float *logits, const float *ref, size_t V, dou
 static int run_prefill(const Gpt2 *m, const int *tokens, size_t n, float *out) {
     char err[KG_ERRLEN] = "";
     Gpt2State s;
-    KvCache kv;
+    KvSeq kv;
     size_t V = m->config.vocab_size;
     REQUIRE(gpt2_state_init(&s, m, n, n, err) == KG_OK, "state: %s", err);
-    REQUIRE(kv_init(&kv, m, 0, err) == KG_OK, "kv: %s", err);
+    REQUIRE(kv_init(&kv, m, err) == KG_OK, "kv: %s", err);
     Gpt2Seq seq = {&kv, tokens, n, GPT2_LOGITS_ALL};
     int rc = gpt2_forward(m, &s, &seq, 1, err);
     CHECK_MSG(rc == KG_OK, "prefill: %s", err);
     CHECK(rc || (s.n_logit_rows == n && kv.len == n));
     if (rc == KG_OK) memcpy(out, s.logits_host, n * V * sizeof(float));
-    kv_free(&kv, m);
+    kv_free(&kv);
     gpt2_state_free(&s, m);
     return rc;
 }
@@ -164,10 +114,10 @@ static int run_prefill(const Gpt2 *m, const int *tokens, size_t n, float *out) {
 static int run_decode(const Gpt2 *m, const int *tokens, size_t n0, size_t n, float *out) {
     char err[KG_ERRLEN] = "";
     Gpt2State s;
-    KvCache kv;
+    KvSeq kv;
     size_t V = m->config.vocab_size;
     REQUIRE(gpt2_state_init(&s, m, n0 ? n0 : 1, 1, err) == KG_OK, "state: %s", err);
-    REQUIRE(kv_init(&kv, m, 0, err) == KG_OK, "kv: %s", err);
+    REQUIRE(kv_init(&kv, m, err) == KG_OK, "kv: %s", err);
     int rc = KG_OK;
     if (n0) {
         Gpt2Seq seq = {&kv, tokens, n0, GPT2_LOGITS_NONE};
@@ -181,7 +131,7 @@ static int run_decode(const Gpt2 *m, const int *tokens, size_t n0, size_t n, flo
         CHECK(rc || (kv.len == i + 1 && s.n_logit_rows == 1));
         if (rc == KG_OK) memcpy(out + i * V, s.logits_host, V * sizeof(float));
     }
-    kv_free(&kv, m);
+    kv_free(&kv);
     gpt2_state_free(&s, m);
     return rc;
 }
@@ -230,10 +180,10 @@ static void check_batched(const Gpt2 *m, const Ref *r, const float *prefill) {
         tc[i] = r->tokens[(i * 7 + 3) % n];
 
     Gpt2State s;
-    KvCache ka, kb, kc;
+    KvSeq ka, kb, kc;
     REQUIRE(gpt2_state_init(&s, m, n + nb + nc, n + nc + 1, err) == KG_OK, "state: %s", err);
-    REQUIRE(kv_init(&ka, m, 0, err) == KG_OK && kv_init(&kb, m, 0, err) == KG_OK &&
-                kv_init(&kc, m, n, err) == KG_OK,
+    REQUIRE(kv_init(&ka, m, err) == KG_OK && kv_init(&kb, m, err) == KG_OK &&
+                kv_init(&kc, m, err) == KG_OK,
             "kv: %s", err);
     Gpt2Seq pre = {&ka, r->tokens, a0, GPT2_LOGITS_NONE};
     REQUIRE(gpt2_forward(m, &s, &pre, 1, err) == KG_OK, "prefix: %s", err);
@@ -256,13 +206,14 @@ static void check_batched(const Gpt2 *m, const Ref *r, const float *prefill) {
         printf("  batched (3 seqs, %zu+%zu+%zu rows) vs alone: max |d| %.2e %.2e %.2e\n", n - a0,
                nb, nc, da, db, dc);
     }
-    kv_free(&ka, m), kv_free(&kb, m), kv_free(&kc, m);
+    kv_free(&ka), kv_free(&kb), kv_free(&kc);
     gpt2_state_free(&s, m);
     free(tb), free(tc), free(alone);
 }
 
-// (e) A cache forked at p continues like the reference; the original, truncated to p and fed
-// other tokens, equals a fresh run of that other sequence.
+// (e) A sequence forked at p (sharing the original's blocks, the last one copied when either
+// writes to it) continues like the reference; the original, truncated to p and fed other
+// tokens, equals a fresh run of that other sequence. Both on one pool with its prefix cache.
 static void check_fork(const Gpt2 *m, const Ref *r, const float *prefill) {
     char err[KG_ERRLEN] = "";
     size_t V = (size_t)r->V, n = (size_t)r->n, p = n / 2;
@@ -275,13 +226,17 @@ static void check_fork(const Gpt2 *m, const Ref *r, const float *prefill) {
         alt[i] = (r->tokens[i] + 1 + (int)i) % r->V;
 
     Gpt2State s;
-    KvCache ka, kb;
+    KvPool *pool;
+    KvSeq ka, kb;
+    size_t blocks = 2 * kv_blocks_for(m->config.n_ctx) + 2; // two contexts, two copies
     REQUIRE(gpt2_state_init(&s, m, n, n, err) == KG_OK, "state: %s", err);
-    REQUIRE(kv_init(&ka, m, 0, err) == KG_OK && kv_init(&kb, m, 0, err) == KG_OK, "kv: %s", err);
+    REQUIRE(kv_pool_new(&pool, &m->config, m->be, blocks, blocks, err) == KG_OK &&
+                kv_seq_init(&ka, pool, err) == KG_OK && kv_seq_init(&kb, pool, err) == KG_OK,
+            "kv: %s", err);
     Gpt2Seq full = {&ka, r->tokens, n, GPT2_LOGITS_NONE};
     REQUIRE(gpt2_forward(m, &s, &full, 1, err) == KG_OK, "prefill: %s", err);
 
-    CHECK_MSG(kv_copy(&kb, &ka, p, m, err) == KG_OK, "kv_copy: %s", err);
+    kv_seq_fork(&kb, &ka, p);
     CHECK(kb.len == p && ka.len == n);
     Gpt2Seq cont = {&kb, r->tokens + p, n - p, GPT2_LOGITS_ALL};
     int rc = gpt2_forward(m, &s, &cont, 1, err);
@@ -289,17 +244,17 @@ static void check_fork(const Gpt2 *m, const Ref *r, const float *prefill) {
     double d_copy = rc ? INFINITY : logits_diff(s.logits_host, prefill + p * V, n - p, V);
     double d_copy_ref = rc ? INFINITY : logprob_diff(s.logits_host, r->logprobs + p * V, n - p, V);
 
-    // a second copy into the now non-empty kb, shorter, then continued: like the first
-    CHECK_MSG(kv_copy(&kb, &ka, p - 1, m, err) == KG_OK, "kv_copy over a used cache: %s", err);
+    // a second fork into the now non-empty kb, shorter, then continued: like the first
+    kv_seq_fork(&kb, &ka, p - 1);
     CHECK(kb.len == p - 1);
     Gpt2Seq again = {&kb, r->tokens + p - 1, n - p + 1, GPT2_LOGITS_ALL};
     rc = gpt2_forward(m, &s, &again, 1, err);
     CHECK_MSG(rc == KG_OK, "continue the second copy: %s", err);
     double d_copy2 =
         rc ? INFINITY : logits_diff(s.logits_host, prefill + (p - 1) * V, n - p + 1, V);
-    CHECK_MSG(d_copy2 <= SAME_TOL, "second kv_copy vs prefill: %.3g", d_copy2);
+    CHECK_MSG(d_copy2 <= SAME_TOL, "second fork vs prefill: %.3g", d_copy2);
 
-    kv_truncate(&ka, p);
+    kv_seq_truncate(&ka, p);
     CHECK(ka.len == p);
     Gpt2Seq other = {&ka, alt + p, n_alt, GPT2_LOGITS_ALL};
     rc = gpt2_forward(m, &s, &other, 1, err);
@@ -313,14 +268,15 @@ static void check_fork(const Gpt2 *m, const Ref *r, const float *prefill) {
         d_trunc = logits_diff(got, fresh + p * V, n_alt, V);
         free(got);
     }
-    CHECK_MSG(d_copy <= SAME_TOL, "kv_copy fork vs prefill: %.3g > %.0e", d_copy, SAME_TOL);
-    CHECK_MSG(d_copy_ref <= PARITY_TOL, "kv_copy fork vs reference: %.3g > %.0e", d_copy_ref,
-              PARITY_TOL);
-    CHECK_MSG(d_trunc <= SAME_TOL, "kv_truncate + other tokens vs fresh: %.3g > %.0e", d_trunc,
+    CHECK_MSG(d_copy <= SAME_TOL, "fork vs prefill: %.3g > %.0e", d_copy, SAME_TOL);
+    CHECK_MSG(d_copy_ref <= PARITY_TOL, "fork vs reference: %.3g > %.0e", d_copy_ref, PARITY_TOL);
+    CHECK_MSG(d_trunc <= SAME_TOL, "kv_seq_truncate + other tokens vs fresh: %.3g > %.0e", d_trunc,
               SAME_TOL);
-    printf("  fork at %zu: kv_copy vs prefill %.2e (vs ref %.2e), kv_truncate vs fresh %.2e\n", p,
-           d_copy, d_copy_ref, d_trunc);
-    kv_free(&ka, m), kv_free(&kb, m);
+    printf("  fork at %zu: kv_seq_fork vs prefill %.2e (vs ref %.2e), kv_seq_truncate vs fresh "
+           "%.2e\n",
+           p, d_copy, d_copy_ref, d_trunc);
+    kv_seq_release(&ka), kv_seq_release(&kb);
+    kv_pool_free(pool);
     gpt2_state_free(&s, m);
     free(alt), free(fresh);
 }
@@ -330,9 +286,9 @@ static void check_errors(const Gpt2 *m, const Ref *r, const float *prefill) {
     char err[KG_ERRLEN];
     size_t V = (size_t)r->V, n = (size_t)r->n, T = m->config.n_ctx;
     Gpt2State s;
-    KvCache kv, k2;
+    KvSeq kv, k2;
     REQUIRE(gpt2_state_init(&s, m, 4, 4, err) == KG_OK, "state: %s", err);
-    REQUIRE(kv_init(&kv, m, 0, err) == KG_OK && kv_init(&k2, m, 0, err) == KG_OK, "kv: %s", err);
+    REQUIRE(kv_init(&kv, m, err) == KG_OK && kv_init(&k2, m, err) == KG_OK, "kv: %s", err);
     // gpt2_prefill in chunks of four rows: the last token's logits are the reference's
     int rc = gpt2_prefill(m, &s, &kv, r->tokens, n, 1, err);
     CHECK_MSG(rc == KG_OK && kv.len == n, "gpt2_prefill: %s", err);
@@ -342,7 +298,7 @@ static void check_errors(const Gpt2 *m, const Ref *r, const float *prefill) {
         printf("  gpt2_prefill in chunks of 4: last row vs prefill %.2e\n", d);
     }
     // the cache holds n - 1 positions from here on
-    kv_truncate(&kv, n - 1);
+    kv_seq_truncate(&kv, n - 1);
 
     int bad_ids[2] = {r->V, -1};
     for (int i = 0; i < 2; i++) {
@@ -389,7 +345,7 @@ static void check_errors(const Gpt2 *m, const Ref *r, const float *prefill) {
         CHECK(kv.len == T);
         printf("  full context (%zu): one more token refused: %s\n", T, err);
     }
-    kv_free(&kv, m), kv_free(&k2, m);
+    kv_free(&kv), kv_free(&k2);
     gpt2_state_free(&s, m);
 }
 

@@ -39,15 +39,15 @@ static int run_model(const char *dir, KgDtype dtype, Run *r, char *err) {
     for (size_t i = 0; i < n; i++)
         tokens[i] = (int)((i * 7919 + 13) % V);
     Gpt2State s;
-    KvCache kv;
-    REQUIRE(!gpt2_state_init(&s, &m, n, n, err) && !kv_init(&kv, &m, n, err), "%s", err);
+    KvSeq kv;
+    REQUIRE(!gpt2_state_init(&s, &m, n, n, err) && !kv_init(&kv, &m, err), "%s", err);
     Gpt2Seq q = {&kv, tokens, n, GPT2_LOGITS_ALL};
     REQUIRE(!gpt2_forward(&m, &s, &q, 1, err), "%s", err);
     r->n = n;
     r->V = V;
     r->logits = malloc(n * V * sizeof *r->logits);
     memcpy(r->logits, s.logits_host, n * V * sizeof *r->logits);
-    kv_free(&kv, &m);
+    kv_free(&kv);
     gpt2_state_free(&s, &m);
     gpt2_close(&m);
     kg_backend_free(be);

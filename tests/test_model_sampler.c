@@ -213,7 +213,8 @@ static void test_limits(void) {
         nan_ranks_ok &= logits_rank(odd, V, all[i].id) == i + 1;
     CHECK_MSG(nan_ranks_ok, "logits_rank disagrees with top-k's order on NaN logits");
     // all NaN: nothing to draw (-1), greedy too; a +inf logit takes every draw; all -inf but
-    // NaNs: some non-NaN id
+    // NaNs (the UTF-8 mask's bans over a broken model's row): nothing to draw either (before,
+    // a banned -inf token was drawn and a U+FFFD reached the client)
     for (size_t i = 0; i < V; i++)
         odd[i] = NAN;
     Sampler *g = sampler_new(V, 0.0f, 0, 1.0f, 8), *s = sampler_new(V, 1.0f, 0, 0.9f, 8);
@@ -223,8 +224,13 @@ static void test_limits(void) {
     CHECK(sampler_sample(g, odd) == 17 && sampler_sample(s, odd) == 17);
     odd[17] = -INFINITY;
     odd[3] = -INFINITY;
-    int id = sampler_sample(s, odd);
-    CHECK(id == 3 || id == 17);
+    Sampler *k = sampler_new(V, 1.0f, 5, 1.0f, 8); // the top-k path
+    CHECK(sampler_sample(g, odd) == -1 && sampler_sample(s, odd) == -1 &&
+          sampler_sample(k, odd) == -1);
+    odd[3] = 0.5f; // one number among bans and NaNs: it is the draw
+    CHECK(sampler_sample(g, odd) == 3 && sampler_sample(s, odd) == 3 &&
+          sampler_sample(k, odd) == 3);
+    sampler_free(k);
     sampler_free(g);
     sampler_free(s);
     printf("limits: tiny temperatures and top_p act as greedy; NaN logits never drawn\n");
@@ -372,7 +378,7 @@ static const void *take(const unsigned char **p, const unsigned char *end, size_
 static void test_penalty_torch(void) {
     const char *python = getenv("KG_PYTHON"), *src = getenv("KG_SOURCE_DIR");
     if (!python || !python[0] || access(python, X_OK) || !src) {
-        printf("penalties vs PyTorch: skipped (KG_PYTHON or KG_SOURCE_DIR not set)\n");
+        printf("SKIP: penalties vs PyTorch: KG_PYTHON or KG_SOURCE_DIR not set\n");
         return;
     }
     char path[] = "/tmp/kg_penalty_ref_XXXXXX", cmd[2048];
@@ -384,7 +390,7 @@ static void test_penalty_torch(void) {
     if (rc != 0) {
         unlink(path);
         CHECK_MSG(WIFEXITED(rc) && WEXITSTATUS(rc) == 77, "%s failed (status %d)", cmd, rc);
-        printf("penalties vs PyTorch: skipped (no torch)\n");
+        printf("SKIP: penalties vs PyTorch: no torch\n");
         return;
     }
     FILE *f = fopen(path, "rb");

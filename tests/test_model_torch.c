@@ -71,15 +71,15 @@ static void ref_free(Ref *r) {
 static float *model_logits(const Gpt2 *m, const Ref *r) {
     char err[KG_ERRLEN];
     Gpt2State s;
-    KvCache kv;
+    KvSeq kv;
     size_t n = (size_t)r->n, V = m->config.vocab_size;
-    REQUIRE(!gpt2_state_init(&s, m, n, n, err) && !kv_init(&kv, m, n, err), "%s", err);
+    REQUIRE(!gpt2_state_init(&s, m, n, n, err) && !kv_init(&kv, m, err), "%s", err);
     Gpt2Seq q = {&kv, r->tokens, n, GPT2_LOGITS_ALL};
     REQUIRE(!gpt2_forward(m, &s, &q, 1, err), "forward: %s", err);
     float *out = malloc(n * V * sizeof *out);
     REQUIRE(out, "oom");
     memcpy(out, s.logits_host, n * V * sizeof *out);
-    kv_free(&kv, m);
+    kv_free(&kv);
     gpt2_state_free(&s, m);
     return out;
 }
@@ -388,7 +388,7 @@ static void test_convert(void) {
     char cmd[4096];
     snprintf(path, sizeof path, "%s/kogpt2", build ? build : ".");
     if (access(path, X_OK)) {
-        printf("kogpt2 convert: %s is not built: skipped\n", path);
+        printf("SKIP: kogpt2 convert: %s is not built\n", path);
         return;
     }
     snprintf(out, sizeof out, "%s/conv_cli", g_tmp);

@@ -62,12 +62,11 @@ printf '%s\\n' "$out"
 """
 
 
-def main_cli():
+def test_cli_examples():
     build = os.environ.get("KG_BUILD_DIR") or os.path.join(ROOT, "build")
     real = os.path.join(build, "kogpt2")
     if not os.path.isfile(real):
-        print("SKIP: %s was not built" % real)
-        return lib.SKIP
+        lib.skip("%s was not built" % real)
     block = readme_cli_block()
     n_cmd = len(re.findall(r"(?m)^build/kogpt2 ", block))
     tmp = tempfile.mkdtemp(prefix="kg_readme_cli_")
@@ -85,13 +84,10 @@ def main_cli():
     lib.check(calls == n_cmd, "every example ran: %d of %d kogpt2 commands" % (calls, n_cmd))
     print(r.stdout[-1500:])
     print("%d README kogpt2 examples ran on the default model" % calls)
-    return 1 if lib.FAILURES else 0
 
 
-def main():
-    if sys.argv[1:] == ["cli"]:
-        return main_cli()
-    model = os.path.join(ROOT, "models", "default")
+def test_api_examples():
+    model = lib.default_model()
     lib.kogpt2d_path()
     block = readme_block()
     n_curl = len(re.findall(r"(?m)(^|;\s*)curl ", block))
@@ -110,7 +106,12 @@ def main():
     finally:
         rc = d.stop()
         lib.check(rc == 0, "kogpt2d exits 0 (rc %r)" % rc)
-    return 1 if lib.FAILURES else 0
+
+
+def main():
+    if sys.argv[1:] == ["cli"]:
+        return lib.run_tests([("the README's command-line examples", test_cli_examples)])
+    return lib.run_tests([("the README's HTTP API examples", test_api_examples)])
 
 
 if __name__ == "__main__":

@@ -31,11 +31,12 @@
   at once never hold up /healthz.
 - slow clients (issue 24): 600 dripping connections from 127.0.0.1 (more than twice
   --max-connections 16): with --max-connections-per-ip 8 a client from 127.0.0.2 is answered
-  at once and a new one from 127.0.0.1 gets a 503 or a closed connection at once; without a
+  at once and a new one from 127.0.0.1 gets a 503 at once (issue 32: never a bare close; the
+  address's longest-waiting refused connections are closed instead, counted); without a
   per-address limit a client from 127.0.0.2 gets its answer (or a 503) within 2.5 s. Before,
   both waited for --request-timeout (30 s) behind the drippers in the listen backlog.
 
-Exit 0 pass, 1 fail, 77 skip (no shared data / binary).
+Exit 0 pass, 1 fail, 77 skip (no binary).
 """
 import http.client
 import json
@@ -43,7 +44,6 @@ import os
 import random
 import re
 import selectors
-import shutil
 import socket
 import sys
 import tempfile
@@ -54,7 +54,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_server_lib as lib  # noqa: E402
 
 # the shared check(): records a failure and goes on
-check, FAILURES, CHECKS = lib.check, lib.FAILURES, lib.CHECKS
+check = lib.check
 
 
 def pct(xs, p):
@@ -501,8 +501,17 @@ def parallel_with_healthz(d, path, body, n=4):
     return res, worst
 
 
+# The heavy bodies' model: a BPE tokenizer.json (the daemon's own tokenizer code) of the
+# characters they are made of. The idle-RSS bound below is that tokenizer's; the default
+# model's SentencePiece (libsentencepiece) keeps ~240 MB in the work threads' heaps after
+# these bodies (measured, issue 33: a finding of its own, not this test's bound).
+HEAVY_PIECES = (["\u2581"] + list("0123456789e\u00e9") +
+                [chr(0xAC00 + i) for i in range(11172)])
+
+
 def test_heavy_bodies(model_dir):
-    d = lib.Daemon(model_dir, "--http-threads", "2", "--max-body", str(2 << 20), "--quiet",
+    bpe = lib.make_model(os.path.join(os.path.dirname(model_dir), "bpe"), pieces=HEAVY_PIECES)
+    d = lib.Daemon(bpe, "--http-threads", "2", "--max-body", str(2 << 20), "--quiet",
                    log=os.path.join(model_dir, "heavy.log"))
     try:
         n = (1 << 20) - 64
@@ -721,10 +730,10 @@ def test_slow_clients(model_dir):
             1e3 * same[1]))
         check(all(st == 200 and dt < 2 for st, dt, _ in other),
               "another address is answered at once: %r" % [(st, dt) for st, dt, _ in other])
-        check((same[0] == "closed" or (same[0] == 503 and same[2].get("retry-after") == "1"))
-              and same[1] < 2, "the flooding address: 503 or closed at once: %r" % (same[:2],))
+        check(same[0] == 503 and same[2].get("retry-after") == "1" and same[1] < 2,
+              "the flooding address: a 503 at once, never a bare close: %r" % (same[:2],))
         closed = metric(d, 'kogpt2_rejected_total{reason="closed"}', "127.0.0.2")
-        check(closed and closed >= n - 32, "closed at once counted: %r" % closed)
+        check(closed and closed >= n - 32, "its waiting refusals closed, counted: %r" % closed)
     finally:
         if drippers:
             drippers.close()
@@ -750,40 +759,20 @@ def test_slow_clients(model_dir):
 
 
 def main():
-    lib.shared_tokenizer()
     lib.kogpt2d_path()
     tmp = tempfile.mkdtemp(prefix="kg_abuse_")
     model_dir = lib.make_model(os.path.join(tmp, "model"))
-    only = sys.argv[1:]
-    for name, fn in (("max connections", test_max_connections),
-                     ("memory per request", test_request_memory),
-                     ("heavy bodies", test_heavy_bodies),
-                     ("usage", test_usage),
-                     ("template work", test_template_work),
-                     ("slow clients", test_slow_clients),
-                     ("slow drip", test_slow_drip),
-                     ("soak", test_soak)):
-        if only and name.split()[0] not in only:
-            continue
-        print("-", name, flush=True)
-        try:
-            fn(model_dir)
-        except Exception as e:  # a crash of the test is a failure, keep going
-            import traceback
-            traceback.print_exc()
-            check(False, "%s raised %r" % (name, e))
-    for log in sorted(os.listdir(model_dir)):
-        if log.endswith(".log"):
-            with open(os.path.join(model_dir, log)) as f:
-                text = f.read()
-            check("Sanitizer" not in text and "runtime error" not in text,
-                  "no sanitizer reports in %s" % log)
-    print("%d checks, %d failed" % (CHECKS[0], len(FAILURES)))
-    if not FAILURES:
-        shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        print("daemon logs kept in", model_dir)
-    return 1 if FAILURES else 0
+    only = sys.argv[1:]  # test_server_abuse.py soak drip ...: those alone
+    tests = [(name, lambda fn=fn: fn(model_dir)) for name, fn in (
+        ("max connections", test_max_connections),
+        ("memory per request", test_request_memory),
+        ("heavy bodies", test_heavy_bodies),
+        ("usage", test_usage),
+        ("template work", test_template_work),
+        ("slow clients", test_slow_clients),
+        ("slow drip", test_slow_drip),
+        ("soak", test_soak)) if not only or name.split()[0] in only]
+    return lib.run_tests(tests, logs=[os.path.join(model_dir, "*.log")], tmp=tmp)
 
 
 if __name__ == "__main__":

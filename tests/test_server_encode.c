@@ -123,7 +123,7 @@ static void check_tokenizer(const char *path, const char *name, size_t want_boun
     Tokenizer *t;
     char err[KG_ERRLEN];
     if (tok_open(&t, path, err)) {
-        printf("  %s: skipped (%s)\n", name, err);
+        printf("SKIP: %s: %s\n", name, err);
         return;
     }
     CHECK_MSG(tok_max_bytes_per_token(t) == want_bound, "%s: bound %zu, want %zu", name,

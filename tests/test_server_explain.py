@@ -160,10 +160,9 @@ def check_cache_and_fields(d, ids):
     lib.check(st == 200 and "explain" not in j, "explain: null is none")
 
 
-def main():
+def test_explain():
     if not os.path.isfile(os.path.join(MODEL, "config.json")):
-        print("SKIP: no models/default")
-        return lib.SKIP
+        lib.skip("no models/default")
     import json
     with open(os.path.join(MODEL, "config.json")) as f:
         cfg = json.load(f)
@@ -176,8 +175,10 @@ def main():
         check_cache_and_fields(d, ids)
     finally:
         d.stop()
-    print("%d checks, %d failed" % (lib.CHECKS[0], len(lib.FAILURES)))
-    return 1 if lib.FAILURES else 0
+
+
+def main():
+    return lib.run_tests([("the lens and the attention view vs torch", test_explain)])
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@
 #include "server/http/http.h"
 #include "server/http/json_in.h"
 #include "server/http/metrics.h"
+#include "server/http/workpool.h"
 
 // --- json_in ---
 
@@ -526,6 +527,47 @@ static void test_work_pool(void) {
     }
 }
 
+// The work pool's idle hook (where kogpt2d gives memory back after a burst): it runs only
+// when no call runs or waits, at least once after a burst, and not after every call of it.
+static atomic_int idle_active, idle_calls, idle_bad;
+
+static void idle_call(void *arg, int cancelled) {
+    (void)arg;
+    (void)cancelled;
+    atomic_fetch_add(&idle_active, 1);
+    usleep(2000);
+    atomic_fetch_sub(&idle_active, 1);
+}
+
+static void idle_hook(void *ctx) {
+    (void)ctx;
+    if (atomic_load(&idle_active)) atomic_fetch_add(&idle_bad, 1); // a call was running
+    atomic_fetch_add(&idle_calls, 1);
+}
+
+static void test_work_pool_idle(void) {
+    WorkPool *p;
+    char err[KG_ERRLEN];
+    REQUIRE(workpool_start(&p, 2, 64, err) == KG_OK, "%s", err);
+    workpool_on_idle(p, idle_hook, NULL);
+    for (int i = 0; i < 40; i++)
+        CHECK(workpool_submit(p, idle_call, NULL) == KG_OK);
+    size_t queued = 1, running = 1;
+    for (int i = 0; i < 2000 && (queued || running || !atomic_load(&idle_calls)); i++) {
+        usleep(1000);
+        workpool_gauges(p, &queued, &running);
+    }
+    int after_burst = atomic_load(&idle_calls);
+    CHECK(workpool_submit(p, idle_call, NULL) == KG_OK); // idle again after one more
+    for (int i = 0; i < 2000 && atomic_load(&idle_calls) == after_burst; i++)
+        usleep(1000);
+    workpool_stop(p);
+    CHECK_MSG(after_burst >= 1 && after_burst < 40 && atomic_load(&idle_calls) == after_burst + 1 &&
+                  !atomic_load(&idle_bad),
+              "idle hook: %d after a burst of 40, %d in all, %d while a call ran", after_burst,
+              atomic_load(&idle_calls), atomic_load(&idle_bad));
+}
+
 int main(void) {
     char root[] = "/tmp/kg_http_XXXXXX";
     REQUIRE(mkdtemp(root), "mkdtemp");
@@ -551,5 +593,6 @@ int main(void) {
     test_metrics();
     test_live(path);
     test_work_pool();
+    test_work_pool_idle();
     return check_report();
 }

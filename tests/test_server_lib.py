@@ -1,9 +1,12 @@
 """Helpers for kogpt2d's end-to-end tests and benchmark (stdlib only).
 
 make_model() writes a small random GPT-2 in the Hugging Face layout (config.json,
-model.safetensors) with KoGPT2 v2's real tokenizer.json copied from the shared data.
-Daemon starts build/kogpt2d on 127.0.0.1 with a free port and stops it.
+model.safetensors) with the tokenizer the project ships (models/default's SentencePiece
+model), so that the tests run in a fresh clone; small_tokenizer_json() writes a tokenizer.json
+of a few pieces for the tests that need a second vocabulary. Daemon starts build/kogpt2d on
+127.0.0.1 with a free port and stops it. run_tests() is every test script's run/report loop.
 """
+import glob
 import http.client
 import json
 import os
@@ -16,14 +19,19 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 
 SKIP = 77
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_MODEL = os.path.join(ROOT, "models", "default")
+DEFAULT_SPM = os.path.join(DEFAULT_MODEL, "kogpt2-default.model")
 
 
 # Every check of a test script: counted, and a failure printed and kept (the script exits 1
 # at the end if any failed), so one run reports every broken thing at once.
 FAILURES = []
 CHECKS = [0]
+SKIPPED = []
 
 
 def check(cond, what):
@@ -34,20 +42,112 @@ def check(cond, what):
     return cond
 
 
-def shared_tokenizer():
-    """The v2 tokenizer.json, or exit 77 (skip) when the shared data is absent."""
-    shared = os.environ.get("KG_SHARED_DIR") or os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared")
-    path = os.path.join(shared, "data", "kogpt2", "v2", "tokenizer.no_endoftext.json")
-    if not os.path.isfile(path):
-        print("SKIP: %s is missing (set KG_SHARED_DIR to the project's shared/)" % path)
-        sys.exit(SKIP)
-    return path
+class Skip(Exception):
+    """Raised by a test that cannot run here (an input or a program is missing): run_tests
+    reports it as "SKIP: test: reason", never as a pass."""
 
 
-def make_model(dirname, n_layer=2, n_embd=64, n_head=2, n_ctx=128, vocab=51200, seed=1):
-    """A random GPT-2 (f32, tied embeddings) plus the v2 tokenizer, in dirname."""
+def skip(reason):
+    raise Skip(reason)
+
+
+def check_log_clean(path, what=None):
+    """A daemon's log holds no sanitizer report (ASan, UBSan, TSan)."""
+    with open(path, errors="replace") as f:
+        text = f.read()
+    check("Sanitizer" not in text and "runtime error" not in text,
+          "no sanitizer reports in %s" % (what or os.path.basename(path)))
+
+
+def run_tests(tests, daemons=(), logs=(), tmp=None):
+    """The run/report loop of a test script. Runs each (name, fn) of tests in order, printed
+    as "- name": a failed check or an exception is a failure and the rest still run; a Skip
+    prints "SKIP: name: reason". Then each of daemons (the file's shared ones) must be alive,
+    exit 0 on SIGTERM and leave a log without sanitizer reports, as must each file that logs
+    names (glob patterns); on a failure the last 60 lines of each daemon's log are printed.
+    tmp, a directory of the script's, is removed when nothing failed, else kept and named.
+    Prints "N checks, M failed" and returns the exit status: 1 when any check failed, 77 when
+    every test was skipped, else 0."""
+    for name, fn in tests:
+        print("-", name, flush=True)
+        try:
+            fn()
+        except Skip as e:
+            SKIPPED.append(name)
+            print("SKIP: %s: %s" % (name, e), flush=True)
+        except Exception as e:  # a crash of the test is a failure, keep going
+            traceback.print_exc()
+            check(False, "%s raised %r" % (name, e))
+    for d in daemons:
+        check(d.proc.poll() is None, "daemon alive after everything")
+        rc = d.stop()
+        check(rc == 0, "daemon exits 0 on SIGTERM (rc %r)" % rc)
+        check_log_clean(d.log_path)
+        if FAILURES:
+            print("--- daemon log %s (last 60 lines) ---" % d.log_path)
+            print("\n".join(d.log_text().splitlines()[-60:]))
+    for pattern in logs:
+        for path in sorted(glob.glob(pattern)):
+            check_log_clean(path)
+    print("%d checks, %d failed%s" % (CHECKS[0], len(FAILURES), ", %d tests skipped (%s)" % (
+        len(SKIPPED), ", ".join(SKIPPED)) if SKIPPED else ""))
+    if tmp and not FAILURES:
+        shutil.rmtree(tmp, ignore_errors=True)
+    elif tmp:
+        print("logs kept in", tmp)
+    if FAILURES:
+        return 1
+    return SKIP if tests and len(SKIPPED) == len(tests) else 0
+
+
+def default_model():
+    """models/default; Skip when the checkout lacks it."""
+    if not os.path.isfile(os.path.join(DEFAULT_MODEL, "model.safetensors")):
+        skip("no default model in %s" % DEFAULT_MODEL)
+    return DEFAULT_MODEL
+
+
+def spm_encode(text):
+    """text's ids under the default model's tokenizer by the reference, libsentencepiece
+    (Debian's python3-sentencepiece); Skip without it."""
+    try:
+        import sentencepiece
+    except ImportError:
+        skip("no python3-sentencepiece (the reference tokenizer): apt-get install it")
+    return sentencepiece.SentencePieceProcessor(model_file=DEFAULT_SPM).encode(text)
+
+
+def small_tokenizer_json(path, pieces, specials=("<s>", "</s>", "<usr>", "<pad>", "<sys>",
+                                                  "<unk>")):
+    """A tokenizer.json in the shape of KoGPT2 v2's (Metaspace, BPE with no merges): the
+    specials at ids 0.., then pieces in order; a character outside them is <unk>."""
+    vocab = {}
+    for p in list(specials) + list(pieces):
+        vocab.setdefault(p, len(vocab))
+    meta = {"type": "Metaspace", "replacement": "\u2581", "add_prefix_space": True}
+    tok = {"version": "1.0", "normalizer": None, "pre_tokenizer": meta, "decoder": meta,
+           "added_tokens": [{"id": i, "content": c, "single_word": False, "lstrip": False,
+                             "rstrip": False, "normalized": False, "special": True}
+                            for i, c in enumerate(specials)],
+           "model": {"type": "BPE", "unk_token": "<unk>", "vocab": vocab, "merges": []}}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(tok, f, ensure_ascii=False)
+    return len(vocab)
+
+
+def make_model(dirname, n_layer=2, n_embd=64, n_head=2, n_ctx=128, seed=1, pieces=None):
+    """A random GPT-2 (f32, tied embeddings) in dirname with the default model's SentencePiece
+    tokenizer (12,000 ids; bos 1, eos 2, as models/default), or, given pieces, a
+    small_tokenizer_json of them (bos 0, eos 1). Returns dirname."""
     os.makedirs(dirname, exist_ok=True)
+    if pieces is None:
+        shutil.copyfile(DEFAULT_SPM, os.path.join(dirname, os.path.basename(DEFAULT_SPM)))
+        with open(os.path.join(DEFAULT_MODEL, "config.json")) as f:
+            shipped = json.load(f)
+        vocab, bos, eos = shipped["vocab_size"], shipped["bos_token_id"], shipped["eos_token_id"]
+    else:
+        vocab = small_tokenizer_json(os.path.join(dirname, "tokenizer.json"), pieces)
+        bos, eos = 0, 1
     rng = random.Random(seed)
     C, L, V, T = n_embd, n_layer, vocab, n_ctx
 
@@ -89,10 +189,9 @@ def make_model(dirname, n_layer=2, n_embd=64, n_head=2, n_ctx=128, vocab=51200, 
     config = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": L,
               "n_head": n_head, "n_embd": C, "n_positions": T, "n_ctx": T, "vocab_size": V,
               "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
-              "bos_token_id": 0, "eos_token_id": 1, "pad_token_id": 3}
+              "bos_token_id": bos, "eos_token_id": eos}
     with open(os.path.join(dirname, "config.json"), "w") as f:
         json.dump(config, f)
-    shutil.copyfile(shared_tokenizer(), os.path.join(dirname, "tokenizer.json"))
     return dirname
 
 
@@ -133,15 +232,27 @@ class Daemon:
     models/default)."""
 
     def __init__(self, model_dir, *args, log=None):
-        self.port = free_port()
         self.log_path = log or os.path.join(tempfile.mkdtemp(prefix="kg_daemon_"), "kogpt2d.log")
-        self.log = open(self.log_path, "w")
-        cmd = kogpt2d_cmd(model_dir, "--port", str(self.port), "--threads", "2", *args)
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        # free_port() closes its socket before kogpt2d binds the port, so a test running
+        # beside this one (ctest -j) may take it first: then a new port, a few times over
+        for attempt in range(5):
+            self.port = free_port()
+            self.log = open(self.log_path, "w")
+            cmd = kogpt2d_cmd(model_dir, "--port", str(self.port), "--threads", "2", *args)
+            self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+            if self._wait_ready(cmd):
+                return
+            self.log.close()
+        raise RuntimeError("kogpt2d found no free port in 5 tries:\n" + self.log_text())
+
+    def _wait_ready(self, cmd):
+        """True once /readyz answers 200; False when the port was taken meanwhile."""
         device = cmd[len(cmd) - cmd[::-1].index("--device")]  # the last --device given
         deadline = time.time() + 60
         while time.time() < deadline:
             if self.proc.poll() is not None:
+                if "address already in use" in self.log_text():
+                    return False
                 if device.startswith("cuda") and "cuda backend" in self.log_text():
                     print("SKIP: --device %s: %s" % (device, self.log_text().strip()))
                     sys.exit(SKIP)
@@ -149,7 +260,7 @@ class Daemon:
                                                                     self.log_text()))
             try:
                 if self.request("GET", "/readyz")[0] == 200:
-                    return
+                    return True
             except OSError:
                 pass
             time.sleep(0.05)
@@ -218,6 +329,62 @@ class Daemon:
                 self.proc.wait()
         self.log.close()
         return self.proc.returncode
+
+
+def start(prefix, *args, **model):
+    """A new temporary directory (prefix), a make_model(**model) in it and a Daemon on that
+    model with args, logging into it: (tmp, model_dir, daemon). Exits 77 without kogpt2d."""
+    kogpt2d_path()
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    model_dir = make_model(os.path.join(tmp, "model"), **model)
+    return tmp, model_dir, Daemon(model_dir, *args, log=os.path.join(tmp, "kogpt2d.log"))
+
+
+def model_vocab(model_dir):
+    """config.json's vocab_size."""
+    with open(os.path.join(model_dir, "config.json")) as f:
+        return json.load(f)["vocab_size"]
+
+
+def post(d, path, body):
+    """POST body to path: the reply's JSON, checked to be a 200."""
+    st, j = d.json("POST", path, body)
+    check(st == 200, "POST %s %r: status %d %r" % (path, body, st, j))
+    return j
+
+
+def generate(d, body):
+    return post(d, "/v1/generate", body)
+
+
+def stream(d, path, body):
+    """body with stream true to path: the data of each SSE event, checked to be a 200 stream."""
+    st, hdrs, data = d.request("POST", path, dict(body, stream=True))
+    check(st == 200 and hdrs.get("content-type", "").startswith("text/event-stream"),
+          "%s stream: %d %r" % (path, st, hdrs))
+    return sse_events(data)
+
+
+def expect_error(d, method, path, body, status, what, headers=None, param=None):
+    """The request gets `status` with the documented error JSON, and the daemon lives:
+    (headers, body) of the reply."""
+    st, hdrs, data = d.request(method, path, body, headers)
+    ok = check(st == status, "%s: status %d, want %d (%r)" % (what, st, status, data[:200]))
+    try:
+        j = json.loads(data)
+        e = j["error"]
+        ok &= check(e["code"] == status and isinstance(e["type"], str) and e["type"]
+                    and isinstance(e["message"], str) and e["message"] and "param" in e,
+                    "%s: error JSON shape %r" % (what, j))
+        if param:
+            ok &= check(e["param"] == param, "%s: param %r, want %r" % (what, e["param"], param))
+    except (ValueError, KeyError, TypeError):
+        ok = check(False, "%s: not an error JSON: %r" % (what, data[:200]))
+    check(hdrs.get("content-type", "").startswith("application/json"),
+          "%s: content type %r" % (what, hdrs.get("content-type")))
+    check(d.proc.poll() is None and d.request("GET", "/healthz")[0] == 200,
+          "%s: daemon still serving" % what)
+    return hdrs, data
 
 
 def sse_events(data):

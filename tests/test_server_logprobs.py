@@ -36,16 +36,14 @@ def expected(sp, i):
     return t, list(t.encode())
 
 
-def main():
+def test_logprobs():
     try:
         import sentencepiece
     except ImportError:
-        print("SKIP: no sentencepiece Python module (python3-sentencepiece)")
-        return lib.SKIP
+        lib.skip("no sentencepiece Python module (python3-sentencepiece)")
     spm = glob.glob(os.path.join(MODEL, "*.model"))
     if not spm:
-        print("SKIP: no models/default")
-        return lib.SKIP
+        lib.skip("no models/default")
     sp = sentencepiece.SentencePieceProcessor(model_file=spm[0])
     raw = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")
     d = lib.Daemon(MODEL, "--quiet")
@@ -89,8 +87,10 @@ def main():
         check(st == 200 and content and not bad, "chat's top_logprobs: token and bytes agree: %r" % bad[:3])
     finally:
         d.stop()
-    print("%d checks, %d failed" % (lib.CHECKS[0], len(lib.FAILURES)))
-    return 1 if lib.FAILURES else 0
+
+
+def main():
+    return lib.run_tests([("byte-fallback candidates in the top logprob lists", test_logprobs)])
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ bad ones replaced, in the request log), several API keys (--api-key repeated, --
 Bearer and x-api-key), --version, every flag from KOGPT2_<FLAG> (flags win, a bad value names
 the variable), --log-format json (every line parses, access lines carry the request id,
 libmicrohttpd's messages included), and the kogpt2_build_info metric (promtool check metrics
-when promtool is installed). Exits 77 without ../shared or the binary.
+when promtool is installed). Exits 77 without the binary.
 """
 import http.client
 import json
@@ -215,41 +215,8 @@ def test_key_files(model_dir, tmp):
               "%s: a clear error (%d: %s)" % (args[-1], r.returncode, r.stderr.strip()))
 
 
-def main():
-    lib.shared_tokenizer()
-    lib.kogpt2d_path()
-    tmp = tempfile.mkdtemp(prefix="kg_ops_")
-    model_dir = lib.make_model(os.path.join(tmp, "model"))
-    keys = os.path.join(tmp, "keys.txt")
-    with open(keys, "w") as f:
-        f.write("# the team's keys\n\n  key-three  \r\n#key-four\n")
-    print("- --version, --help", flush=True)
-    test_version()
-    os.environ["KOGPT2_API_KEY"] = "from-env"  # replaced by the --api-key flags below
-    try:
-        d = lib.Daemon(model_dir, "--api-key", "key-one", "--api-key", "key-two",
-                       "--api-key-file", keys, "--log-format", "json", "--max-body", "4096",
-                       log=os.path.join(tmp, "json.log"))
-    finally:
-        del os.environ["KOGPT2_API_KEY"]
-    try:
-        for name, fn in (("request ids, API keys", lambda: test_request_ids_and_keys(d)),
-                         ("build_info", lambda: test_build_info(d)),
-                         ("JSON log", lambda: test_json_log(d))):
-            print("-", name, flush=True)
-            try:
-                fn()
-            except Exception as e:  # a crash of the test is a failure, keep going
-                import traceback
-                traceback.print_exc()
-                check(False, "%s raised %r" % (name, e))
-    finally:
-        check(d.stop() == 0, "the daemon exits 0")
-    print("- environment variables", flush=True)
-    test_env(model_dir, tmp)
-    print("- key files", flush=True)
-    test_key_files(model_dir, tmp)
-    # the text log: access lines carry the id as id=...
+def test_text_log(model_dir, tmp):
+    """The text log: access lines carry the id as id=..."""
     d = lib.Daemon(model_dir, log=os.path.join(tmp, "text.log"))
     try:
         d.request("GET", "/healthz", headers={"X-Request-Id": "text-1"})
@@ -258,12 +225,30 @@ def main():
               "the text request line ends with id=<request id>")
     finally:
         d.stop()
-    print("%d checks, %d failed" % (lib.CHECKS[0], len(lib.FAILURES)))
-    if not lib.FAILURES:
-        shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        print("logs kept in", tmp)
-    return 1 if lib.FAILURES else 0
+
+
+def main():
+    lib.kogpt2d_path()
+    tmp = tempfile.mkdtemp(prefix="kg_ops_")
+    model_dir = lib.make_model(os.path.join(tmp, "model"))
+    keys = os.path.join(tmp, "keys.txt")
+    with open(keys, "w") as f:
+        f.write("# the team's keys\n\n  key-three  \r\n#key-four\n")
+    os.environ["KOGPT2_API_KEY"] = "from-env"  # replaced by the --api-key flags below
+    try:
+        d = lib.Daemon(model_dir, "--api-key", "key-one", "--api-key", "key-two",
+                       "--api-key-file", keys, "--log-format", "json", "--max-body", "4096",
+                       log=os.path.join(tmp, "json.log"))
+    finally:
+        del os.environ["KOGPT2_API_KEY"]
+    return lib.run_tests([("--version, --help", test_version),
+                          ("request ids, API keys", lambda: test_request_ids_and_keys(d)),
+                          ("build_info", lambda: test_build_info(d)),
+                          ("JSON log", lambda: test_json_log(d)),
+                          ("environment variables", lambda: test_env(model_dir, tmp)),
+                          ("key files", lambda: test_key_files(model_dir, tmp)),
+                          ("text log", lambda: test_text_log(model_dir, tmp))],
+                         daemons=[d], tmp=tmp)
 
 
 if __name__ == "__main__":

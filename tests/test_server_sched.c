@@ -3,13 +3,14 @@
 // speculated click give the same numbers as a cold run; concurrent generations (batched)
 // equal the same generations run one at a time; a seed repeats; stop strings cut the text;
 // a full queue says busy; a cancelled job stops; a pass that gives way (the speculation's,
-// when a job arrives) leaves its cache as it was. Without a model: the generated text's
+// when a job arrives) leaves its cache as it was; a pool too small for the batch preempts
+// and recomputes jobs without changing what they generate. Without a model: the generated text's
 // stop strings and held-back bytes (gentext.h), the batch planner's budgets (sched_plan.h),
 // /v1/score's memo (score_memo.h). A next-token answer's lens and attention view equal the
 // model's capture run directly, alone and batched with generations.
 //
-// A small random model (2 layers, C 64, V 51200) with KoGPT2 v2's tokenizer.json from
-// ../shared (skipped without it). Tolerances: logprobs of batched/cached runs within 1e-4
+// A small random model (2 layers, C 64, V the tokenizer's) with the default model's tokenizer
+// (models/default, shipped). Tolerances: logprobs of batched/cached runs within 1e-4
 // of the direct forward (float32 sums in a different order); generated ids identical.
 #include <math.h>
 #include <pthread.h>
@@ -30,7 +31,8 @@
 #include "testmodel.h"
 #include "tokenizer/tokenizer.h"
 
-#define TOL 1e-4f
+#define TOL   1e-4f
+#define TOK_V ((size_t)12000) // the default model's tokenizer: its pieces
 
 typedef struct {
     pthread_mutex_t mu;
@@ -104,11 +106,11 @@ static void run_job(Sched *s, const SchedParams *p, Result *r) {
 static void direct_topk(const Gpt2 *m, const int *ids, size_t n, KgCandidate *out, size_t k) {
     char err[KG_ERRLEN];
     Gpt2State st;
-    KvCache kv;
-    REQUIRE(!gpt2_state_init(&st, m, 64, 1, err) && !kv_init(&kv, m, n, err), "%s", err);
+    KvSeq kv;
+    REQUIRE(!gpt2_state_init(&st, m, 64, 1, err) && !kv_init(&kv, m, err), "%s", err);
     REQUIRE(!gpt2_prefill(m, &st, &kv, ids, n, 1, err), "%s", err);
     logits_topk(st.logits_host, m->config.vocab_size, 1.0f, k, out);
-    kv_free(&kv, m);
+    kv_free(&kv);
     gpt2_state_free(&st, m);
 }
 
@@ -266,9 +268,9 @@ static void test_explain(Sched *s, const Gpt2 *m, const Tokenizer *tok) {
     run_explain(s, &p, &alone);
     // the model's own capture, one pass over the prompt
     Gpt2State st;
-    KvCache kv;
+    KvSeq kv;
     Gpt2Capture c;
-    REQUIRE(!gpt2_state_init(&st, m, 64, 1, err) && !kv_init(&kv, m, n, err) &&
+    REQUIRE(!gpt2_state_init(&st, m, 64, 1, err) && !kv_init(&kv, m, err) &&
                 !gpt2_capture_init(&c, m, 1, n - 1, 1, pos, err),
             "%s", err);
     Gpt2Capture *const caps[1] = {&c};
@@ -291,7 +293,7 @@ static void test_explain(Sched *s, const Gpt2 *m, const Tokenizer *tok) {
     REQUIRE(!gpt2_capture_attention(m, &c, direct.att, err), "%s", err);
     gpt2_lens_free(&l);
     gpt2_capture_free(&c, m);
-    kv_free(&kv, m);
+    kv_free(&kv);
     gpt2_state_free(&st, m);
     float worst;
     CHECK(same_explained(&alone, &direct, TOL, &worst));
@@ -375,9 +377,9 @@ static void test_forward_cancel(const Gpt2 *m, const int *ids, size_t n) {
     char err[KG_ERRLEN];
     const size_t V = m->config.vocab_size;
     Gpt2State st, ref_st;
-    KvCache kv, ref_kv;
+    KvSeq kv, ref_kv;
     REQUIRE(!gpt2_state_init(&st, m, 64, 1, err) && !gpt2_state_init(&ref_st, m, 64, 1, err) &&
-                !kv_init(&kv, m, n, err) && !kv_init(&ref_kv, m, n, err),
+                !kv_init(&kv, m, err) && !kv_init(&ref_kv, m, err),
             "%s", err);
     Gpt2Seq q = {&kv, ids + n - 1, 1, GPT2_LOGITS_LAST},
             ref_q = {&ref_kv, ids + n - 1, 1, GPT2_LOGITS_LAST};
@@ -393,8 +395,8 @@ static void test_forward_cancel(const Gpt2 *m, const int *ids, size_t n) {
     st.cancel = NULL;
     REQUIRE(!gpt2_forward(m, &st, &q, 1, err), "%s", err);
     CHECK(kv.len == n && !memcmp(st.logits_host, ref_st.logits_host, V * sizeof(float)));
-    kv_free(&kv, m);
-    kv_free(&ref_kv, m);
+    kv_free(&kv);
+    kv_free(&ref_kv);
     gpt2_state_free(&st, m);
     gpt2_state_free(&ref_st, m);
 }
@@ -445,13 +447,66 @@ static void test_batched_equals_alone(Sched *s, const Tokenizer *tok) {
         free(ids[i]);
 }
 
+// A pool of one context and a block (17 blocks of 16 positions at n_ctx 256) under six
+// generations of 100 tokens (7 blocks each): admission waits for blocks, and running jobs are
+// preempted and recomputed; every generation still equals the same one run alone, id for id.
+static void test_preemption(const Gpt2 *m, const Tokenizer *tok) {
+    SchedOptions o = {.max_batch = 6,
+                      .max_queue = 8,
+                      .kv_blocks = kv_blocks_for(m->config.n_ctx) + 1,
+                      .cache_blocks = 4,
+                      .max_prompt = 64,
+                      .step_tokens = 32};
+    Sched *s;
+    char err[KG_ERRLEN];
+    REQUIRE(!sched_start(&s, m, tok, &o, err), "%s", err);
+    const char *texts[6] = {"오늘 날씨가", "한국어 모델은", "여러분 2019년 수고하셨습니다.",
+                            "서울",        "이 영화 정말",  "옛날 옛적에 호랑이가"};
+    int *ids[6];
+    size_t n[6];
+    for (int i = 0; i < 6; i++)
+        REQUIRE(!tok_encode(tok, texts[i], strlen(texts[i]), &ids[i], &n[i], err), "%s", err);
+    Result alone[6], together[6];
+    for (int i = 0; i < 6; i++) {
+        SchedParams p = gen_params(ids[i], n[i], 100, i % 2 ? 0.8f : 0.0f, 99 + i);
+        run_job(s, &p, &alone[i]);
+    }
+    SchedGauges g0, g1;
+    sched_gauges(s, &g0);
+    SchedJob *jobs[6];
+    for (int i = 0; i < 6; i++) {
+        SchedParams p = gen_params(ids[i], n[i], 100, i % 2 ? 0.8f : 0.0f, 99 + i);
+        jobs[i] = submit(s, &p);
+    }
+    int same = 1;
+    for (int i = 0; i < 6; i++) {
+        wait_done(jobs[i], &g_w, &together[i]);
+        same &= together[i].n == alone[i].n && alone[i].n == 100;
+        for (size_t k = 0; same && k < alone[i].n; k++)
+            same &= together[i].ids[k] == alone[i].ids[k];
+        CHECK(together[i].state == SCHED_DONE_LENGTH);
+        sched_job_release(jobs[i]);
+    }
+    // the engine publishes the pool's figures after the step that dropped the last job
+    for (int t = 0; t < 200 && (sched_gauges(s, &g1), g1.kv.used); t++)
+        usleep(10 * 1000);
+    uint64_t preempted = g1.preemptions_total - g0.preemptions_total;
+    printf("6 x 100 tokens in 17 blocks: %llu preemptions, ids %s the runs alone\n",
+           (unsigned long long)preempted, same ? "equal to" : "DIFFER from");
+    CHECK(same && preempted > 0 && g1.kv.used == 0);
+    sched_free(s);
+    for (int i = 0; i < 6; i++)
+        free(ids[i]);
+}
+
 static void test_text_and_stop(Sched *s, const Tokenizer *tok) {
     int *ids;
     size_t n;
     char err[KG_ERRLEN];
     REQUIRE(!tok_encode(tok, "옛날 옛적에", 16, &ids, &n, err), "%s", err);
     Result r;
-    SchedParams p = gen_params(ids, n, 40, 0.9f, 7);
+    // hot: the random model's text then varies enough to hold a stop string past its start
+    SchedParams p = gen_params(ids, n, 40, 3.0f, 7);
     run_job(s, &p, &r);
     // the streamed pieces concatenate to the decode of the generated ids
     const char *text = r.text;
@@ -511,7 +566,7 @@ static void test_limits(Sched *s, size_t n_ctx) {
     SchedParams p = next_params(big, n_ctx + 1 <= 600 ? n_ctx + 1 : 600);
     CHECK(sched_submit(s, &p, on_notify, &g_w, &j, err) == KG_ERANGE && !j);
     CHECK(strstr(err, "n_ctx") != NULL);
-    int bad[2] = {5, 51200};
+    int bad[2] = {5, (int)TOK_V};
     p = next_params(bad, 2);
     CHECK(sched_submit(s, &p, on_notify, &g_w, &j, err) == KG_ERANGE);
     p = next_params(bad, 0);
@@ -529,8 +584,11 @@ static void test_limits(Sched *s, size_t n_ctx) {
 }
 
 static void test_queue_full(const Gpt2 *m, const Tokenizer *tok) {
-    SchedOptions o = {
-        .max_batch = 1, .max_queue = 2, .cache_mb = 0, .max_prompt = 64, .prefill_chunk = 64};
+    SchedOptions o = {.max_batch = 1,
+                      .max_queue = 2,
+                      .kv_blocks = kv_blocks_for(m->config.n_ctx) + 1,
+                      .max_prompt = 64,
+                      .step_tokens = 64};
     Sched *s;
     char err[KG_ERRLEN];
     REQUIRE(!sched_start(&s, m, tok, &o, err), "%s", err);
@@ -552,13 +610,19 @@ static void test_queue_full(const Gpt2 *m, const Tokenizer *tok) {
     sched_free(s);
 }
 
-// A model with rows past the tokenizer's vocabulary (padded to 51,264): those ids are never
+// A model with rows past the tokenizer's vocabulary (64 padding rows): those ids are never
 // proposed, so every candidate and every generated token can be spelled.
 static void test_padded_vocab(const Tokenizer *tok) {
     char err[KG_ERRLEN], dir[] = "/tmp/kg-sched-pad-XXXXXX";
     REQUIRE(mkdtemp(dir), "mkdtemp");
-    TestModelSpec spec = {
-        .L = 1, .C = 64, .NH = 4, .T = 64, .V = 51264, .dtype = KG_F32, .wte_std = 0.5f, .seed = 5};
+    TestModelSpec spec = {.L = 1,
+                          .C = 64,
+                          .NH = 4,
+                          .T = 64,
+                          .V = TOK_V + 64,
+                          .dtype = KG_F32,
+                          .wte_std = 0.5f,
+                          .seed = 5};
     REQUIRE(!testmodel_write(dir, &spec, err), "%s", err);
     // make the padding rows the most likely tokens, so that proposing one cannot go unseen
     char path[1100];
@@ -566,9 +630,9 @@ static void test_padded_vocab(const Tokenizer *tok) {
     SafeTensors st;
     REQUIRE(!safetensors_open(&st, path, err), "%s", err);
     const StTensor *wte = safetensors_find(&st, "transformer.wte.weight");
-    long off = (long)((const char *)wte->data - (const char *)st.map) + 51200L * 64 * 4;
+    long off = (long)((const char *)wte->data - (const char *)st.map) + (long)TOK_V * 64 * 4;
     static float pad[64 * 64];
-    memcpy(pad, (const char *)wte->data + 51200L * 64 * 4, sizeof pad);
+    memcpy(pad, (const char *)wte->data + (long)TOK_V * 64 * 4, sizeof pad);
     for (size_t i = 0; i < 64 * 64; i++)
         pad[i] *= 20.0f;
     safetensors_close(&st);
@@ -578,20 +642,23 @@ static void test_padded_vocab(const Tokenizer *tok) {
     KgBackend *be = kg_cpu_backend_new(1, err);
     Gpt2 m;
     REQUIRE(be && !gpt2_open(&m, dir, be, KG_DTYPE_AUTO, err), "%s", err);
-    // the model itself now prefers padding: its raw top candidate is past 51,199
+    // the model itself now prefers padding: its raw top candidate is past the tokenizer's ids
     Gpt2State gs;
-    KvCache kv;
+    KvSeq kv;
     int probe[3] = {100, 200, 300};
-    REQUIRE(!gpt2_state_init(&gs, &m, 8, 1, err) && !kv_init(&kv, &m, 8, err) &&
+    REQUIRE(!gpt2_state_init(&gs, &m, 8, 1, err) && !kv_init(&kv, &m, err) &&
                 !gpt2_prefill(&m, &gs, &kv, probe, 3, 1, err),
             "%s", err);
     KgCandidate raw;
     logits_topk(gs.logits_host, m.config.vocab_size, 1.0f, 1, &raw);
-    CHECK_MSG(raw.id >= 51200, "the padded rows should dominate (top id %d)", raw.id);
-    kv_free(&kv, &m);
+    CHECK_MSG(raw.id >= (int)TOK_V, "the padded rows should dominate (top id %d)", raw.id);
+    kv_free(&kv);
     gpt2_state_free(&gs, &m);
-    SchedOptions o = {
-        .max_batch = 4, .max_queue = 4, .cache_mb = 0, .max_prompt = 64, .prefill_chunk = 64};
+    SchedOptions o = {.max_batch = 4,
+                      .max_queue = 4,
+                      .kv_blocks = 4 * kv_blocks_for(m.config.n_ctx),
+                      .max_prompt = 64,
+                      .step_tokens = 64};
     Sched *s;
     REQUIRE(!sched_start(&s, &m, tok, &o, err), "%s", err);
     int ids[3] = {100, 200, 300}, ok = 1;
@@ -602,11 +669,11 @@ static void test_padded_vocab(const Tokenizer *tok) {
         run_job(s, &p, &r);
         ok &= r.state == SCHED_DONE_LENGTH && r.n == 16;
         for (size_t i = 0; i < r.n; i++)
-            ok &= r.ids[i] < 51200;
+            ok &= r.ids[i] < (int)TOK_V;
         for (size_t i = 0; i < r.n_candidates; i++)
-            ok &= r.candidates[i].id < 51200;
+            ok &= r.candidates[i].id < (int)TOK_V;
     }
-    printf("padded vocabulary (51,264 rows, 51,200 pieces): %s\n",
+    printf("padded vocabulary (%zu rows, %zu pieces): %s\n", TOK_V + 64, TOK_V,
            ok ? "every token spelled" : "FAILED");
     CHECK(ok);
     sched_free(s);
@@ -634,8 +701,8 @@ static void test_prompt_scoring(Sched *s, const Gpt2 *m, const Tokenizer *tok) {
     // the reference: one forward over the whole prompt, logits at every position
     const size_t V = m->config.vocab_size;
     Gpt2State st;
-    KvCache kv;
-    REQUIRE(!gpt2_state_init(&st, m, n, n, err) && !kv_init(&kv, m, n, err), "%s", err);
+    KvSeq kv;
+    REQUIRE(!gpt2_state_init(&st, m, n, n, err) && !kv_init(&kv, m, err), "%s", err);
     Gpt2Seq q = {&kv, ids, n, GPT2_LOGITS_ALL};
     REQUIRE(!gpt2_forward(m, &st, &q, 1, err), "%s", err);
     // a generation in the same batches, and the scoring job itself (3 candidates, 4 tokens)
@@ -717,7 +784,7 @@ static void test_prompt_scoring(Sched *s, const Gpt2 *m, const Tokenizer *tok) {
     ps.score_prompt = 0;
     SchedJob *bad = NULL;
     CHECK(sched_submit(s, &ps, on_notify, &g_w, &bad, err) == KG_EINVAL && !bad);
-    kv_free(&kv, m);
+    kv_free(&kv);
     gpt2_state_free(&st, m);
     free(ids);
 }
@@ -764,6 +831,7 @@ static SchedJob *plan_job(const int *ids, size_t n, int score, int decode, size_
     REQUIRE(!sched_job_new(&j, 100, &p, NULL, NULL, err), "%s", err);
     j->work.phase = decode ? SCHED_DECODE : SCHED_PREFILL;
     j->work.n_fed = n_fed;
+    j->work.kv.len = n_fed; // its KV holds what it was fed: no replay
     return j;
 }
 
@@ -791,9 +859,19 @@ static void test_plan(void) {
                   plan[i].first_row);
     n = sched_plan_step(jobs + 1, 3, 8, seqs, plan, &rows); // 8 rows: the later prompts wait
     CHECK(n == 1 && rows == 8 && plan[0].job == jobs[1]);
+    // the step's token budget less the 2 decode rows, at least 16, and 256 when none decodes
+    CHECK(sched_plan_prefill_budget(jobs, 5, 48) == 46);
+    CHECK(sched_plan_prefill_budget(jobs, 5, 8) == SCHED_MIN_PREFILL_ROWS);
+    CHECK(sched_plan_prefill_budget(jobs + 1, 3, 48) == SCHED_IDLE_PREFILL_ROWS);
+    // a preempted job (its KV emptied) first replays what it had, without logits
+    jobs[2]->work.kv.len = 0;
+    n = sched_plan_step(jobs + 2, 1, 30, seqs, plan, &rows);
+    CHECK(n == 1 && rows == 30 && plan[0].replay && seqs[0].logits == GPT2_LOGITS_NONE &&
+          seqs[0].tokens == jobs[2]->in.tokens);
     for (size_t i = 0; i < 5; i++)
         sched_job_free(jobs[i]);
-    printf("batch planner: prefill and scoring budgets, decode rows, logits rows in order\n");
+    printf("batch planner: prefill and scoring budgets, decode rows, logits rows in order, "
+           "replays\n");
 }
 
 // The memo answers the longest remembered prefix, and only the 16 prompts scored last.
@@ -818,34 +896,35 @@ int main(void) {
     test_gentext();
     test_plan();
     test_score_memo();
-    const char *shared = getenv("KG_SHARED_DIR");
+    const char *src = getenv("KG_SOURCE_DIR");
     char tokpath[1024];
-    snprintf(tokpath, sizeof tokpath, "%s/data/kogpt2/v2/tokenizer.no_endoftext.json",
-             shared ? shared : "../shared");
+    snprintf(tokpath, sizeof tokpath, "%s/models/default/kogpt2-default.model", src ? src : "..");
     if (access(tokpath, R_OK))
-        SKIP("%s not found: the engine test needs KoGPT2's tokenizer", tokpath);
+        SKIP("%s not found: the engine test needs the default model's tokenizer", tokpath);
     char err[KG_ERRLEN], dir[] = "/tmp/kg-sched-XXXXXX";
     REQUIRE(mkdtemp(dir), "mkdtemp");
     TestModelSpec spec = {.L = 2,
                           .C = 64,
                           .NH = 4,
                           .T = 256,
-                          .V = 51200,
+                          .V = TOK_V,
                           .dtype = KG_F32,
                           .wte_std = 0.5f,
                           .seed = 11};
     REQUIRE(!testmodel_write(dir, &spec, err), "%s", err);
     Tokenizer *tok;
     REQUIRE(!tok_open(&tok, tokpath, err), "%s", err);
+    REQUIRE(tok_vocab_size(tok) == TOK_V, "%s: %zu pieces", tokpath, tok_vocab_size(tok));
     KgBackend *be = kg_cpu_backend_new(2, err);
     REQUIRE(be, "%s", err);
     Gpt2 m;
     REQUIRE(!gpt2_open(&m, dir, be, KG_DTYPE_AUTO, err), "%s", err);
     SchedOptions o = {.max_batch = 8,
                       .max_queue = 16,
-                      .cache_mb = 64,
+                      .kv_blocks = 8 * kv_blocks_for(m.config.n_ctx),
+                      .cache_blocks = 4 * kv_blocks_for(m.config.n_ctx),
                       .max_prompt = 256,
-                      .prefill_chunk = 32,
+                      .step_tokens = 32,
                       .speculate = 1};
     Sched *s;
     REQUIRE(!sched_start(&s, &m, tok, &o, err), "%s", err);
@@ -863,6 +942,7 @@ int main(void) {
     test_explain(s, &m, tok);
     sched_free(s);
     test_queue_full(&m, tok);
+    test_preemption(&m, tok);
     test_padded_vocab(tok);
 
     free(ids);

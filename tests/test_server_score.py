@@ -1,5 +1,12 @@
 #!/usr/bin/env python3
-"""test_server_score: /v1/score's GLTR view (issue 26 item 12). kogpt2d on the project's
+"""test_server_score: /v1/score, two ways.
+
+score vs next-token (from test_server_e2e.py, issue 33 item 6): on a small random model
+(lib.make_model), each prompt token's logprob, rank and the model's top choice there agree
+with /v1/next-token at each prefix; the whole-prompt pass, the prefix-cache path (one token
+appended) and the memo (the same prompt again) agree; the bad requests are refused.
+
+ranks vs kogpt2 next, the GLTR view (issue 26 item 12): kogpt2d on the project's
 default model scores a prompt asking top_alternatives 5 and 10; at every position the rank
 (exact over the whole vocabulary, far past the old top 100) and the alternatives are checked
 against `kogpt2 next --top-k V --json` on the same prefix, the whole distribution. Both ways
@@ -18,7 +25,7 @@ import subprocess
 import sys
 
 import test_server_lib as lib
-from test_server_lib import check
+from test_server_lib import check, expect_error, post
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEXT = "여러분 2019년 수고하셨습니다. 올해에는 모두 건강하세요"
@@ -75,14 +82,64 @@ def score(d, tokens, **extra):
     return j
 
 
-def main():
-    model = os.path.join(ROOT, "models", "default")
-    if not os.path.isfile(os.path.join(model, "model.safetensors")):
-        print("SKIP: no default model")
-        return lib.SKIP
+def test_score(d):
+    """/v1/score: per prompt token its logprob, rank and the model's top choice there, checked
+    against /v1/next-token at each prefix; the whole-prompt pass, the prefix-cache path (one
+    token appended) and the memo (the same prompt again) agree."""
+    ids = post(d, "/v1/tokenize", {"text": "한국어 모델은 무엇을 생각할까 궁금하다"})["tokens"]
+    check(len(ids) >= 4, "score: a prompt of several tokens (%d)" % len(ids))
+    s = post(d, "/v1/score", {"tokens": ids})
+    sc = s["scores"]
+    check(s["tokens"] == ids and len(sc) == len(ids) and s["prompt_tokens"] == len(ids) and
+          "cached_tokens" in s and s["timings"]["total_ms"] >= 0, "score fields %r" % s)
+    check(sc[0]["logprob"] is None and sc[0]["rank"] is None and sc[0]["top"] is None and
+          sc[0]["id"] == ids[0], "score: the first token is not scored %r" % sc[0])
+    for k in range(1, len(ids)):
+        nt = post(d, "/v1/next-token", {"tokens": ids[:k], "top_k": 100})["candidates"]
+        x = sc[k]
+        rank = next((r + 1 for r, c in enumerate(nt) if c["id"] == ids[k]), None)
+        # rank is exact over the whole vocabulary: past next-token's 100 it is a number > 100
+        check(x["id"] == ids[k] and (x["rank"] == rank if rank else x["rank"] > 100) and
+              x["top"]["id"] == nt[0]["id"] and
+              abs(x["top"]["prob"] - nt[0]["prob"]) <= 1e-4 and
+              abs(math.exp(x["logprob"]) - x["prob"]) <= 1e-6 and
+              (rank is None or abs(x["logprob"] - nt[rank - 1]["logprob"]) <= 1e-4) and
+              (rank is not None or x["prob"] <= nt[-1]["prob"] + 1e-6) and
+              isinstance(x["piece"], str) and isinstance(x["text"], str),
+              "score position %d: %r vs next-token (rank %r, top %r)" % (k, x, rank, nt[0]))
+    again = post(d, "/v1/score", {"tokens": ids})
+    check(again["scores"] == sc and again["cached_tokens"] == len(ids),
+          "score: the same prompt again comes from the memo (%r)" % again["cached_tokens"])
+    # one token appended: the tail path (next-token at the prefix, from the prefix cache)
+    nt = post(d, "/v1/next-token", {"tokens": ids, "top_k": 10, "speculate": True})["candidates"]
+    longer = post(d, "/v1/score", {"tokens": ids + [nt[3]["id"]]})
+    last = longer["scores"][-1]
+    check(longer["scores"][:-1] == sc and last["rank"] == 4 and
+          abs(last["prob"] - nt[3]["prob"]) <= 1e-5 and last["top"]["id"] == nt[0]["id"] and
+          longer["cached_tokens"] == len(ids) + 1,
+          "score: one token appended, from the caches %r (cached %r)" % (last, longer["cached_tokens"]))
+    # a prompt only the whole pass can answer gives the same numbers as the tail path
+    fresh = post(d, "/v1/score", {"text": "새로운 문장을 하나 더 써 봅니다 오늘"})
+    toks = fresh["tokens"]
+    check(fresh["cached_tokens"] <= 1, "score: a new prompt is computed (%r)" % fresh["cached_tokens"])
+    post(d, "/v1/score", {"tokens": toks[:-2]})
+    tail = post(d, "/v1/score", {"tokens": toks})
+    check(all(a["rank"] == b["rank"] and a["top"]["id"] == b["top"]["id"] and
+              abs(a["logprob"] - b["logprob"]) <= 1e-4
+              for a, b in zip(fresh["scores"][1:], tail["scores"][1:])),
+          "score: whole pass and prefix-cache path agree")
+    one = post(d, "/v1/score", {"tokens": [ids[0]]})
+    check(len(one["scores"]) == 1 and one["scores"][0]["rank"] is None, "score: one token")
+    expect_error(d, "POST", "/v1/score", {"tokens": []}, 422, "score: empty prompt")
+    expect_error(d, "POST", "/v1/score", {"tokens": [10 ** 6]}, 422, "score: id outside V")
+    expect_error(d, "POST", "/v1/score", {"text": 5}, 400, "score: text not a string")
+
+
+def test_ranks():
+    """Ranks and top_alternatives vs the CLI's whole distribution (the docstring's second part)."""
+    model = lib.default_model()
     if not os.path.isfile(cli_path()):
-        print("SKIP: %s was not built" % cli_path())
-        return lib.SKIP
+        lib.skip("%s was not built" % cli_path())
     with open(os.path.join(model, "config.json")) as f:
         vocab = json.load(f)["vocab_size"]
     log = os.path.join(os.environ.get("KG_BUILD_DIR") or ROOT, "test_server_score.log")
@@ -127,8 +184,12 @@ def main():
             check_position(k, ten["scores"][k], lps, order, 10)
     finally:
         d.stop()
-    print("%d checks, %d failed" % (lib.CHECKS[0], len(lib.FAILURES)))
-    return 1 if lib.FAILURES else 0
+
+
+def main():
+    tmp, _, d = lib.start("kg_score_")
+    return lib.run_tests([("score vs next-token", lambda: test_score(d)),
+                          ("ranks vs kogpt2 next", test_ranks)], daemons=[d], tmp=tmp)
 
 
 if __name__ == "__main__":

@@ -23,10 +23,9 @@ BODY = {"inputs": "오늘 날씨는", "parameters": {"max_new_tokens": 8, "do_sa
                                               "details": True}}
 
 
-def main():
+def test_root_route():
     if not os.path.isfile(os.path.join(MODEL, "config.json")):
-        print("SKIP: no models/default")
-        return lib.SKIP
+        lib.skip("no models/default")
     d = lib.Daemon(MODEL, "--quiet", "--web-dir", os.path.join(HERE, "..", "web"))
     try:
         st, gen = d.json("POST", "/generate", BODY)
@@ -56,8 +55,10 @@ def main():
         check(st in (400, 422), "POST / without inputs is refused (%d)" % st)
     finally:
         d.stop()
-    print("%d checks, %d failed" % (lib.CHECKS[0], len(lib.FAILURES)))
-    return 1 if lib.FAILURES else 0
+
+
+def main():
+    return lib.run_tests([("TGI's POST /", test_root_route)])
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ import sys
 import test_server_lib as lib
 from test_server_lib import check
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROMPT = "옛날 옛적에"
 HOT = {"temperature": 1.5, "ignore_eos": True}
 
@@ -58,12 +57,8 @@ def replacements(d, path, body):
                for s in strings(json.loads(p)))
 
 
-def main():
-    model = os.path.join(ROOT, "models", "default")
-    if not os.path.isfile(os.path.join(model, "model.safetensors")):
-        print("SKIP: no default model")
-        return lib.SKIP
-    d = lib.Daemon(model, "--device", os.environ.get("KG_TEST_DEVICE", "cpu"))
+def test_no_replacement():
+    d = lib.Daemon(lib.default_model(), "--device", os.environ.get("KG_TEST_DEVICE", "cpu"))
     try:
         runs = [(seed, stream, bodies(500, seed, stream, {})[0])  # /v1/generate: 4 x 500 x 2
                 for seed in (1, 2, 3, 4) for stream in (False, True)]
@@ -82,8 +77,10 @@ def main():
         print("U+FFFD: %d with utf8_strict, %d without" % (strict, loose))
     finally:
         d.stop()
-    print("%d checks, %d failed" % (lib.CHECKS[0], len(lib.FAILURES)))
-    return 1 if lib.FAILURES else 0
+
+
+def main():
+    return lib.run_tests([("no U+FFFD with utf8_strict", test_no_replacement)])
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-// test_tok_unit.c — the tokenizer interface on KoGPT2's real files (../shared) and on tiny
+// test_tok_unit.c — the tokenizer interface on the default model's tokenizer (shipped), on
+// KoGPT2's real files (../shared; that part is skipped, said so, without them) and on tiny
 // hand-made ones: known ids, piece/id lookups, special ids, the 20 checked examples per
 // version, invalid UTF-8, out-of-range ids, error paths when opening, and the streaming
 // decoder (never half a character; its output adds up to tok_decode's).
@@ -15,7 +16,7 @@
 #include "check.h"
 #include "tokenizer/tokenizer.h"
 
-static char g_shared[4096], g_tmp[64];
+static char g_shared[4096], g_default[4096], g_tmp[64];
 
 static int ids_equal(const int *a, size_t n, const int *b, size_t m) {
     return n == m && (n == 0 || !memcmp(a, b, n * sizeof(int)));
@@ -262,34 +263,10 @@ static void test_stream_random(const Tokenizer *t) {
     CHECK_MSG(fails == 0, "%zu random sequences stream differently", fails);
 }
 
-// A SentencePiece model with byte pieces (trained here by python3-sentencepiece): byte ids
-// in any order must stream as whole characters (U+FFFD for malformed bytes, as Decode does).
-static void test_stream_bytes(void) {
-    const char *python = getenv("KG_PYTHON");
-    char cmd[2048], corpus[128], prefix[128];
-    if (!python || !python[0] || access(python, X_OK)) {
-        printf("(byte-piece stream test skipped: KG_PYTHON not set)\n");
-        return;
-    }
-    snprintf(corpus, sizeof(corpus), "%s/bytes.txt", g_tmp);
-    snprintf(prefix, sizeof(prefix), "%s/bytes", g_tmp);
-    FILE *f = fopen(corpus, "w");
-    REQUIRE(f, "write %s", corpus);
-    for (int i = 0; i < 200; i++)
-        fprintf(f, "hello world %d 안녕하세요 반갑습니다 token %d\n", i, i * 7);
-    fclose(f);
-    snprintf(cmd, sizeof(cmd),
-             "%s -c \"import sentencepiece as s; s.SentencePieceTrainer.train(input='%s', "
-             "model_prefix='%s', vocab_size=320, model_type='bpe', byte_fallback=True, "
-             "minloglevel=2)\" > /dev/null 2>&1",
-             python, corpus, prefix);
-    if (system(cmd)) {
-        printf("(byte-piece stream test skipped: %s cannot train a model)\n", python);
-        unlink(corpus);
-        return;
-    }
-    snprintf(prefix, sizeof(prefix), "%s/bytes.model", g_tmp);
-    Tokenizer *t = open_ok(prefix);
+// A SentencePiece model with byte pieces (the default model's: byte fallback, <0x00>..<0xFF>):
+// byte ids in any order must stream as whole characters (U+FFFD for malformed bytes, as
+// Decode does).
+static void test_stream_bytes(const Tokenizer *t) {
     int byte0 = tok_piece_id(t, "<0x00>");
     CHECK(byte0 > 0 && tok_piece_id(t, "<0xFF>") == byte0 + 255);
     const int ids[] = {byte0 + 0xEC, byte0 + 0x95, byte0 + 0x88}; // 안 = EC 95 88
@@ -317,11 +294,6 @@ static void test_stream_bytes(void) {
         if (!stream_matches(t, seq, len)) fails++;
     }
     CHECK_MSG(fails == 0, "%zu byte-piece sequences stream differently", fails);
-    tok_free(t);
-    unlink(corpus);
-    unlink(prefix);
-    snprintf(prefix, sizeof(prefix), "%s/bytes.vocab", g_tmp);
-    unlink(prefix);
 }
 
 // A loaded Tokenizer is shared read-only: threads encoding at once get the same ids.
@@ -424,8 +396,7 @@ static void test_open_errors(void) {
     CHECK(tok_open(&t, g_tmp, err) == KG_EIO && t == NULL); // a directory without a tokenizer
 
     // A truncated SentencePiece model.
-    snprintf(path, sizeof(path), "%s/data/kogpt2/v1/kogpt2_news_wiki_ko_cased_818bfa919d.spiece",
-             g_shared);
+    snprintf(path, sizeof(path), "%s", g_default);
     FILE *f = fopen(path, "rb");
     REQUIRE(f, "open %s", path);
     static char head[4096];
@@ -442,28 +413,42 @@ static void test_open_errors(void) {
 }
 
 int main(void) {
-    const char *shared = getenv("KG_SHARED_DIR");
+    const char *shared = getenv("KG_SHARED_DIR"), *src = getenv("KG_SOURCE_DIR");
     snprintf(g_shared, sizeof(g_shared), "%s", shared && shared[0] ? shared : "../shared");
-    char probe[4200];
-    snprintf(probe, sizeof(probe), "%s/data/kogpt2/v2/tokenizer.json", g_shared);
-    if (access(probe, R_OK)) SKIP("%s not found (set KG_SHARED_DIR)", probe);
+    snprintf(g_default, sizeof(g_default), "%s/models/default/kogpt2-default.model",
+             src && src[0] ? src : "..");
+    if (access(g_default, R_OK)) SKIP("%s not found (set KG_SOURCE_DIR)", g_default);
     snprintf(g_tmp, sizeof(g_tmp), "/tmp/kg_tok_unit_XXXXXX");
     REQUIRE(mkdtemp(g_tmp), "mkdtemp");
 
-    test_v2();
-    test_v1();
-    char path[4200];
-    for (int v = 1; v <= 2; v++) {
-        snprintf(path, sizeof(path), "%s/data/kogpt2/v%d", g_shared, v);
-        Tokenizer *t = open_ok(path);
-        test_invalid_utf8(t);
-        test_stream_random(t);
-        test_threads(t);
-        tok_free(t);
-    }
-    test_stream_bytes();
+    // the interface on the tokenizer the project ships (SentencePiece with byte pieces)
+    Tokenizer *t = open_ok(g_default);
+    test_invalid_utf8(t);
+    test_stream_random(t);
+    test_stream_bytes(t);
+    test_threads(t);
+    tok_free(t);
     test_small_json();
     test_open_errors();
+
+    // KoGPT2's own files: their known ids, the checked examples, and the interface again
+    char probe[4200];
+    snprintf(probe, sizeof(probe), "%s/data/kogpt2/v2/tokenizer.json", g_shared);
+    if (access(probe, R_OK)) {
+        printf("SKIP: KoGPT2's own tokenizers (v1, v2): %s not found (set KG_SHARED_DIR)\n", probe);
+    } else {
+        test_v2();
+        test_v1();
+        char path[4200];
+        for (int v = 1; v <= 2; v++) {
+            snprintf(path, sizeof(path), "%s/data/kogpt2/v%d", g_shared, v);
+            t = open_ok(path);
+            test_invalid_utf8(t);
+            test_stream_random(t);
+            test_threads(t);
+            tok_free(t);
+        }
+    }
     rmdir(g_tmp);
     return check_report();
 }

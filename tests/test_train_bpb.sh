@@ -6,20 +6,17 @@
 # are the text file's size (the default tokenizer gives the text back byte for byte). Before,
 # the trainer scaled a mean over its --val-tokens budget by the whole split's tokens per byte,
 # and eval_bpb.sh used other windows, so the two disagreed on the same model and text.
-# The text is the start of the default model's held-out split, as in
-# test_gpt2_quant_quality.sh: the first 10,000 nsmc records give its first 99 documents.
-# Skips (77) without ../shared/data/corpora/nsmc, which a fresh clone lacks.
+# The text is held out from the default model: tests/data/nsmc_heldout.txt (the start of its
+# held-out split, as in test_gpt2_quant_quality.sh), prepared with every second document
+# held out again: 148 documents to validate on, the other 148 for the one training step.
 set -eu
 src=${KG_SOURCE_DIR:?}
 B=${KG_BUILD_DIR:?}
-nsmc=${KG_SHARED_DIR:-$src/../shared}/data/corpora/nsmc/nsmc_raw_reviews.tsv.gz
-[ -f "$nsmc" ] || { echo "SKIP: no $nsmc (../shared is absent in a fresh clone)"; exit 77; }
 model=$src/models/default
 w=$(mktemp -d /tmp/test_train_bpb.XXXXXX)
 trap 'rm -rf "$w"' EXIT
-zcat "$nsmc" | head -n 10001 > "$w/nsmc.tsv" # the header line, then 10,000 reviews
-"$B/kogpt2-train" prepare --tokenizer "$model/kogpt2-default.model" --input "$w/nsmc.tsv" \
-  --out "$w/data" --val-every-doc 100 > /dev/null 2>&1
+"$B/kogpt2-train" prepare --tokenizer "$model/kogpt2-default.model" \
+  --input "$src/tests/data/nsmc_heldout.txt" --out "$w/data" --val-every-doc 2 > /dev/null 2>&1
 text=$w/data/val_000000.txt
 seq=256
 ev() { "$B/kogpt2-train" eval --model "$model" --seq $seq --threads 2 --device cpu "$@" 2>/dev/null; }

@@ -202,6 +202,16 @@ int main(void) {
     CHECK(o2.t == 17 && !memcmp(o2.m, o.m, n * sizeof(float)) &&
           !memcmp(o2.v, o.v, n * sizeof(float)));
     ckpt_state_free(&rd);
+    // a ZeRO-1 rank reads its shard of the moments back (the file holds all of them)
+    AdamW shard;
+    size_t lo = n / 3, count = n / 3 + 1;
+    REQUIRE(!adamw_init_shard(&shard, be, lo, count, n, err), "%s", err);
+    REQUIRE(!ckpt_state_read(ck, &rd, &shard, err), "%s", err);
+    CHECK(shard.t == 17 && !memcmp(shard.m, o.m + lo, count * sizeof(float)) &&
+          !memcmp(shard.v, o.v + lo, count * sizeof(float)));
+    ckpt_state_free(&rd);
+    CHECK(ckpt_save(ck, &m, KG_F32, tokf, &st, &shard, err) == KG_EINVAL); // not the whole state
+    adamw_free(&shard);
     AdamW small;
     REQUIRE(!adamw_init(&small, be, n - 1, err), "%s", err);
     CHECK(ckpt_state_read(ck, &rd, &small, err) == KG_EFORMAT); // another model's state
@@ -248,12 +258,19 @@ int main(void) {
     gpt2_close(&back);
 
     // what an --out holds, for the trainer's refusals (issue 13): a checkpoint, a model
-    // without the sidecar, nothing; a file or a directory with a subdirectory is no --out
+    // without the sidecar, nothing; a file or a directory with a subdirectory is no --out;
+    // a model beside a file no save writes is the user's (issue 32 item 4), named first
     CkptDirKind kind;
     char first[64];
     CHECK(!ckpt_dir_kind(ck, &kind, first, sizeof first, err) && kind == CKPT_DIR_CKPT);
-    CHECK(!ckpt_dir_kind(ex, &kind, first, sizeof first, err) && kind == CKPT_DIR_OTHER &&
+    CHECK(!ckpt_dir_kind(ex, &kind, first, sizeof first, err) && kind == CKPT_DIR_MODEL &&
           first[0]);
+    snprintf(path, sizeof path, "%s/notes.txt", ex);
+    FILE *nf = fopen(path, "w");
+    REQUIRE(nf && fputs("mine\n", nf) >= 0 && !fclose(nf), "%s", path);
+    CHECK(!ckpt_dir_kind(ex, &kind, first, sizeof first, err) && kind == CKPT_DIR_OTHER &&
+          !strcmp(first, "notes.txt"));
+    unlink(path);
     snprintf(path, sizeof path, "%s/none", dir);
     CHECK(!ckpt_dir_kind(path, &kind, NULL, 0, err) && kind == CKPT_DIR_EMPTY);
     mkdir(path, 0755);

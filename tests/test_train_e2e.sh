@@ -22,7 +22,7 @@ grep -q '^val step 60 loss .* bpb ' "$w/log"
 "$B/kogpt2-train" export --from "$w/ck" --out "$w/f16"
 "$B/kogpt2" next --model "$w/f16" --tokens 5,6,7 --top-k 5 > "$w/f16.out"
 [ -f "$w/f16/tok.model" ] && [ ! -f "$w/f16/train_state.bin" ]
-"$B/test_train_cmp" "$w/ck" "$w/f16" 1e-3
+"$B/weights_cmp" "$w/ck" "$w/f16" 1e-3
 # fine-tuning starts from a model directory (the f16 export here) with its own shape
 "$B/kogpt2-train" train --data "$fx/data" --init "$w/f16" --steps 3 --batch 4 --seq 32 \
   --lr 1e-4 --val-every 0 --threads 2 --out "$w/ft" > "$w/ft.log"

@@ -6,7 +6,7 @@
 # keeping exactly N checkpoints plus the best by validation loss; `--resume DIR` with no other
 # flag continuing the run exactly, flags given changing it (noted) except the shape
 # (refused); --val FILE|DIR and `eval` giving the trainer's own figures; the end-of-run
-# summary; export refusing a directory that holds files without --force; a new run refusing
+# summary; export replacing a model only with --force and never a user's file; a new run refusing
 # an earlier run's files beside its --out without --force; the CPU device line; prepare's
 # progress lines off a terminal.
 set -eu
@@ -59,7 +59,7 @@ echo "summary: $(tail -n 1 a.log)"
 [ -f ck/train_state.bin ] && [ -f ck.step-20/train_state.bin ] && [ ! -e ck.step-10 ] &&
   [ "$(ls -d ck.step-* | wc -l)" = 1 ] && [ -f ck.best/model.safetensors ] ||
   fail "--keep 2 left: $(ls -d ck*)"
-"$B/test_train_cmp" ck.step-20 ck 1e9 > /dev/null # a whole checkpoint (weights readable)
+"$B/weights_cmp" ck.step-20 ck 1e9 > /dev/null # a whole checkpoint (weights readable)
 echo "kept: $(ls -d ck ck.* | tr '\n' ' ')"
 
 # the log: every line JSON; train records at steps 1, 5, 10, ... 30, val at 0, 10, 20, 30;
@@ -122,7 +122,7 @@ grep -q '^resumed r at step 15' r2.log || fail "--resume r alone: $(cat r2.log)"
 grep '^step' a.log | cut -d' ' -f1-4 > a.loss
 cat r1.log r2.log | grep '^step' | cut -d' ' -f1-4 > r.loss
 diff a.loss r.loss > /dev/null || { diff a.loss r.loss; fail "resumed losses differ"; }
-"$B/test_train_cmp" ck r 0 > /dev/null
+"$B/weights_cmp" ck r 0 > /dev/null
 check_log r.log.jsonl 1,5,10,15,20,25,30 0,10,20,30 r.best/val.json > /dev/null 2>&1 ||
   { cat r.log.jsonl; fail "the resumed run's log"; }
 echo "--resume r alone: $(wc -l < r.loss) loss lines as the uninterrupted run's, weights equal"
@@ -173,14 +173,20 @@ train --data data --steps 2 --val-every 0 --out ck --force > f.log
   fail "--force left the earlier run's files: $(ls -d ck*)"
 echo "an earlier run's files beside --out: refused, --force replaced them"
 
-# export: a directory holding files is refused without --force; a checkpoint always
+# export: a model is replaced only with --force; a file that is no model's (issue 32 item 4)
+# and a checkpoint never
 mkdir m && echo x > m/notes.txt
-rc=0; "$B/kogpt2-train" export --from r --out m > x.log 2>&1 || rc=$?
-[ $rc = 1 ] && grep -q -- '--out m is not empty (it holds notes.txt): --force replaces it' x.log ||
-  fail "export into a non-empty directory gave $rc: $(cat x.log)"
-"$B/kogpt2-train" export --from r --out m --force > /dev/null
-[ -f m/model.safetensors ] && [ ! -e m/notes.txt ] || fail "export --force"
+for force in "" --force; do
+  rc=0; "$B/kogpt2-train" export --from r --out m $force > x.log 2>&1 || rc=$?
+  [ $rc = 1 ] && grep -q -- '--out m holds notes.txt, which is no model.s file' x.log &&
+    [ "$(ls m)" = notes.txt ] || fail "export $force into a user's directory gave $rc: $(cat x.log)"
+done
+"$B/kogpt2-train" export --from r --out m2 > /dev/null
+rc=0; "$B/kogpt2-train" export --from r --out m2 > x.log 2>&1 || rc=$?
+[ $rc = 1 ] && grep -q -- '--out m2 holds a model (.*): --force replaces it' x.log ||
+  fail "export over a model without --force gave $rc: $(cat x.log)"
+"$B/kogpt2-train" export --from r --out m2 --force > /dev/null || fail "export --force over a model"
 rc=0; "$B/kogpt2-train" export --from r --out ck --force > x.log 2>&1 || rc=$?
 [ $rc = 1 ] && grep -q 'holds a checkpoint' x.log || fail "export --force over a checkpoint: $rc"
-echo "export: refused a non-empty --out, replaced it with --force, never a checkpoint"
+echo "export: a model replaced with --force; a user's file and a checkpoint never"
 echo PASS

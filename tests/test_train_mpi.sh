@@ -27,7 +27,7 @@ grep -q 'x 2 ranks' "$w/r2.log" || { echo "FAIL: not 2 ranks"; cat "$w/r2.log"; 
 losses() { awk '/^step/ { printf "%s ", $4 } /^val/ { printf "(val %s) ", $5 }' "$1"; }
 echo "2 ranks: $(losses "$w/r2.log")"
 echo "1 rank:  $(losses "$w/r1.log")"
-"$B/test_train_cmp" "$w/r2" "$w/r1" 1e-5
+"$B/weights_cmp" "$w/r2" "$w/r1" 1e-5
 # ranks on one machine share its cores: with --threads 0 (the default) each takes its share
 ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \
   mpirun -np 2 --oversubscribe $root "$B/kogpt2-train" train --data "$fx/data" \

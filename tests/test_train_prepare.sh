@@ -74,8 +74,8 @@ rc = subprocess.call(sys.argv[2:], stdout=open(sys.argv[1], "w"), stderr=subproc
 print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
 sys.exit(rc)' "$w/out" "$@" > "$w/rss"
 }
-# the binary's own start-up (a CUDA build maps cuBLAS: ~200 MB) is the baseline: what a
-# tiny corpus peaks at; the bound is on what the input adds to it
+# the binary's own start-up is the baseline: what a tiny corpus peaks at; the bound is on
+# what the input adds to it
 rss "$B/kogpt2-train" prepare --tokenizer "$fx/tok.model" --input "$w/mixed.txt" --out "$w/base"
 base=$(cat "$w/rss")
 grow() { echo $(($(cat "$w/rss") - base)); }

@@ -31,7 +31,7 @@ if ! diff "$w/a.loss" "$w/b.loss"; then
   echo "FAIL: resumed losses differ"; exit 1
 fi
 echo "resume: $(wc -l < "$w/a.loss") identical loss lines; last: $(tail -n 1 "$w/a.loss")"
-"$B/test_train_cmp" "$w/a" "$w/b" 0
+"$B/weights_cmp" "$w/a" "$w/b" 0
 
 # Nothing overwrites a trained checkpoint by accident (issue 13): each of these exits 1 before
 # any step with a one-line reason, and the checkpoint's bytes stay as they were.
@@ -57,7 +57,7 @@ refused "$w/none" '--resume: no checkpoint in' run --steps 20 --out "$w/none" --
 [ ! -e "$w/none" ]
 mkdir "$w/model" && cp "$w/b/config.json" "$w/b/model.safetensors" "$w/b/tok.model" "$w/model/"
 refused "$w/model" 'but no train_state.bin' run --steps 20 --out "$w/model" --resume
-refused "$w/model" 'is not empty' run --steps 20 --out "$w/model"
+refused "$w/model" 'holds a model (' run --steps 20 --out "$w/model"
 # --resume with a shape that disagrees with the checkpoint's: named, with both values (run
 # gives the checkpoint's own shape, which --resume accepted above; a later flag wins)
 refused "$w/b" '--n-layer 3 disagrees with the checkpoint in '"$w/b"' (n_layer 2)' run \
@@ -97,5 +97,5 @@ run --steps 3 --save-every 0 --batch 2 --grad-accum 2 --out "$w/acc" > "$w/acc.l
 run --steps 3 --save-every 0 --out "$w/one" > "$w/one.log"
 echo "accum losses: $(grep '^step' "$w/acc.log" | cut -d' ' -f4 | tr '\n' ' ')"
 echo "2B losses:    $(grep '^step' "$w/one.log" | cut -d' ' -f4 | tr '\n' ' ')"
-"$B/test_train_cmp" "$w/acc" "$w/one" 1e-5
+"$B/weights_cmp" "$w/acc" "$w/one" 1e-5
 echo PASS

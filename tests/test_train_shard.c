@@ -17,6 +17,7 @@
 #include <zlib.h>
 
 #include "check.h"
+#include "train/prepare.h"
 #include "train/shard.h"
 
 static char dir[256];

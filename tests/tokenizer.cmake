@@ -16,8 +16,9 @@ set_tests_properties(test_tok_parity_v1 PROPERTIES SKIP_RETURN_CODE 77
 set_tests_properties(test_tok_parity PROPERTIES TIMEOUT 300)
 set_tests_properties(test_tok_parity_v1 PROPERTIES TIMEOUT 300)
 
-# The command line (needs the kogpt2 target, i.e. the model core, to link). Skipped when
-# ../shared is missing.
+# The command line on KoGPT2 v2's own tokenizer (needs the kogpt2 target, i.e. the model core,
+# to link): the ids Hugging Face's tokenizers give. Skipped when ../shared is missing; the same
+# checks on the default model's tokenizer, against libsentencepiece, are test_cli_tokenize_default.
 if(TARGET kogpt2)
   set(_tok_v2 "${KG_SHARED_DIR}/data/kogpt2/v2")
   add_test(NAME test_tok_cli_json COMMAND kogpt2 tokenize --tokenizer ${_tok_v2} --json

@@ -7,6 +7,10 @@
 #include "base/kg.h"
 
 int adamw_init(AdamW *o, KgBackend *be, size_t n, char *err) {
+    return adamw_init_shard(o, be, 0, n, n, err);
+}
+
+int adamw_init_shard(AdamW *o, KgBackend *be, size_t lo, size_t n, size_t total, char *err) {
     memset(o, 0, sizeof *o);
     o->be = be;
     o->m = be->ops->alloc(be, (n ? n : 1) * sizeof *o->m); // alloc zeroes
@@ -15,7 +19,9 @@ int adamw_init(AdamW *o, KgBackend *be, size_t n, char *err) {
         adamw_free(o);
         return kg_err(err, KG_ENOMEM, "adamw: out of memory for %zu moments", 2 * n);
     }
+    o->lo = lo;
     o->n = n;
+    o->total = total;
     return KG_OK;
 }
 
@@ -29,11 +35,16 @@ void adamw_step(AdamW *o, float *params, const float *grads, const Gpt2ParamTens
                 size_t n_tensors, float lr, float grad_scale, const AdamWHyper *h) {
     o->t++;
     KgAdamWStep a = kg_adamw_step(lr, h->beta1, h->beta2, h->eps, 0.0f, grad_scale, o->t);
+    const size_t lo = o->lo, hi = o->lo + o->n;
     for (size_t k = 0; k < n_tensors; k++) {
         const Gpt2ParamTensor *pt = &tensors[k];
+        // the part of the tensor in [lo, hi)
+        size_t a0 = pt->offset > lo ? pt->offset : lo;
+        size_t a1 = pt->offset + pt->count < hi ? pt->offset + pt->count : hi;
+        if (a0 >= a1) continue;
         a.weight_decay = pt->decay ? h->weight_decay : 0.0f;
-        o->be->ops->adamw_update(o->be, params + pt->offset, grads + pt->offset, o->m + pt->offset,
-                                 o->v + pt->offset, pt->count, &a);
+        o->be->ops->adamw_update(o->be, params + a0, grads + a0, o->m + (a0 - lo), o->v + (a0 - lo),
+                                 a1 - a0, &a);
     }
 }
 

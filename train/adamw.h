@@ -20,10 +20,14 @@ typedef struct {
 #define ADAMW_DEFAULTS                                                                             \
     ((AdamWHyper){.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f})
 
+// An optimizer over parameters [lo, lo + n) of a buffer of total: the whole buffer (lo 0,
+// n = total), or under ZeRO-1 one rank's shard of it (dist_shard), so that each rank holds
+// 2 n floats of moments instead of 2 total.
 typedef struct {
     KgBackend *be; // holds m and v (not owned)
-    size_t n;      // floats in the parameter buffer
-    float *m;      // (n) first moment, backend memory
+    size_t lo, n;  // the parameters this optimizer updates: [lo, lo + n)
+    size_t total;  // floats in the parameter buffer
+    float *m;      // (n) first moment of parameters lo.., backend memory
     float *v;      // (n) second moment, backend memory
     uint64_t t;    // steps taken (bias correction uses t + 1 for the next one)
 } AdamW;
@@ -31,13 +35,16 @@ typedef struct {
 // Zeroed moments for n parameters in be's memory. KG_ENOMEM with err filled. Free with
 // adamw_free().
 int adamw_init(AdamW *o, KgBackend *be, size_t n, char *err);
+// The same for parameters [lo, lo + n) of total (lo + n <= total).
+int adamw_init_shard(AdamW *o, KgBackend *be, size_t lo, size_t n, size_t total, char *err);
 void adamw_free(AdamW *o);
 
-// One optimizer step: for each tensor, params -= AdamW(grads * grad_scale), decay only where
-// the tensor's flag says. grad_scale folds in 1/accumulation steps and the clipping factor.
-// params and grads are (o->n) floats of backend memory; tensors cover them exactly.
+// One optimizer step: for each tensor's part within [o->lo, o->lo + o->n), params -=
+// AdamW(grads * grad_scale), decay only where the tensor's flag says. grad_scale folds in
+// 1/accumulation steps and the clipping factor. params and grads are (o->total) floats of
+// backend memory (only the optimizer's range is read or written); tensors cover them exactly.
 // Increments o->t. Each element is updated on its own, so the result does not depend on
-// how the backend splits the work.
+// how the backend splits the work, nor on how ZeRO-1 splits the buffer.
 void adamw_step(AdamW *o, float *params, const float *grads, const Gpt2ParamTensor *tensors,
                 size_t n_tensors, float lr, float grad_scale, const AdamWHyper *h);
 

@@ -23,11 +23,6 @@ static int is_dir(const char *path) {
     return !stat(path, &sb) && S_ISDIR(sb.st_mode);
 }
 
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && !strcmp(s + n - m, suffix);
-}
-
 int ckpt_remove_dir(const char *dir, char *err) {
     DIR *d = opendir(dir);
     if (!d)
@@ -57,7 +52,7 @@ int ckpt_tokenizer_file(const char *path, char *out, size_t cap, char *err) {
     if (!d) return kg_err(err, KG_EIO, "opendir %s: %s", path, strerror(errno));
     char best[256] = "";
     for (struct dirent *e; (e = readdir(d));)
-        if ((ends_with(e->d_name, ".model") || ends_with(e->d_name, ".spiece")) &&
+        if ((kg_ends_with(e->d_name, ".model") || kg_ends_with(e->d_name, ".spiece")) &&
             (!best[0] || strcmp(e->d_name, best) < 0))
             snprintf(best, sizeof best, "%s", e->d_name);
     closedir(d);
@@ -102,6 +97,9 @@ static int read_moments(FILE *fp, const char *path, const char *name, int nonneg
 }
 
 static int state_write(const char *path, const CkptState *st, const AdamW *o, char *err) {
+    if (o->lo || o->n != o->total)
+        return kg_err(err, KG_EINVAL, "write %s: the optimizer holds %zu of %zu moments", path,
+                      o->n, o->total);
     unsigned char hdr[CKPT_HDR_SIZE] = {0};
     memcpy(hdr, CKPT_MAGIC, 8);
     hdr[8] = CKPT_VERSION;
@@ -140,6 +138,10 @@ static int state_check_header(const char *path, const CkptState *st, uint64_t n_
                 {"grad_accum (--grad-accum)", st->grad_accum}};
     for (size_t i = 0; i < sizeof ones / sizeof ones[0]; i++)
         if (!ones[i].value) return kg_err(err, KG_EFORMAT, "%s: %s is 0", path, ones[i].name);
+    if (st->grad_accum > CKPT_MAX_GRAD_ACCUM) // a step that never ends, not a run's
+        return kg_err(err, KG_EFORMAT,
+                      "%s: grad_accum (--grad-accum) is %llu, over its limit of %d", path,
+                      (unsigned long long)st->grad_accum, CKPT_MAX_GRAD_ACCUM);
     size_t names_bytes, moments_bytes, want;
     if (n_names > SIZE_MAX || st->n_params > SIZE_MAX ||
         kg_mul_overflow((size_t)n_names, SHARD_NAME_MAX, &names_bytes) ||
@@ -227,9 +229,9 @@ int ckpt_state_read(const char *dir, CkptState *st, AdamW *o, char *err) {
         if ((rc = state_check_names(path, st, err))) goto end;
     }
     if (o) {
-        if (o->n != st->n_params) {
+        if (o->total != st->n_params) {
             rc = kg_err(err, KG_EFORMAT, "%s: %llu parameters, the model has %zu", path,
-                        (unsigned long long)st->n_params, o->n);
+                        (unsigned long long)st->n_params, o->total);
             goto end;
         }
         float *host = malloc(CKPT_CHUNK * sizeof *host);
@@ -237,7 +239,15 @@ int ckpt_state_read(const char *dir, CkptState *st, AdamW *o, char *err) {
             rc = kg_err(err, KG_ENOMEM, "%s: out of memory", path);
             goto end;
         }
-        rc = read_moments(fp, path, "m", 0, o->be, o->m, o->n, host, err);
+        // the file holds every moment; o takes its range (ZeRO-1: one rank's shard), so a
+        // checkpoint of any world size resumes at any other. Offsets within the file's size,
+        // which state_check_header matched against n_params.
+        long at = ftell(fp);
+        long m_at = at + (long)(o->lo * sizeof *host);
+        long v_at = at + (long)((o->total + o->lo) * sizeof *host);
+        if (fseek(fp, m_at, SEEK_SET)) rc = kg_err(err, KG_EIO, "%s: seek failed", path);
+        if (!rc) rc = read_moments(fp, path, "m", 0, o->be, o->m, o->n, host, err);
+        if (!rc && fseek(fp, v_at, SEEK_SET)) rc = kg_err(err, KG_EIO, "%s: seek failed", path);
         if (!rc) rc = read_moments(fp, path, "v", 1, o->be, o->v, o->n, host, err);
         free(host);
         if (rc) goto end;
@@ -263,6 +273,16 @@ int ckpt_exists(const char *dir) {
     return !access(path, R_OK);
 }
 
+// Whether name is a file that a save writes (ckpt.h: a model's or a checkpoint's).
+static int ckpt_file_ours(const char *name) {
+    static const char *const NAMES[] = {
+        "config.json",  "model.safetensors", "tokenizer.json",       CKPT_STATE_FILE,
+        CKPT_ARGS_FILE, CKPT_VAL_FILE,       "tokenizer_config.json"};
+    for (size_t i = 0; i < sizeof NAMES / sizeof NAMES[0]; i++)
+        if (!strcmp(name, NAMES[i])) return 1;
+    return kg_ends_with(name, ".model") || kg_ends_with(name, ".spiece"); // a SentencePiece tokenizer
+}
+
 int ckpt_dir_kind(const char *dir, CkptDirKind *kind, char *first, size_t cap, char *err) {
     *kind = CKPT_DIR_EMPTY;
     if (first && cap) first[0] = 0;
@@ -273,7 +293,7 @@ int ckpt_dir_kind(const char *dir, CkptDirKind *kind, char *first, size_t cap, c
         return kg_err(err, KG_EIO, "opendir %s: %s", dir, strerror(errno));
     }
     char path[4096];
-    int rc = KG_OK;
+    int rc = KG_OK, ckpt = 0, any = 0, foreign = 0;
     for (struct dirent *e; !rc && (e = readdir(d));) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
         kg_path_join(path, sizeof path, dir, e->d_name);
@@ -283,11 +303,15 @@ int ckpt_dir_kind(const char *dir, CkptDirKind *kind, char *first, size_t cap, c
                         dir, e->d_name);
             break;
         }
-        if (!strcmp(e->d_name, CKPT_STATE_FILE)) *kind = CKPT_DIR_CKPT;
-        if (*kind == CKPT_DIR_EMPTY) *kind = CKPT_DIR_OTHER;
-        if (first && cap && !first[0]) snprintf(first, cap, "%s", e->d_name);
+        ckpt |= !strcmp(e->d_name, CKPT_STATE_FILE);
+        int ours = ckpt_file_ours(e->d_name);
+        if (first && cap && (!any || (!ours && !foreign))) // the first file in the way, if any
+            snprintf(first, cap, "%s", e->d_name);
+        foreign |= !ours;
+        any = 1;
     }
     closedir(d);
+    if (!rc && any) *kind = ckpt ? CKPT_DIR_CKPT : foreign ? CKPT_DIR_OTHER : CKPT_DIR_MODEL;
     return rc;
 }
 

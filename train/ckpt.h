@@ -24,7 +24,14 @@
 #include "shard.h"
 
 #define CKPT_STATE_FILE "train_state.bin"
+#define CKPT_ARGS_FILE  "train_args.json" // the run's arguments (train_args.c)
+#define CKPT_VAL_FILE   "val.json"        // DIR.best's validation figures
 #define CKPT_VERSION    1
+// More micro-steps a step than a run ever takes (llm.c's GPT-2 runs take 8 to 32; a
+// half-million-token batch at B = 1, T = 64 takes 8192): the bound on grad_accum read from
+// train_state.bin and train_args.json, so that a damaged or edited file cannot make a resumed
+// run's step never end.
+#define CKPT_MAX_GRAD_ACCUM 65536
 
 typedef struct {
     uint64_t step, total_steps, seed, adam_t;
@@ -37,7 +44,8 @@ typedef struct {
 
 // Writes a checkpoint of m into dir (crash-safe, above): model.safetensors in dtype (KG_F32
 // for a resumable checkpoint), config.json, a copy of the tokenizer file tok_file (may be
-// NULL), and when st is not NULL train_state.bin with st and o's moments.
+// NULL), and when st is not NULL train_state.bin with st and o's moments, which must be all
+// of them (o->n == o->total: ZeRO-1 gathers its shards first; KG_EINVAL otherwise).
 // KG_EIO etc. with err filled; dir is then untouched (the last good checkpoint stays).
 int ckpt_save(const char *dir, const Gpt2 *m, KgDtype dtype, const char *tok_file,
               const CkptState *st, const AdamW *o, char *err);
@@ -102,25 +110,31 @@ int ckpt_recover(const char *dir, char *err);
 // Whether dir holds a resumable checkpoint (train_state.bin present).
 int ckpt_exists(const char *dir);
 
-// What an output directory holds, for the checks before a run (train.c decides).
+// What an output directory holds, for the checks before a run or an export. A save replaces
+// the whole directory, so only the files a save writes may be there to be replaced (a model's
+// or a checkpoint's: config.json, model.safetensors, the tokenizer file, train_state.bin,
+// train_args.json, val.json); any other file belongs to someone else.
 typedef enum {
     CKPT_DIR_EMPTY, // missing or empty: a new run loses nothing there
-    CKPT_DIR_CKPT,  // holds train_state.bin: a resumable checkpoint
-    CKPT_DIR_OTHER  // holds files but no train_state.bin (an exported model, anything)
+    CKPT_DIR_CKPT,  // train_state.bin: a resumable checkpoint (the run's own directory)
+    CKPT_DIR_MODEL, // a model's files only (an export, a copied model): a save may replace it
+    CKPT_DIR_OTHER  // a file no save writes (a user's, a data directory's shards): never replaced
 } CkptDirKind;
 
 // Classifies dir (after ckpt_recover); first (cap bytes, may be NULL) gets the name of a
-// file in it. KG_EINVAL when dir is not a directory or holds a subdirectory: a save swaps
-// the whole directory and removes the old one's files, so it must be flat. KG_EIO.
+// file in it: for CKPT_DIR_OTHER the first file that no save writes (the one in the way).
+// KG_EINVAL when dir is not a directory or holds a subdirectory: a save swaps the whole
+// directory and removes the old one's files, so it must be flat. KG_EIO.
 int ckpt_dir_kind(const char *dir, CkptDirKind *kind, char *first, size_t cap, char *err);
 
 // Reads dir/train_state.bin into st (names malloc'd: ckpt_state_free) and, when o is not
-// NULL, the moments into o (which must hold st->n_params floats: adamw_init first; o->t is
-// set). Everything is checked before it is used, the message naming the field: the file's
-// size against n_names and n_params (no allocation before), B, T, ranks and grad_accum of at
-// least 1, every shard name a train shard's file name (shard_name_ok: nothing outside the
-// data directory), and the moments finite (v not negative). KG_EIO / KG_EFORMAT with err
-// filled.
+// NULL, the moments of o's range [o->lo, o->lo + o->n) into o (o->total must be st->n_params:
+// adamw_init or adamw_init_shard first; o->t is set), so that a checkpoint written at any
+// world size resumes at any other, with or without ZeRO-1. Everything is checked before it is used,
+// the message naming the field: the file's size against n_names and n_params (no allocation
+// before), B, T, ranks and grad_accum of at least 1, every shard name a train shard's file name
+// (shard_name_ok: nothing outside the data directory), and the moments finite (v not negative).
+// KG_EIO / KG_EFORMAT with err filled.
 int ckpt_state_read(const char *dir, CkptState *st, AdamW *o, char *err);
 void ckpt_state_free(CkptState *st);
 

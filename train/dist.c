@@ -32,3 +32,9 @@ int dist_local_rank(void) {
     int n = launcher_int(vars, 0);
     return n >= 0 ? n : 0;
 }
+
+void dist_shard(size_t n, int size, int r, size_t *lo, size_t *count) {
+    size_t k = (size_t)size, q = n / k, extra = n % k, i = (size_t)r;
+    *count = q + (i < extra);
+    *lo = i * q + (i < extra ? i : extra);
+}

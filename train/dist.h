@@ -13,32 +13,94 @@
 
 #include <stddef.h>
 
-#include "model/backend.h"
+#include <stdint.h>
 
+#include "model/backend.h"
+#include "model/dtype.h"
+
+// Collectives never wait forever: each one is started non-blocking and polled against a
+// deadline of timeout_s seconds (MPI over a dead TCP link would block for good). One that
+// misses it is an error naming the step and the collective, and, after a roll call among the
+// ranks (each rank that timed out says so to the others for a short grace), the ranks that
+// did not answer and their hosts; the world is then broken (dist_abort ends the job: a
+// collective left half done cannot be finalized). Not thread-safe: one thread calls MPI at a
+// time (the gradient reducer's thread only while its work is in flight; DistGrads).
 typedef struct {
     int rank, size;
-    int mpi;    // MPI was initialized here (finalize it)
-    void *nccl; // the NCCL communicator and stream (dist_nccl.c), made on first use
+    int mpi;          // MPI was initialized here (finalize it)
+    void *nccl;       // the NCCL communicator and stream (dist_nccl.c), made on first use
+    double timeout_s; // a collective not done within this many seconds fails (0: no limit)
+    uint64_t step;    // the optimizer step under way (1-based; 0: before the first), for errors
+    int broken;       // a collective failed or timed out: only dist_abort can end the world
+    char host[64];    // this rank's host name
+    void *world;      // dist_mpi.c's: every rank's host name, the roll call's communicator
 } Dist;
+
+#define DIST_TIMEOUT_DEFAULT 600.0 // seconds: well past a checkpoint save rank 0 does alone
 
 // The number of processes a launcher (mpirun, srun) started, from its environment; 0 when
 // the process was not started by one.
 int dist_launched_size(void);
 
-// Joins the world (see above). KG_EUNSUP when launched as several ranks without MPI support.
+// Joins the world (see above) with timeout_s DIST_TIMEOUT_DEFAULT, and learns every rank's
+// host name. KG_EUNSUP when launched as several ranks without MPI support.
 int dist_init(Dist *d, int *argc, char ***argv, char *err);
+// Leaves the world; a broken one (d->broken) is aborted instead (dist_abort).
 void dist_finalize(Dist *d);
+// Ends every rank of the job now with status code (MPI_Abort: the launcher kills the others),
+// after an error that left a collective unfinished. Returns only in a world of one.
+void dist_abort(Dist *d, int code);
+// The host name of rank r ("?" when not known).
+const char *dist_host(const Dist *d, int r);
 
 // buf (n floats) on every rank = rank 0's buf.
 int dist_broadcast(Dist *d, float *buf, size_t n, char *err);
-// buf (n floats) = the mean over ranks of buf, in buckets of DIST_BUCKET floats (bounded
-// temporary memory on the network side; a future overlap with backward sends a bucket as
-// soon as its gradients are final).
+// buf (n floats) = the mean over ranks of buf, in pieces of DIST_BUCKET floats (MPI counts are
+// ints).
 int dist_allreduce_mean(Dist *d, float *buf, size_t n, char *err);
 // buf (n doubles) = the sum over ranks (losses, token counts).
 int dist_allreduce_sum_f64(Dist *d, double *buf, size_t n, char *err);
 // Returns when every rank has called it.
 int dist_barrier(Dist *d, char *err);
+
+// --- ZeRO-1: each rank owns a contiguous shard of the flat parameter buffer ---
+// Rank r's shard of n floats over size ranks: [*lo, *lo + *count), the first n % size ranks
+// one float longer. Pure; the same on every rank.
+void dist_shard(size_t n, int size, int r, size_t *lo, size_t *count);
+// shard (this rank's count floats) = the mean over ranks of buf[lo, lo + count), buf (n
+// floats, every rank's gradients) left as it was; on the wire as wire says (KG_F32, or
+// KG_BF16 / KG_F16: each rank's values scaled by 1/size, rounded to 16 bits, summed in f32 and
+// rounded again at every hop). KG_EUNSUP for another wire type.
+int dist_reduce_scatter_mean(Dist *d, const float *buf, size_t n, float *shard, KgDtype wire,
+                             char *err);
+// buf (n floats): every rank's shard [lo, lo + count) of it sent to every rank (in place).
+int dist_allgather(Dist *d, float *buf, size_t n, char *err);
+// Rank 0's full (n floats, only rank 0's is written; NULL elsewhere) = every rank's shard
+// (count floats, dist_shard's) in rank order.
+int dist_gather(Dist *d, const float *shard, float *full, size_t n, char *err);
+
+// --- gradients reduced during backward, in buckets (host memory over MPI) ---
+// Horovod's tensor fusion and PyTorch DDP's buckets: backward tells dist_grads_ready each
+// range of the gradient buffer it has finished (gpt2_train_set_grad_hook: layers top down,
+// then the embeddings); adjacent ranges fuse into one bucket until it holds bucket floats,
+// and a full bucket is all-reduced at once by a communication thread (MPI_Iallreduce
+// progressed by polling while backward computes the layers below), so most of the traffic
+// hides behind compute. wire: KG_F32, or KG_BF16 / KG_F16 (dist_reduce_scatter_mean's
+// rounding; half the bytes). Only between dist_grads_ready's first call and dist_grads_wait's
+// return does the thread call MPI; outside that window the caller's thread owns MPI.
+typedef struct DistGrads DistGrads;
+// For n floats of gradients at grads (host memory). KG_ENOMEM, KG_EIO (no thread), KG_EUNSUP
+// (a build without MPI, or MPI without thread support). Free with dist_grads_free.
+int dist_grads_new(DistGrads **g, Dist *d, float *grads, size_t n, size_t bucket, KgDtype wire,
+                   char *err);
+// From backward's gradient hook: grads[offset, offset + count) is final (Gpt2GradReady).
+void dist_grads_ready(void *g, size_t offset, size_t count);
+// Sends what is left, then returns once every range told this step holds the mean over ranks;
+// the first error (a timeout: Dist's message) otherwise, with d->broken set.
+int dist_grads_wait(DistGrads *g, char *err);
+// Seconds the last dist_grads_wait waited (communication not hidden behind backward).
+double dist_grads_exposed_s(const DistGrads *g);
+void dist_grads_free(DistGrads *g);
 
 // --- buffers in backend memory (the trainer's parameters and gradients) ---
 // The collectives above on backend memory. Host memory (the CPU) goes straight to them; GPU

@@ -1,14 +1,15 @@
 // dist_nccl.c — dist.h's backend-memory collectives on GPUs over NCCL (built with CUDA, MPI
-// and NCCL). One communicator for the world, bootstrapped over MPI (rank 0 makes the unique
-// id and broadcasts it), one CUDA stream of its own for communication. Each collective first
-// waits for the backend's queued ops, so the gradients it reduces are final.
+// and NCCL), as libkgnccl.so behind its door (dist_nccl.h). One communicator for the world,
+// bootstrapped over MPI (rank 0 makes the unique id and broadcasts it), one CUDA stream of its
+// own for communication. Each collective first waits for the backend's queued ops, so the
+// gradients it reduces are final.
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <nccl.h>
 #include <stdlib.h>
 
 #include "base/kg.h"
-#include "dist.h"
+#include "dist_nccl.h"
 
 typedef struct {
     ncclComm_t comm;
@@ -65,7 +66,7 @@ static int nccl_finish(Nccl *nc, ncclResult_t r, const char *what, char *err) {
     return KG_OK;
 }
 
-int dist_nccl_broadcast(Dist *d, KgBackend *be, float *buf, size_t n, char *err) {
+static int nccl_broadcast(Dist *d, KgBackend *be, float *buf, size_t n, char *err) {
     Nccl *nc = nccl_of(d, err);
     if (!nc) return KG_EIO;
     be->ops->synchronize(be);
@@ -74,8 +75,8 @@ int dist_nccl_broadcast(Dist *d, KgBackend *be, float *buf, size_t n, char *err)
 }
 
 // In DIST_BUCKET pieces, like the MPI path. With wait 0 the all-reduce stays queued on the
-// communication stream (dist_nccl_wait finishes it) while the caller queues more compute.
-int dist_nccl_allreduce_mean(Dist *d, KgBackend *be, float *buf, size_t n, int wait, char *err) {
+// communication stream (nccl_wait finishes it) while the caller queues more compute.
+static int nccl_allreduce_mean(Dist *d, KgBackend *be, float *buf, size_t n, int wait, char *err) {
     Nccl *nc = nccl_of(d, err);
     if (!nc) return KG_EIO;
     be->ops->synchronize(be); // the gradients in buf are final
@@ -90,11 +91,11 @@ int dist_nccl_allreduce_mean(Dist *d, KgBackend *be, float *buf, size_t n, int w
     return nccl_finish(nc, r, "ncclAllReduce", err);
 }
 
-int dist_nccl_wait(Dist *d, char *err) {
+static int nccl_wait(Dist *d, char *err) {
     return nccl_finish(d->nccl, ncclSuccess, "ncclAllReduce", err);
 }
 
-void dist_nccl_release(Dist *d) {
+static void nccl_release(Dist *d) {
     Nccl *nc = d->nccl;
     if (!nc) return;
     ncclCommDestroy(nc->comm);
@@ -102,3 +103,16 @@ void dist_nccl_release(Dist *d) {
     free(nc);
     d->nccl = NULL;
 }
+
+static const DistNcclLib NCCL_LIB = {
+    .abi = DIST_NCCL_ABI,
+    .lib_size = sizeof(DistNcclLib),
+    .dist_size = sizeof(Dist),
+    .broadcast = nccl_broadcast,
+    .allreduce_mean = nccl_allreduce_mean,
+    .wait = nccl_wait,
+    .release = nccl_release,
+};
+
+// The library's one exported symbol (DIST_NCCL_LIB_SYMBOL; everything else is hidden).
+__attribute__((visibility("default"))) const DistNcclLib *kg_nccl_lib(void) { return &NCCL_LIB; }

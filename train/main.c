@@ -27,7 +27,7 @@
 #include "model/hfcache.h"
 #include "model/safetensors.h"
 #include "plot.h"
-#include "shard.h"
+#include "prepare.h"
 #include "tokenizer/tokenizer.h"
 #include "train.h"
 
@@ -77,6 +77,14 @@ static void usage(FILE *f) {
         "  --precision P     matmuls in f32, bf16 or fp16 (dynamic loss scaling) with f32\n"
         "                    master weights; GPU only, the CPU computes in f32 (f32)\n"
         "  --loss-scale X    fp16: the loss scale's start (65536)\n"
+        "several ranks (mpirun; README \"Training on several machines\"):\n"
+        "  --zero 1          ZeRO-1: AdamW's moments sharded over the ranks (1/N each),\n"
+        "                    gradients reduce-scattered, weights all-gathered (CPU) (0)\n"
+        "  --bucket-mb X     gradients fused into all-reduces of X MiB, each sent as soon as\n"
+        "                    backward has filled it (8)\n"
+        "  --wire T          gradients on the wire: f32, bf16 or f16 (half the bytes) (f32)\n"
+        "  --dist-timeout S  a collective not done in S seconds ends the run with an error\n"
+        "                    naming the step and the ranks that did not answer (600; 0: none)\n"
         "The run's log is CKPT_DIR.log.jsonl (one JSON record per step and validation; plot\n"
         "draws it). Validation bits per byte: every token of the text scored once, its nats /\n"
         "ln 2 / the text's UTF-8 bytes (eval gives the same figure for the same text and --seq).\n"
@@ -242,6 +250,10 @@ enum {
     OPT_LOSS_SCALE,
     OPT_VAL,
     OPT_KEEP,
+    OPT_ZERO,
+    OPT_BUCKET_MB,
+    OPT_WIRE,
+    OPT_DIST_TIMEOUT,
     OPT_HELP
 };
 
@@ -280,6 +292,10 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
                                          {"device", required_argument, 0, OPT_DEVICE},
                                          {"precision", required_argument, 0, OPT_PRECISION},
                                          {"loss-scale", required_argument, 0, OPT_LOSS_SCALE},
+                                         {"zero", required_argument, 0, OPT_ZERO},
+                                         {"bucket-mb", required_argument, 0, OPT_BUCKET_MB},
+                                         {"wire", required_argument, 0, OPT_WIRE},
+                                         {"dist-timeout", required_argument, 0, OPT_DIST_TIMEOUT},
                                          {"help", no_argument, 0, OPT_HELP},
                                          {0, 0, 0, 0}};
     const char *resume_dir = NULL;
@@ -287,7 +303,8 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
         long long v = 0;
         double x = 0;
         char *end = NULL;
-        if (c == OPT_LR || c == OPT_MIN_LR || c == OPT_WD || c == OPT_CLIP || c == OPT_LOSS_SCALE) {
+        if (c == OPT_LR || c == OPT_MIN_LR || c == OPT_WD || c == OPT_CLIP || c == OPT_LOSS_SCALE ||
+            c == OPT_BUCKET_MB || c == OPT_DIST_TIMEOUT) {
             x = strtod(optarg, &end);
             if (end == optarg || *end || !(x >= 0)) {
                 fprintf(stderr, "kogpt2-train train: not a non-negative number: %s\n", optarg);
@@ -295,7 +312,7 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
             }
         } else if (optarg && c != OPT_DATA && c != OPT_OUT && c != OPT_INIT && c != OPT_TOKENIZER &&
                    c != OPT_DEVICE && c != OPT_PRECISION && c != OPT_VAL && c != OPT_RESUME &&
-                   (v = parse_count(optarg)) < 0) {
+                   c != OPT_WIRE && (v = parse_count(optarg)) < 0) {
             fprintf(stderr, "kogpt2-train train: not a count: %s\n", optarg);
             return 2;
         }
@@ -358,6 +375,7 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
             break;
         case OPT_ACCUM:
             a->grad_accum = (size_t)v;
+            a->accum_given = 1;
             break;
         case OPT_CLIP:
             a->clip = (float)x;
@@ -422,6 +440,30 @@ static int parse_train(int argc, char **argv, TrainArgs *a) {
         case OPT_LOSS_SCALE:
             a->loss_scale = (float)x;
             break;
+        case OPT_ZERO:
+            if (v > 1) {
+                fprintf(stderr, "kogpt2-train train: --zero must be 0 or 1 (ZeRO stage 1)\n");
+                return 2;
+            }
+            a->zero = (int)v;
+            break;
+        case OPT_BUCKET_MB:
+            if (!(x > 0 && x <= 8192)) {
+                fprintf(stderr, "kogpt2-train train: --bucket-mb must be above 0, at most 8192\n");
+                return 2;
+            }
+            a->bucket_mb = (float)x;
+            break;
+        case OPT_WIRE:
+            if (strcmp(optarg, "f32") && strcmp(optarg, "bf16") && strcmp(optarg, "f16")) {
+                fprintf(stderr, "kogpt2-train train: --wire must be f32, bf16 or f16\n");
+                return 2;
+            }
+            a->wire = !strcmp(optarg, "f32") ? KG_F32 : !strcmp(optarg, "bf16") ? KG_BF16 : KG_F16;
+            break;
+        case OPT_DIST_TIMEOUT:
+            a->dist_timeout = x;
+            break;
         case OPT_HELP:
             usage(stdout);
             return 1;
@@ -469,6 +511,8 @@ static int check_train(const TrainArgs *a) {
         why = "--steps, --batch, --seq and --grad-accum must be at least 1";
     else if (a->threads < 0)
         why = "--threads must be 0 (all cores) to 4096";
+    else if (a->zero > 1 || !(a->bucket_mb > 0))
+        why = "--zero must be 0 or 1 and --bucket-mb above 0 (the checkpoint's train_args.json?)";
     else if (!(a->loss_scale >= 1))
         why = "--loss-scale must be at least 1";
     else if (kg_device_check(a->device, derr))
@@ -554,8 +598,9 @@ static int cmd_train(int argc, char **argv) {
     catch_stop_signals(); // after MPI_Init, so that ours are the handlers
     a.stop = &stop_signal;
     rc = train_run(&a, &d, d.rank == 0 ? stdout : NULL, err);
-    if (rc && d.size > 1)
-        fprintf(stderr, "kogpt2-train train (rank %d): %s\n", d.rank, err);
+    if (rc && d.size > 1) // mpirun forwards it: which rank, on which machine
+        fprintf(stderr, "kogpt2-train train (rank %d of %d on %s): %s\n", d.rank, d.size, d.host,
+                err);
     else if (rc)
         fprintf(stderr, "kogpt2-train train: %s\n", err);
     free(owned);

@@ -13,6 +13,7 @@
 
 #include "base/buf.h"
 #include "base/kg.h"
+#include "trainlog.h"
 
 typedef struct {
     double x, y;
@@ -172,19 +173,39 @@ static int px_y(const Frame *f, double y) {
     return f->y1 - (int)lround((y - f->ymin) / (f->ymax - f->ymin) * (f->y1 - f->y0));
 }
 
+// The ticks of an axis over [lo, hi]: about n multiples of a round step, at most
+// PLOT_MAX_TICKS, each computed from its index (never v += step, which stops advancing once
+// the step is below v's precision: a range of 4e-15 at 9.2, or of 16 at 1e17) and each
+// different from the one before. The count; *step the spacing.
+#define PLOT_MAX_TICKS 32
+static int axis_ticks(double lo, double hi, int n, double ticks[PLOT_MAX_TICKS], double *step) {
+    *step = tick_step(hi - lo, n);
+    if (!(*step > 0) || !isfinite(*step)) return 0; // a range that overflowed: no ticks
+    double first = ceil(lo / *step);
+    int k = 0;
+    for (int i = 0; i < PLOT_MAX_TICKS && k < PLOT_MAX_TICKS; i++) {
+        double v = (first + i) * *step;
+        if (v > hi + *step * 1e-9) break;
+        if (!k || v != ticks[k - 1]) ticks[k++] = v;
+    }
+    return k;
+}
+
 static void draw_axes(Canvas *cv, const Frame *f) {
     char buf[32];
-    double sx = tick_step(f->xmax - f->xmin, 8), sy = tick_step(f->ymax - f->ymin, 6);
-    for (double v = ceil(f->xmin / sx) * sx; v <= f->xmax + sx * 1e-9; v += sx) {
-        int x = px_x(f, v);
+    double ticks[PLOT_MAX_TICKS], step;
+    int n = axis_ticks(f->xmin, f->xmax, 8, ticks, &step);
+    for (int i = 0; i < n; i++) {
+        int x = px_x(f, ticks[i]);
         line(cv, x, f->y0, x, f->y1, 1, GRID);
-        tick_label(buf, sizeof buf, v, sx);
+        tick_label(buf, sizeof buf, ticks[i], step);
         text(cv, x - text_w(buf) / 2, f->y1 + 6, buf, INK);
     }
-    for (double v = ceil(f->ymin / sy) * sy; v <= f->ymax + sy * 1e-9; v += sy) {
-        int y = px_y(f, v);
+    n = axis_ticks(f->ymin, f->ymax, 6, ticks, &step);
+    for (int i = 0; i < n; i++) {
+        int y = px_y(f, ticks[i]);
         line(cv, f->x0, y, f->x1, y, 1, GRID);
-        tick_label(buf, sizeof buf, v, sy);
+        tick_label(buf, sizeof buf, ticks[i], step);
         text(cv, f->x0 - 6 - text_w(buf), y - CHAR_H / 2, buf, INK);
     }
     line(cv, f->x0, f->y0, f->x1, f->y0, 1, INK);
@@ -233,7 +254,8 @@ static void series_settle(Series *s) {
     s->n = k;
 }
 
-// One record line into the series it belongs to (others, and torn lines, are skipped).
+// One record line into the series it belongs to (others, torn lines and lines over
+// TRAINLOG_MAX_LINE are skipped).
 static int read_record(const char *line, size_t len, size_t order, Series *train, Series *val,
                        double *last_bpb) {
     cJSON *j = cJSON_ParseWithLength(line, len);
@@ -257,14 +279,13 @@ static int read_log(const char *path, Series *train, Series *val, double *last_b
     FILE *f = fopen(path, "rb");
     if (!f) return kg_err(err, KG_EIO, "open %s: %s", path, strerror(errno));
     KgBuf line = {0};
-    int rc = KG_OK, c = 0;
-    for (size_t order = 0; !rc && c != EOF; order++) {
-        line.len = 0;
-        while (!rc && (c = fgetc(f)) != EOF && c != '\n') {
-            char ch = (char)c;
-            rc = buf_append(&line, &ch, 1);
-        }
-        if (!rc && line.len) rc = read_record(line.p, line.len, order, train, val, last_bpb);
+    int rc = KG_OK, got, too_long;
+    for (size_t order = 0; !rc && (got = buf_read_line(&line, f, TRAINLOG_MAX_LINE, &too_long));
+         order++) {
+        if (got < 0)
+            rc = got;
+        else if (line.len)
+            rc = read_record(line.p, line.len, order, train, val, last_bpb);
     }
     if (rc)
         rc = kg_err(err, KG_ENOMEM, "%s: out of memory", path);

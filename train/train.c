@@ -17,6 +17,7 @@
 #include "model/gpt2.h"
 #include "shard.h"
 #include "tokenizer/tokenizer.h"
+#include "train_sync.h"
 #include "trainlog.h"
 
 TrainArgs train_defaults(void) {
@@ -41,13 +42,10 @@ TrainArgs train_defaults(void) {
                        .keep = 1,
                        .device = "auto",
                        .precision = KG_F32,
-                       .loss_scale = 65536.0f};
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+                       .loss_scale = 65536.0f,
+                       .bucket_mb = 8.0f,
+                       .wire = KG_F32,
+                       .dist_timeout = DIST_TIMEOUT_DEFAULT};
 }
 
 // "1h02m", "3m05s", "12s"
@@ -70,7 +68,9 @@ typedef struct {
     Gpt2ParamTensor *tensors;
     size_t n_tensors, n_params;
     Gpt2Train *t;
-    AdamW opt;
+    AdamW opt;      // over this rank's range: all, or its ZeRO-1 shard (sync)
+    TrainSync sync; // how gradients and weights stay the same on every rank
+    int have_sync;
     LossScaler scaler; // f16 mixed precision; otherwise a constant 1
     ShardLoader loader;
     int have_loader;
@@ -98,6 +98,7 @@ static void run_free(Run *r) {
     trainlog_close(&r->log);
     val_free(&r->val);
     if (r->have_loader) shard_loader_close(&r->loader);
+    if (r->have_sync) train_sync_free(&r->sync);
     adamw_free(&r->opt);
     if (r->t) gpt2_train_free(r->t);
     free(r->tensors);
@@ -151,6 +152,11 @@ static int run_check_out(const TrainArgs *a, int *resuming, char *err) {
     if (rc) return rc;
     *resuming = a->resume && kind == CKPT_DIR_CKPT;
     if (*resuming) return KG_OK;
+    if (kind == CKPT_DIR_OTHER) // the first save would replace the directory, and it with it
+        return kg_err(err, KG_EINVAL,
+                      "%s holds %s, which no checkpoint has: a run replaces only a checkpoint "
+                      "or a model (--force too); move it, or choose another --out",
+                      a->out_dir, first);
     if (a->force) return ckpt_remove_run_files(a->out_dir, err); // a new run's log, best, steps
     if (kind == CKPT_DIR_EMPTY && !a->resume && ckpt_run_files(a->out_dir, first, sizeof first))
         return kg_err(err, KG_EINVAL,
@@ -179,8 +185,8 @@ static int run_check_out(const TrainArgs *a, int *resuming, char *err) {
                       a->out_dir, (unsigned long long)step);
     }
     return kg_err(err, KG_EINVAL,
-                  "%s is not empty (it holds %s): a new run would replace it; --force to do so, "
-                  "or choose another --out",
+                  "%s holds a model (%s): a new run would replace it; --force to do so, or "
+                  "choose another --out",
                   a->out_dir, first);
 }
 
@@ -294,7 +300,7 @@ static int run_open_val(Run *r, const TrainArgs *a, FILE *log, char *err) {
 
 // Resuming with flags that differ from the checkpoint's run: allowed (a longer run, a new
 // learning rate), but the trajectory differs from an uninterrupted run; each is said once.
-static void run_note_changes(const Run *r, const TrainArgs *a, FILE *log) {
+static void run_note_changes(const Run *r, const TrainArgs *a, uint64_t ranks, FILE *log) {
     if (!log) return;
     const CkptState *st = &r->st;
     const unsigned long long at = (unsigned long long)st->step;
@@ -303,13 +309,18 @@ static void run_note_changes(const Run *r, const TrainArgs *a, FILE *log) {
                 "note: --steps %llu, the checkpoint's run planned %llu: the learning-rate "
                 "schedule differs from step %llu\n",
                 (unsigned long long)a->steps, (unsigned long long)st->total_steps, at);
-    if (st->T != a->T || st->B != a->B || st->grad_accum != a->grad_accum || st->seed != a->seed)
+    // each step takes the next B x grad_accum x ranks windows of one stream: the same windows
+    // make each step whenever that product, T and the seed are the same
+    if (st->T != a->T || st->B * st->grad_accum * st->ranks != a->B * a->grad_accum * ranks ||
+        st->seed != a->seed)
         fprintf(log,
                 "note: the checkpoint's run used --batch %llu --seq %llu --grad-accum %llu "
-                "--seed %llu, now %zu %zu %zu %llu: the data order differs from step %llu\n",
+                "--seed %llu on %llu ranks, now %zu %zu %zu %llu on %llu: the data order "
+                "differs from step %llu\n",
                 (unsigned long long)st->B, (unsigned long long)st->T,
-                (unsigned long long)st->grad_accum, (unsigned long long)st->seed, a->B, a->T,
-                a->grad_accum, (unsigned long long)a->seed, at);
+                (unsigned long long)st->grad_accum, (unsigned long long)st->seed,
+                (unsigned long long)st->ranks, a->B, a->T, a->grad_accum,
+                (unsigned long long)a->seed, (unsigned long long)ranks, at);
     TrainArgs was = train_defaults();
     char *owned = NULL;
     if (train_args_load(&was, a->out_dir, &owned, NULL)) return; // an older checkpoint
@@ -322,7 +333,48 @@ static void run_note_changes(const Run *r, const TrainArgs *a, FILE *log) {
     free(owned);
 }
 
-static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) {
+// The line that says how ranks share the work: the optimizer's memory on each, the buckets.
+static void run_log_sync(const Run *r, const TrainArgs *a, const Dist *d, FILE *log) {
+    double mib = 2.0 * sizeof(float) / 1048576.0;
+    if (d->size == 1) return;
+    if (r->sync.zero)
+        fprintf(log,
+                "ZeRO-1: AdamW moments %.2f MiB on each rank (of %.2f MiB; rank 0 gathers them "
+                "to save), gradients reduce-scattered after backward (wire %s), weights "
+                "all-gathered\n",
+                (double)r->opt.n * mib, (double)r->n_params * mib,
+                a->wire == KG_F32 ? "f32" : kg_dtype_name(a->wire));
+    else if (r->sync.bucket)
+        fprintf(log,
+                "gradients: all-reduced during backward in buckets of %.3g MiB (wire %s); AdamW "
+                "moments %.2f MiB on each rank\n",
+                a->bucket_mb, a->wire == KG_F32 ? "f32" : kg_dtype_name(a->wire),
+                (double)r->opt.n * mib);
+}
+
+// Resuming at another world size: the checkpoint's global batch (B x grad_accum x ranks
+// windows) kept by the accumulation, unless --grad-accum was given. st: the checkpoint's.
+static int run_fit_world(TrainArgs *a, const CkptState *st, const Dist *d, FILE *log, char *err) {
+    if (st->ranks == (uint64_t)d->size || a->accum_given) return KG_OK;
+    uint64_t global = st->B * st->grad_accum * st->ranks, per = (uint64_t)a->B * d->size;
+    if (global % per)
+        return kg_err(err, KG_EINVAL,
+                      "--resume on %d ranks: the checkpoint's global batch of %llu windows (%llu "
+                      "x %llu accum x %llu ranks) is not a multiple of --batch %zu x %d ranks; "
+                      "choose a --batch that divides it, or give --grad-accum",
+                      d->size, (unsigned long long)global, (unsigned long long)st->B,
+                      (unsigned long long)st->grad_accum, (unsigned long long)st->ranks, a->B,
+                      d->size);
+    a->grad_accum = (size_t)(global / per);
+    if (log)
+        fprintf(log,
+                "resuming on %d ranks a checkpoint of %llu: --grad-accum %zu keeps the global "
+                "batch of %llu windows\n",
+                d->size, (unsigned long long)st->ranks, a->grad_accum, (unsigned long long)global);
+    return KG_OK;
+}
+
+static int run_setup(Run *r, TrainArgs *a, Dist *d, FILE *log, char *err) {
     // before the first step, rank 0 alone (it writes the checkpoints): lock out_dir against
     // a second run (whose recovery and saves would take this one's DIR.tmp and DIR.old),
     // repair a torn save, refuse what would lose work, check that a checkpoint can be written
@@ -373,10 +425,17 @@ static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) 
     r->scaler =
         a->precision == KG_F16 ? loss_scaler_new(a->loss_scale, 2000) : loss_scaler_new(1.0f, 0);
     if ((rc = run_model(r, a, resuming, err))) return rc;
-    if ((rc = adamw_init(&r->opt, r->be, r->n_params, err))) return rc;
+    r->t = gpt2_train_new(&r->m, a->B, a->T, a->recompute, err);
+    if (!r->t) return KG_ENOMEM;
+    size_t bucket = (size_t)((double)a->bucket_mb * 1048576.0 / sizeof(float));
+    if ((rc = train_sync_init(&r->sync, d, r->be, gpt2_train_grads(r->t), r->n_params, a->zero,
+                              bucket, a->wire, &r->opt, log, err)))
+        return rc;
+    r->have_sync = 1;
     if (resuming) {
         if ((rc = ckpt_state_read(a->out_dir, &r->st, &r->opt, err))) return rc;
-        run_note_changes(r, a, d->rank == 0 ? log : NULL);
+        if ((rc = run_fit_world(a, &r->st, d, d->rank == 0 ? log : NULL, err))) return rc;
+        run_note_changes(r, a, (uint64_t)d->size, d->rank == 0 ? log : NULL);
     }
     // every rank starts from rank 0's weights (a checkpoint or a seeded init agree anyway)
     if ((rc = dist_broadcast_be(d, r->be, r->m.params, r->n_params, err))) return rc;
@@ -385,8 +444,6 @@ static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) 
     if (rc) return rc;
     r->have_loader = 1;
     if ((rc = run_open_val(r, a, d->rank == 0 ? log : NULL, err))) return rc;
-    r->t = gpt2_train_new(&r->m, a->B, a->T, a->recompute, err);
-    if (!r->t) return KG_ENOMEM;
     if (a->precision != KG_F32 && !r->be->ops->mixed_backward && log && d->rank == 0)
         fprintf(log, "note: the CPU computes matmuls in f32; --precision %s applies on a GPU\n",
                 a->precision == KG_BF16 ? "bf16" : "fp16");
@@ -404,6 +461,7 @@ static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) 
                 gpt2_train_bytes(r->t) / 1048576.0, a->recompute ? " (recompute)" : "");
         fprintf(log, "batch: %zu x %zu tokens x %zu accum x %d ranks = %zu tokens/step\n", a->B,
                 a->T, a->grad_accum, d->size, a->B * a->T * a->grad_accum * (size_t)d->size);
+        run_log_sync(r, a, d, log);
         float min_lr = a->min_lr < 0 ? a->lr * 0.1f : a->min_lr;
         fprintf(log,
                 "schedule: %llu steps, lr linear warmup to %g over %llu steps, then cosine "
@@ -416,8 +474,9 @@ static int run_setup(Run *r, const TrainArgs *a, Dist *d, FILE *log, char *err) 
 }
 
 static int run_save(Run *r, const TrainArgs *a, Dist *d, uint64_t step, char *err) {
-    int rc = KG_OK;
-    if (d->rank == 0) {
+    AdamW full; // every moment (ZeRO-1: gathered on rank 0)
+    int rc = train_sync_full(&r->sync, &r->opt, &full, err);
+    if (!rc && d->rank == 0) {
         CkptState st = {.step = step,
                         .total_steps = a->steps,
                         .seed = a->seed,
@@ -432,9 +491,10 @@ static int run_save(Run *r, const TrainArgs *a, Dist *d, uint64_t step, char *er
         CkptFile args = {TRAIN_ARGS_FILE, r->args_json};
         rc = ckpt_keep_prev(a->out_dir, a->keep, err);
         if (!rc)
-            rc = ckpt_save_files(a->out_dir, &r->m, KG_F32, r->tok_file, &st, &r->opt, &args, 1,
-                                 err);
+            rc = ckpt_save_files(a->out_dir, &r->m, KG_F32, r->tok_file, &st, &full, &args, 1, err);
     }
+    train_sync_full_free(&r->sync, &r->opt, &full);
+    if (d->broken) return rc; // the gather failed: no barrier to wait for
     int rc2 = dist_barrier(d, rc ? NULL : err);
     return rc ? rc : rc2;
 }
@@ -450,7 +510,7 @@ static int run_save_best(Run *r, const TrainArgs *a, uint64_t step, const ValRes
              "\"bytes\":%llu}\n",
              (unsigned long long)step, v->loss, v->bpb, (unsigned long long)v->tokens,
              (unsigned long long)r->val.bytes);
-    CkptFile f = {"val.json", json};
+    CkptFile f = {CKPT_VAL_FILE, json};
     return ckpt_save_files(dir, &r->m, KG_F32, r->tok_file, NULL, NULL, &f, 1, err);
 }
 
@@ -480,20 +540,6 @@ static int run_validate(Run *r, const TrainArgs *a, Dist *d, FILE *log, uint64_t
     return trainlog_val(&r->log, step, v.loss, v.bpb, v.tokens, r->val.bytes, best, err);
 }
 
-// The gradient hook of the last micro-step: all-reduce each layer as backward finishes it.
-typedef struct {
-    Dist *d;
-    KgBackend *be;
-    float *grads;
-    int rc; // the first error; later ranges are skipped
-    char *err;
-} GradReduce;
-
-static void reduce_ready(void *ctx, size_t offset, size_t count) {
-    GradReduce *g = ctx;
-    if (!g->rc) g->rc = dist_allreduce_mean_start_be(g->d, g->be, g->grads + offset, count, g->err);
-}
-
 // One optimizer step: grad_accum micro-steps of B windows on each rank, then all-reduce
 // and AdamW. *loss = the mean over micro-steps and ranks; *stop = whether any rank was asked
 // to stop (a->stop), the same on every rank.
@@ -504,8 +550,11 @@ static int run_step(Run *r, const TrainArgs *a, Dist *d, uint64_t step, double *
     double loss_sum = 0;
     int rc;
     *skipped = 0;
+    d->step = step + 1; // named by a collective's error
     float *grads = gpt2_train_grads(r->t);
-    GradReduce reduce = {.d = d, .be = r->be, .grads = grads, .err = err};
+    Gpt2GradReady hook;
+    void *hook_ctx;
+    train_sync_hook(&r->sync, &hook, &hook_ctx, err);
     gpt2_train_zero_grad(r->t);
     gpt2_train_set_loss_scale(r->t, r->scaler.scale);
     for (size_t k = 0; k < a->grad_accum; k++) {
@@ -515,24 +564,24 @@ static int run_step(Run *r, const TrainArgs *a, Dist *d, uint64_t step, double *
         if ((rc = shard_loader_skip(&r->loader, others, err))) return rc;
         float l;
         if ((rc = gpt2_train_forward(&r->m, r->t, r->inputs, r->targets, &l, err))) return rc;
-        // the last micro-step's backward all-reduces each layer's gradients as it goes
-        int last = k + 1 == a->grad_accum && d->size > 1;
-        gpt2_train_set_grad_hook(r->t, last ? reduce_ready : NULL, &reduce);
+        // the last micro-step's backward sends each layer's gradients as it finishes them
+        gpt2_train_set_grad_hook(r->t, k + 1 == a->grad_accum ? hook : NULL, hook_ctx);
         gpt2_train_backward(&r->m, r->t);
         loss_sum += l;
     }
     gpt2_train_set_grad_hook(r->t, NULL, NULL);
-    if (reduce.rc || (rc = dist_wait_be(d, err))) return reduce.rc ? reduce.rc : rc;
+    double sumsq; // ZeRO-1: of this rank's shard
+    if ((rc = train_sync_grads(&r->sync, &sumsq, err))) return rc;
     // the stop flag rides with the loss: every rank stops after the same step even when only
     // one got the signal (a rank that stopped alone would leave the others waiting in the
-    // next all-reduce), at no all-reduce of its own
-    double sums[2] = {loss_sum / (double)a->grad_accum, a->stop && atomic_load(a->stop)};
-    if ((rc = dist_allreduce_sum_f64(d, sums, 2, err))) return rc;
+    // next all-reduce), at no all-reduce of its own; so do ZeRO-1's squares for the norm
+    double sums[3] = {loss_sum / (double)a->grad_accum, a->stop && atomic_load(a->stop), sumsq};
+    if ((rc = dist_allreduce_sum_f64(d, sums, 3, err))) return rc;
     *loss = sums[0] / d->size;
     *stop = sums[1] > 0;
     // backward summed the micro-steps' means of loss * loss scale
     float scale = 1.0f / ((float)a->grad_accum * r->scaler.scale);
-    *norm = adamw_grad_norm(r->be, grads, r->n_params) * scale;
+    *norm = (r->sync.zero ? sqrt(sums[2]) : adamw_grad_norm(r->be, grads, r->n_params)) * scale;
     *lr = adamw_lr(step, a->steps, a->warmup, a->lr, a->min_lr < 0 ? a->lr * 0.1f : a->min_lr);
     // every rank sees the same all-reduced norm, so all skip or all step together
     if (!loss_scaler_update(&r->scaler, isfinite(*norm))) {
@@ -543,7 +592,8 @@ static int run_step(Run *r, const TrainArgs *a, Dist *d, uint64_t step, double *
     AdamWHyper h = ADAMW_DEFAULTS;
     h.weight_decay = a->weight_decay;
     adamw_step(&r->opt, r->m.params, grads, r->tensors, r->n_tensors, *lr, scale, &h);
-    return r->be->ops->status(r->be, err); // the backward's and the optimizer's failures
+    if ((rc = r->be->ops->status(r->be, err))) return rc; // backward's and the optimizer's
+    return train_sync_params(&r->sync, r->m.params, err);
 }
 
 // "1h02m", "3m05s", "12s" as in the step lines, and tokens as "4.10M"
@@ -583,11 +633,14 @@ static int run_summary(Run *r, const TrainArgs *a, Dist *d, FILE *log, uint64_t 
     return rc;
 }
 
-int train_run(const TrainArgs *a, Dist *d, FILE *log, char *err) {
+int train_run(const TrainArgs *args, Dist *d, FILE *log, char *err) {
     Run r = {.lock_fd = -1, .best_loss = INFINITY, .last_loss = NAN, .last_bpb = NAN};
-    int rc = run_setup(&r, a, d, log, err);
+    TrainArgs fitted = *args; // a resume at another world size may change grad_accum
+    const TrainArgs *a = &fitted;
+    d->timeout_s = args->dist_timeout;
+    int rc = run_setup(&r, &fitted, d, log, err);
     uint64_t step = r.st.step;
-    double t_start = now_s(), t_last = t_start;
+    double t_start = kg_now_s(), t_last = t_start;
     uint64_t steps_timed = 0;
     const double tokens_per_step = (double)(a->B * a->T * a->grad_accum) * d->size;
     if (!rc) rc = trainlog_run(&r.log, step, a->steps, tokens_per_step, r.resuming, err);
@@ -613,7 +666,7 @@ int train_run(const TrainArgs *a, Dist *d, FILE *log, char *err) {
                         (unsigned long long)step + 1, norm);
             fflush(log);
         }
-        double t_now = now_s(), dt = t_now - t_last;
+        double t_now = kg_now_s(), dt = t_now - t_last;
         t_last = t_now;
         steps_timed++;
         if (!isfinite(loss)) {
@@ -627,10 +680,12 @@ int train_run(const TrainArgs *a, Dist *d, FILE *log, char *err) {
                 char eta[32];
                 fmt_duration(eta, sizeof eta,
                              (t_now - t_start) / steps_timed * (a->steps - step - 1));
+                char comm[48] = ""; // communication not hidden behind backward
+                if (d->size > 1) snprintf(comm, sizeof comm, " comm %.1f", r.sync.exposed_s * 1e3);
                 fprintf(log,
-                        "step %llu/%llu loss %.6f lr %.3e norm %.3f tok/s %.0f ms %.1f eta %s\n",
+                        "step %llu/%llu loss %.6f lr %.3e norm %.3f tok/s %.0f ms %.1f eta %s%s\n",
                         (unsigned long long)step + 1, (unsigned long long)a->steps, loss, lr, norm,
-                        tokens_per_step / dt, dt * 1e3, eta);
+                        tokens_per_step / dt, dt * 1e3, eta, comm);
                 fflush(log);
             }
             rc = trainlog_train(&r.log, step + 1, loss, lr, norm,
@@ -658,7 +713,7 @@ int train_run(const TrainArgs *a, Dist *d, FILE *log, char *err) {
     if (!rc && a->val_every && step == a->steps && step > r.st.step)
         rc = run_validate(&r, a, d, log, step, err);
     if (!rc && (step > r.st.step || stopped))
-        rc = run_summary(&r, a, d, log, step, steps_timed, now_s() - t_start, err);
+        rc = run_summary(&r, a, d, log, step, steps_timed, kg_now_s() - t_start, err);
     dist_release_be(d); // the NCCL communicator, before its GPU's backend
     run_free(&r);
     return rc;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ckpt.h"
 #include "dist.h"
 #include "model/safetensors.h"
 #include "val.h"
@@ -40,6 +41,13 @@ typedef struct {
     const char *device; // "auto", "cpu", "cuda" or "cuda:N" (kg_backend_new)
     KgDtype precision;  // matmul compute type: KG_F32, KG_BF16 or KG_F16 (with loss scaling)
     float loss_scale;   // KG_F16: the dynamic loss scale's start
+    // several ranks (dist.h, train_sync.h)
+    int zero;            // 1: ZeRO-1, AdamW's moments sharded over the ranks (--zero)
+    float bucket_mb;     // MiB of gradients fused into one all-reduce (--bucket-mb)
+    KgDtype wire;        // the gradients on the wire: KG_F32, KG_BF16, KG_F16 (--wire)
+    double dist_timeout; // seconds a collective may take before the run fails (0: no limit)
+    int accum_given;     // --grad-accum was on the command line (a resume at another world
+                         // size keeps the global batch by changing it only when not)
     // Non-zero asks the run to stop: it saves a checkpoint at the end of the step under way
     // and returns KG_OK. main's signal handler sets it; NULL: never. Under MPI one rank's
     // flag stops every rank after the same step (it is all-reduced with each step's loss).
@@ -52,8 +60,9 @@ TrainArgs train_defaults(void);
 // What a run was asked, saved in each of its checkpoints (JSON: the data and val paths made
 // absolute, steps, batch, seq, the schedule, the intervals, keep, precision...), so that
 // `--resume DIR` alone continues it; shape and tokenizer come from config.json and the
-// tokenizer file beside it. Not kept: device, threads, stop_at, force (this machine's).
-#define TRAIN_ARGS_FILE "train_args.json"
+// tokenizer file beside it. Not kept: device, threads, stop_at, force, dist_timeout (this
+// machine's).
+#define TRAIN_ARGS_FILE CKPT_ARGS_FILE
 
 // a as train_args.json's text: malloc'd (free()), NULL on OOM.
 char *train_args_json(const TrainArgs *a);
@@ -72,6 +81,11 @@ int train_args_load(TrainArgs *a, const char *dir, char **owned, char *err);
 // a resumed run does not repeat one its log already holds.
 // Rank 0 holds out_dir locked for the run (ckpt_lock): a second run on it is refused
 // (KG_EBUSY, naming the holder's pid) before it touches anything.
+// Resumed at another world size than the checkpoint's, it keeps the global batch (B x
+// grad_accum x ranks windows per step, so the same windows make each step) by setting
+// grad_accum, unless it was given (accum_given); KG_EINVAL when the batch does not divide.
+// Under MPI every collective has d->timeout_s = a->dist_timeout to finish (dist.h); one that
+// misses it is an error naming the step, and d->broken tells the caller to dist_abort.
 // Before any step it refuses (KG_EINVAL) what would lose work: --resume without a checkpoint
 // in out_dir, a new run into an out_dir that holds files or beside an earlier run's log, best
 // model or kept checkpoints (unless force, which replaces them), and, resuming, a shape flag,

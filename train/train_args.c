@@ -10,21 +10,24 @@
 #include "base/kg_json.h"
 #include "train.h"
 
-// The fields train_args.json holds besides the paths: name, where in TrainArgs, its kind.
+// The fields train_args.json holds besides the paths: name, where in TrainArgs, its kind,
+// and an upper bound where the kind's own would let a damaged file hang or overflow a run
+// (0: the kind's).
 typedef enum { F_U64, F_SIZE, F_FLOAT, F_INT, F_UNSIGNED } FieldKind;
 typedef struct {
     const char *name;
     size_t offset;
     FieldKind kind;
+    double hi;
 } Field;
 
 #define FIELD(name, member, kind)                                                                  \
-    { name, offsetof(TrainArgs, member), kind }
+    { name, offsetof(TrainArgs, member), kind, 0 }
 static const Field FIELDS[] = {
     FIELD("steps", steps, F_U64),
     FIELD("batch", B, F_SIZE),
     FIELD("seq", T, F_SIZE),
-    FIELD("grad_accum", grad_accum, F_SIZE),
+    {"grad_accum", offsetof(TrainArgs, grad_accum), F_SIZE, CKPT_MAX_GRAD_ACCUM},
     FIELD("lr", lr, F_FLOAT),
     FIELD("min_lr", min_lr, F_FLOAT), // -1: lr / 10
     FIELD("warmup", warmup, F_U64),
@@ -38,6 +41,8 @@ static const Field FIELDS[] = {
     FIELD("keep", keep, F_UNSIGNED),
     FIELD("recompute", recompute, F_INT),
     FIELD("loss_scale", loss_scale, F_FLOAT),
+    FIELD("zero", zero, F_INT),
+    FIELD("bucket_mb", bucket_mb, F_FLOAT),
 };
 
 // An absolute path for p where it exists (a resumed run may start in another directory).
@@ -64,6 +69,8 @@ char *train_args_json(const TrainArgs *a) {
     }
     const char *prec = a->precision == KG_BF16 ? "bf16" : a->precision == KG_F16 ? "fp16" : "f32";
     if (!cJSON_AddStringToObject(j_root, "precision", prec)) goto end;
+    const char *wire = a->wire == KG_BF16 ? "bf16" : a->wire == KG_F16 ? "f16" : "f32";
+    if (!cJSON_AddStringToObject(j_root, "wire", wire)) goto end;
     text = cJSON_Print(j_root);
 end:
     cJSON_Delete(j_root);
@@ -80,6 +87,9 @@ static int field_set(TrainArgs *a, const Field *f, const cJSON *j, const char *p
     if (!(x >= lo && x <= hi) || (whole && x != floor(x)))
         return kg_err(err, KG_EFORMAT, "%s: \"%s\" is not a %s", path, f->name,
                       whole ? "count" : "number");
+    if (f->hi && x > f->hi)
+        return kg_err(err, KG_EFORMAT, "%s: \"%s\" is %.0f, over its limit of %.0f", path, f->name,
+                      x, f->hi);
     if (f->kind == F_U64)
         *(uint64_t *)p = (uint64_t)x;
     else if (f->kind == F_SIZE)
@@ -128,6 +138,12 @@ int train_args_load(TrainArgs *a, const char *dir, char **owned, char *err) {
         a->precision = !strcmp(prec, "bf16") ? KG_BF16 : !strcmp(prec, "fp16") ? KG_F16 : KG_F32;
     else
         rc = kg_err(err, KG_EFORMAT, "%s: \"precision\" is not f32, bf16 or fp16", path);
+    const cJSON *j_wire = cJSON_GetObjectItemCaseSensitive(j_root, "wire");
+    const char *wire = cJSON_IsString(j_wire) ? j_wire->valuestring : "f32";
+    if (!rc && (!strcmp(wire, "bf16") || !strcmp(wire, "f16") || !strcmp(wire, "f32")))
+        a->wire = !strcmp(wire, "bf16") ? KG_BF16 : !strcmp(wire, "f16") ? KG_F16 : KG_F32;
+    else if (!rc)
+        rc = kg_err(err, KG_EFORMAT, "%s: \"wire\" is not f32, bf16 or f16", path);
     // the paths, copied into one block the caller frees (text is at least as long as both)
     char *at = *owned = malloc(len + 2);
     if (!rc && !at) rc = kg_err(err, KG_ENOMEM, "%s: out of memory", path);

@@ -12,8 +12,9 @@
 #include "train.h"
 
 // What export must not write over: its source (the checkpoint would go, train_state.bin
-// with it), another run's checkpoint, and without force a directory that holds files.
-// KG_EINVAL naming the directory.
+// with it), a checkpoint, a file that is no model's (a data directory's shards, a user's
+// notes: --force replaces only a model), and without force a model. KG_EINVAL naming the
+// directory and what is in the way.
 static int export_check_out(const char *from, const char *out, int force, char *err) {
     struct stat a, b;
     if (!stat(from, &a) && !stat(out, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
@@ -30,10 +31,15 @@ static int export_check_out(const char *from, const char *out, int force, char *
                       "--out %s holds a checkpoint (" CKPT_STATE_FILE
                       "): the export would replace it; choose another --out",
                       out);
-    if (kind == CKPT_DIR_OTHER && !force)
+    if (kind == CKPT_DIR_OTHER)
         return kg_err(err, KG_EINVAL,
-                      "--out %s is not empty (it holds %s): --force replaces it, or choose "
+                      "--out %s holds %s, which is no model's file: --force replaces only a model "
+                      "(config.json, model.safetensors, the tokenizer); move it, or choose "
                       "another --out",
+                      out, first);
+    if (kind == CKPT_DIR_MODEL && !force)
+        return kg_err(err, KG_EINVAL,
+                      "--out %s holds a model (%s): --force replaces it, or choose another --out",
                       out, first);
     return KG_OK;
 }

@@ -34,14 +34,10 @@ static int trim(const char *path, uint64_t step, int *val_logged, char *err) {
         return kg_err(err, KG_EIO, "open %s: %s", tmp, strerror(errno));
     }
     KgBuf line = {0};
-    int bad = 0, c = 0;
-    while (!bad && c != EOF) {
-        line.len = 0;
-        while ((c = fgetc(in)) != EOF && c != '\n') {
-            char ch = (char)c;
-            if (buf_append(&line, &ch, 1)) bad = 1;
-        }
-        if (bad || !line.len) continue;
+    int bad = 0, got, too_long;
+    while (!bad && (got = buf_read_line(&line, in, TRAINLOG_MAX_LINE, &too_long))) {
+        if (got < 0) bad = 1;
+        if (bad || !line.len) continue;            // (an over-long line is no record: dropped)
         long long s = line_step(line.p, line.len); // line.p is NUL-terminated (buf.h)
         if (s < 0 || (uint64_t)s > step) continue;
         if ((uint64_t)s == step && strstr(line.p, "\"type\":\"val\"")) *val_logged = 1;

@@ -16,6 +16,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+// A record is a few hundred bytes: a longer line is no record of ours. Readers of the log
+// (the trim below, `kogpt2-train plot`) keep at most this much of a line and skip longer
+// ones, so their memory is bounded by it, not by the file.
+#define TRAINLOG_MAX_LINE (64u << 10)
+
 typedef struct {
     FILE *f; // NULL: a closed log (every call does nothing)
     char path[4096];

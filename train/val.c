@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 
 #include "base/kg.h"
-#include "shard.h"
+#include "prepare.h"
 
 // Building a ValSet: documents appended one at a time, up to a budget.
 typedef struct {

@@ -1,5 +1,6 @@
 // backend.c — the CPU backend's memory, its thread pool, and the choice of op table for
 // this processor.
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,17 +13,24 @@
 #include "base/kg.h"
 #include "cpu.h"
 
+// calloc'd with room to align to 64 bytes; the block calloc returned is kept in the 8 bytes
+// before the aligned pointer. calloc, not posix_memalign and memset: glibc hands a large block
+// (a KV pool) out as a fresh mapping it need not clear, so its pages cost no memory until they
+// are first written, and the pool's resident size follows the blocks in use.
 void *cpu_alloc(KgBackend *be, size_t bytes) {
     (void)be;
-    void *p = NULL;
-    if (posix_memalign(&p, 64, bytes ? bytes : 64)) return NULL;
-    memset(p, 0, bytes);
-    return p;
+    size_t total;
+    if (kg_add_overflow(bytes, 64 + sizeof(void *), &total)) return NULL;
+    char *raw = calloc(1, total);
+    if (!raw) return NULL;
+    uintptr_t aligned = ((uintptr_t)raw + sizeof(void *) + 63) & ~(uintptr_t)63;
+    ((void **)aligned)[-1] = raw;
+    return (void *)aligned;
 }
 
 void cpu_free(KgBackend *be, void *p) {
     (void)be;
-    free(p);
+    if (p) free(((void **)p)[-1]);
 }
 
 const void *cpu_weights_map(KgBackend *be, const void *host, size_t bytes) {
@@ -93,7 +101,8 @@ KgBackend *kg_cpu_backend_new_isa(int threads, const char *isa, char *err) {
     }
     be->ops = ops;
     be->threads = threads;
-    be->mixed = KG_F32; // KG_BF16: every forward matmul over f32/f16/bf16 weights (matmul.c)
+    be->mixed = KG_F32;    // KG_BF16: every forward matmul over f32/f16/bf16 weights (matmul.c)
+    be->kv_dtype = KG_F32; // bit-exact with a contiguous cache; f16, bf16, q8_0 on request
     be->impl = cb;
     pthread_mutex_init(&cb->partial_mutex, NULL);
     for (int i = 0; i < threads; i++)

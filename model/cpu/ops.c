@@ -19,6 +19,9 @@
 #include "cpu.h"
 #include "simd.h"
 
+// the KV cache's rows first: attention.c reads them through it
+#include "kv_rows.c"
+
 #include "attention.c"
 #include "elementwise.c"
 #include "encoder.c"
@@ -57,6 +60,11 @@ static void cpu_matmul_gelu_forward(KgBackend *be, float *out, float *pre, const
     cpu_gelu_forward(be, out, lin, N * OC, kind);
 }
 
+static void cpu_host_parallel(KgBackend *be, void (*fn)(void *ctx, size_t i, int thread), void *ctx,
+                              size_t n) {
+    cpu_pool_run(cpu_of(be)->pool, fn, ctx, n);
+}
+
 static void cpu_synchronize(KgBackend *be) { (void)be; }
 
 static int cpu_status(KgBackend *be, char *err) {
@@ -79,6 +87,8 @@ const KgBackendOps CPU_OPS_NAME(CPU_ISA_UPPER) = {
 #else
     .bf16_native = 0, // simd.h emulates the rounding
 #endif
+    .act_dtype = KG_F32,
+    .kv_dtypes = 1u << KG_F32 | 1u << KG_F16 | 1u << KG_BF16 | 1u << KG_Q8_0,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .weights_map = cpu_weights_map,
@@ -94,6 +104,7 @@ const KgBackendOps CPU_OPS_NAME(CPU_ISA_UPPER) = {
     .quant_weights = 1,
     .matmul_forward = cpu_matmul_any_forward,
     .matmul_gelu_forward = cpu_matmul_gelu_forward,
+    .kv_store = cpu_kv_store,
     .attention_forward = cpu_attention_forward,
     .gelu_forward = cpu_gelu_forward,
     .residual_forward = cpu_residual_forward,
@@ -105,5 +116,6 @@ const KgBackendOps CPU_OPS_NAME(CPU_ISA_UPPER) = {
     .crossentropy_forward_backward = cpu_crossentropy_forward_backward,
     .adamw_update = cpu_adamw_update,
     .sum_squares = cpu_sum_squares,
+    .host_parallel = cpu_host_parallel,
     .logits_topk = cpu_logits_topk,
 };

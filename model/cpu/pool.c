@@ -1,9 +1,11 @@
+#define _GNU_SOURCE // pthread_setname_np
 #include "pool.h"
 
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -119,6 +121,9 @@ static void *worker_main(void *arg) {
     WorkerArg *w = arg;
     CpuPool *p = w->pool;
     uint32_t seen = 0;
+    char name[16]; // named for top -H and /proc/PID/task/*/comm (bench_serving's shares)
+    snprintf(name, sizeof name, "kg-pool-%d", w->thread);
+    pthread_setname_np(pthread_self(), name);
     for (;;) {
         seen = wait_for_loop(p, seen);
         if (atomic_load(&p->stop)) return NULL;

@@ -1,5 +1,12 @@
-// attention.cu — causal multi-head attention over each sequence's keys and values.
+// attention.cu — causal multi-head attention over each sequence's keys and values, and the
+// store of new keys and values into their blocks.
 // N = rows, C = channels, NH = heads, hs = head size (<= ATT_MAX_HS), T = positions seen.
+//
+// Keys and values are read through each sequence's block table (backend.h's KgAttnSeq: the
+// inference pool's blocks of 16 positions, or training's qkv as one block): the descriptors
+// and the tables are staged to the device together, and every row a warp reads is found as
+// blocks[t >> shift] * block_stride + h * head_stride + (t & mask) * row_stride (att_row). The
+// KV dtype is f32 (ops->kv_dtypes); another is refused as an invalid value.
 //
 // One block per (query row, head), the same kernel for a 512-token prefill and a one-token
 // decode step. Keys go 32 at a time, one per lane: each lane scores its key against the
@@ -18,14 +25,37 @@
 #define ATT_MAX_HS 256 // head channels a warp keeps in registers (8 per lane)
 #define ATT_REGS   (ATT_MAX_HS / 32)
 
+// Head h of position t in s's keys or values (base: s.k or s.v; or its gradients dk, dv).
+__device__ __forceinline__ float *att_row(const KgAttnSeq &s, const void *base, size_t t,
+                                          size_t h) {
+    const size_t slot = t & (((size_t)1 << s.block_shift) - 1);
+    return (float *)((char *)base + (size_t)s.blocks[t >> s.block_shift] * s.block_stride +
+                     h * s.head_stride + slot * s.row_stride);
+}
+
+// The rows a warp walks: row j of a strided array (dout), or head h of position t0 + j of a
+// sequence's keys or values, through its block table.
+struct StridedRows {
+    const float *base;
+    size_t ld;
+    __device__ const float *operator()(size_t j) const { return base + j * ld; }
+};
+struct KvRows {
+    const KgAttnSeq &s;
+    const void *base;
+    size_t t0, h;
+    __device__ const float *operator()(size_t j) const { return att_row(s, base, t0 + j, h); }
+};
+
 // acc (this lane's channels lane, lane + 32, ... of one head) += the sum over j < nt of
-// w_j * row j, where lane j holds w_j and row j is base + j * ld: a warp adds nt weighted
-// key or value rows at once, lanes spread over the channels (coalesced).
-__device__ __forceinline__ void warp_add_rows(float *acc, float w, const float *base, size_t ld,
-                                              size_t nt, unsigned lane, size_t hs) {
+// w_j * rows(j), where lane j holds w_j: a warp adds nt weighted key or value rows at once,
+// lanes spread over the channels (coalesced).
+template <typename Rows>
+__device__ __forceinline__ void warp_add_rows(float *acc, float w, Rows rows, size_t nt,
+                                              unsigned lane, size_t hs) {
     for (size_t j = 0; j < nt; j++) {
         float wj = __shfl_sync(0xffffffffu, w, (int)j);
-        const float *row = base + j * ld;
+        const float *row = rows(j);
 #pragma unroll
         for (int i = 0; i < ATT_REGS; i++)
             if (lane + 32 * i < hs) acc[i] += wj * row[lane + 32 * i];
@@ -44,20 +74,21 @@ template <int O> __device__ __forceinline__ void reduce_scatter_step(float *p, u
     }
 }
 
-// Lane j (< nt) gets dot(x, row j) over the head's channels, where row j is base + j * ld
-// and x is held as this lane's channels lane, lane + 32, ... (xr); lanes from nt on get 0.
+// Lane j (< nt) gets dot(x, rows(j)) over the head's channels, x held as this lane's
+// channels lane, lane + 32, ... (xr); lanes from nt on get 0.
 // The warp reads each row together (coalesced), every lane keeping its partial sum per row,
 // then a reduce-scatter across the lanes (31 shuffles for 32 rows, where a warp sum per row
 // takes 5 each) leaves row j's total in lane j: after the step of distance o, a lane holds
 // the rows whose bit o matches its own, summed over both lanes.
-__device__ __forceinline__ float warp_dot_rows(const float *xr, const float *base, size_t ld,
-                                               size_t nt, unsigned lane, size_t hs) {
+template <typename Rows>
+__device__ __forceinline__ float warp_dot_rows(const float *xr, Rows rows, size_t nt, unsigned lane,
+                                               size_t hs) {
     float p[32];
 #pragma unroll
     for (int j = 0; j < 32; j++) {
         p[j] = 0.0f;
         if ((size_t)j < nt) {
-            const float *row = base + j * ld;
+            const float *row = rows(j);
 #pragma unroll
             for (int i = 0; i < ATT_REGS; i++)
                 if (lane + 32 * i < hs) p[j] += xr[i] * row[lane + 32 * i];
@@ -86,40 +117,83 @@ typedef struct {
 } AttTask;
 
 typedef struct {
-    const KgAttnSeq *seqs; // (n_seq) device copies of the descriptors
+    const KgAttnSeq *seqs; // (n_seq) device copies of the descriptors, blocks pointing at...
     const AttTask *rows;   // (M) one per query row
     const AttTask *keys;   // (nk) one per key position, backward only
     size_t M, nk;
 } AttPlan;
 
-// Uploads the descriptors and the task lists as one staged block. 0, or -1 when there are
-// no rows or on failure.
+// Entries of s's block table that its positions [0, pos0 + n) use.
+static size_t att_table_len(const KgAttnSeq *s) {
+    return ((s->pos0 + s->n - 1) >> s->block_shift) + 1;
+}
+
+// Uploads the descriptors, their block tables (each descriptor's blocks then points at its
+// device copy) and the task lists as one staged block. 0, or -1 when there are no rows, for
+// a KV dtype other than f32, or on failure.
 static int att_plan(CudaBackend *cb, const KgAttnSeq *seqs, size_t n_seq, int with_keys,
                     AttPlan *pl) {
+    size_t n_table = 0;
     pl->M = pl->nk = 0;
     for (size_t i = 0; i < n_seq; i++) {
+        if (seqs[i].n && seqs[i].kv_dtype != KG_F32) {
+            cuda_check(cb, cudaErrorInvalidValue);
+            return -1;
+        }
         pl->M += seqs[i].n;
         pl->nk += with_keys ? seqs[i].pos0 + seqs[i].n : 0;
+        n_table += seqs[i].n ? att_table_len(&seqs[i]) : 0;
     }
     if (!pl->M) return -1;
     size_t head = (n_seq * sizeof *seqs + 255) / 256 * 256;
-    size_t bytes = head + (pl->M + pl->nk) * sizeof(AttTask);
+    size_t tables = (n_table * sizeof(uint32_t) + 255) / 256 * 256;
+    size_t bytes = head + tables + (pl->M + pl->nk) * sizeof(AttTask);
     char *h = (char *)cuda_stage_begin(cb, bytes);
     if (!h) return -1;
-    memcpy(h, seqs, n_seq * sizeof *seqs);
-    AttTask *rows = (AttTask *)(h + head), *keys = rows + pl->M;
+    char *d = cb->stage_dev + (h - cb->stage_host); // where the block lands: its device mirror
+    KgAttnSeq *desc = (KgAttnSeq *)h;
+    uint32_t *table = (uint32_t *)(h + head);
+    memcpy(desc, seqs, n_seq * sizeof *seqs);
+    for (size_t i = 0, off = 0; i < n_seq; i++) {
+        size_t len = seqs[i].n ? att_table_len(&seqs[i]) : 0;
+        memcpy(table + off, seqs[i].blocks, len * sizeof *table);
+        desc[i].blocks = (const uint32_t *)(d + head) + off;
+        off += len;
+    }
+    AttTask *rows = (AttTask *)(h + head + tables), *keys = rows + pl->M;
     for (size_t i = 0, k = 0, j = 0, base = 0; i < n_seq; base += seqs[i].n, i++) {
         for (size_t r = 0; r < seqs[i].n; r++)
             rows[k++] = AttTask{(int)i, (int)r, (int)base};
         for (size_t u = 0; with_keys && u < seqs[i].pos0 + seqs[i].n; u++)
             keys[j++] = AttTask{(int)i, (int)u, (int)base};
     }
-    const char *d = (const char *)cuda_stage_end(cb, bytes);
-    if (!d) return -1;
+    if (cuda_stage_end(cb, bytes) != d) return -1;
     pl->seqs = (const KgAttnSeq *)d;
-    pl->rows = (const AttTask *)(d + head);
+    pl->rows = (const AttTask *)(d + head + tables);
     pl->keys = pl->rows + pl->M;
     return 0;
+}
+
+// Row b / 2 of the new rows (task b's sequence and row), keys (b even) or values, every head:
+// k or v (row0 + r, ld) -> position pos0 + r of the sequence's blocks.
+__global__ void kv_store_kernel(const KgAttnSeq *seqs, const AttTask *tasks, const float *k,
+                                const float *v, size_t ld, size_t NH, size_t hs) {
+    const AttTask task = tasks[blockIdx.x / 2];
+    const KgAttnSeq s = seqs[task.seq];
+    const int values = blockIdx.x % 2;
+    const float *src = (values ? v : k) + (s.row0 + (size_t)task.i) * ld;
+    for (size_t c = threadIdx.x; c < NH * hs; c += blockDim.x)
+        att_row(s, values ? s.v : s.k, s.pos0 + (size_t)task.i, c / hs)[c % hs] = src[c];
+}
+
+void cuda_kv_store(KgBackend *be, const KgAttnSeq *seqs, size_t n_seq, const float *k,
+                   const float *v, size_t ld, size_t NH, size_t hs) {
+    CudaBackend *cb = cuda_use(be);
+    AttPlan pl;
+    if (att_plan(cb, seqs, n_seq, 0, &pl)) return;
+    kv_store_kernel<<<(unsigned)(2 * pl.M), 256, 0, cb->stream>>>(pl.seqs, pl.rows, k, v, ld, NH,
+                                                                  hs);
+    cuda_check(cb, cudaGetLastError());
 }
 
 // out (N, C) from q (N, ld_q): block b does row task b / NH, head b % NH. Its ATT_SPLIT
@@ -137,17 +211,16 @@ __global__ void attention_forward_kernel(float *out, const float *q, size_t ld_q
     const AttTask task = tasks[blockIdx.x / NH];
     const KgAttnSeq s = seqs[task.seq];
     const size_t h = blockIdx.x % NH, r = (size_t)task.i, row = s.row0 + r, p = s.pos0 + r;
-    const size_t Tk = s.pos0 + s.n, ld = s.ld_kv;
+    const size_t Tk = s.pos0 + s.n;
     float *wm = att_smem, *wl = wm + ATT_SPLIT, *wacc = wl + ATT_SPLIT;
     float qr[ATT_REGS]; // this lane's channels of the query, pre-scaled
     warp_load_row(qr, q + row * ld_q + h * hs, lane, hs, scale);
-    const float *K = s.k + h * hs, *V = s.v + h * hs;
     float *att = s.att ? s.att + (h * s.n + r) * Tk : NULL;
     float acc[ATT_REGS] = {0};
     float m = -INFINITY, l = 0.0f; // this warp's running max and sum
     for (size_t t0 = 32 * warp; t0 <= p; t0 += 32 * ATT_SPLIT) {
         size_t t = t0 + lane, nt = p + 1 - t0 < 32 ? p + 1 - t0 : 32;
-        float sc = warp_dot_rows(qr, K + t0 * ld, ld, nt, lane, hs); // key t's score
+        float sc = warp_dot_rows(qr, KvRows{s, s.k, t0, h}, nt, lane, hs); // key t's score
         if (t > p) sc = -INFINITY;
         if (att && t <= p) att[t] = sc;
         float bm = cuda_warp_max(sc); // finite: lane 0's key t0 <= p
@@ -161,7 +234,7 @@ __global__ void attention_forward_kernel(float *out, const float *q, size_t ld_q
         }
         float e = t <= p ? kg_expf(sc - m) : 0.0f;
         l += cuda_warp_sum(e);
-        warp_add_rows(acc, e, V + t0 * ld, ld, nt, lane, hs);
+        warp_add_rows(acc, e, KvRows{s, s.v, t0, h}, nt, lane, hs);
     }
     // merge the warps: a warp that saw no key has m = -inf, l = 0, acc = 0 (weight 0)
     if (lane == 0) {
@@ -222,14 +295,14 @@ __global__ void attention_dq_kernel(float *dq, float *D, const float *dout, size
     const AttTask task = tasks[w / NH];
     const KgAttnSeq s = seqs[task.seq];
     const size_t h = w % NH, r = (size_t)task.i, row = s.row0 + r, p = s.pos0 + r;
-    const size_t Tk = s.pos0 + s.n, ld = s.ld_kv, C = NH * hs;
+    const size_t Tk = s.pos0 + s.n, C = NH * hs;
     float dr[ATT_REGS]; // this lane's channels of the row's dout
     warp_load_row(dr, dout + row * C + h * hs, lane, hs, 1.0f);
-    const float *K = s.k + h * hs, *V = s.v + h * hs, *a = s.att + (h * s.n + r) * Tk;
+    const float *a = s.att + (h * s.n + r) * Tk;
     float sum = 0.0f; // D[r]
     for (size_t t0 = 0; t0 <= p; t0 += 32) {
         size_t u = t0 + lane, nt = p + 1 - t0 < 32 ? p + 1 - t0 : 32;
-        float datt = warp_dot_rows(dr, V + t0 * ld, ld, nt, lane, hs);
+        float datt = warp_dot_rows(dr, KvRows{s, s.v, t0, h}, nt, lane, hs);
         if (u <= p) sum += a[u] * datt;
     }
     sum = cuda_warp_sum(sum);
@@ -237,9 +310,9 @@ __global__ void attention_dq_kernel(float *dq, float *D, const float *dout, size
     float acc[ATT_REGS] = {0};
     for (size_t t0 = 0; t0 <= p; t0 += 32) {
         size_t u = t0 + lane, nt = p + 1 - t0 < 32 ? p + 1 - t0 : 32;
-        float datt = warp_dot_rows(dr, V + t0 * ld, ld, nt, lane, hs);
+        float datt = warp_dot_rows(dr, KvRows{s, s.v, t0, h}, nt, lane, hs);
         float dp = u <= p ? a[u] * (datt - sum) * scale : 0.0f;
-        warp_add_rows(acc, dp, K + t0 * ld, ld, nt, lane, hs);
+        warp_add_rows(acc, dp, KvRows{s, s.k, t0, h}, nt, lane, hs);
     }
     float *dqr = dq + row * ld_q + h * hs;
 #pragma unroll
@@ -247,8 +320,8 @@ __global__ void attention_dq_kernel(float *dq, float *D, const float *dout, size
         if (lane + 32 * i < hs) dqr[lane + 32 * i] += acc[i];
 }
 
-// Each sequence's dk, dv (ld_kv apart) += ... for key u from the rows at or after it, 32
-// rows at a time, one per lane; D from attention_dq_kernel.
+// Each sequence's dk, dv (addressed as its keys and values) += ... for key u from the rows at
+// or after it, 32 rows at a time, one per lane; D from attention_dq_kernel.
 __global__ void attention_dkv_kernel(const float *dout, const float *q, size_t ld_q, const float *D,
                                      const KgAttnSeq *seqs, const AttTask *keys, size_t nk,
                                      size_t NH, size_t hs, float scale) {
@@ -257,13 +330,14 @@ __global__ void attention_dkv_kernel(const float *dout, const float *q, size_t l
     if (w >= nk * NH) return;
     const AttTask key = keys[w / NH];
     const KgAttnSeq s = seqs[key.seq];
-    const size_t h = w % NH, u = (size_t)key.i, Tk = s.pos0 + s.n, ld = s.ld_kv, C = NH * hs;
+    const size_t h = w % NH, u = (size_t)key.i, Tk = s.pos0 + s.n, C = NH * hs;
     float vr[ATT_REGS]; // this lane's channels of the value row v[u]
-    warp_load_row(vr, s.v + u * ld + h * hs, lane, hs, 1.0f);
+    warp_load_row(vr, att_row(s, s.v, u, h), lane, hs, 1.0f);
     float acc_k[ATT_REGS] = {0}, acc_v[ATT_REGS] = {0};
     for (size_t r0 = u > s.pos0 ? u - s.pos0 : 0; r0 < s.n; r0 += 32) { // rows seeing u
         size_t r = r0 + lane, nr = s.n - r0 < 32 ? s.n - r0 : 32;
-        float datt = warp_dot_rows(vr, dout + (s.row0 + r0) * C + h * hs, C, nr, lane, hs);
+        float datt =
+            warp_dot_rows(vr, StridedRows{dout + (s.row0 + r0) * C + h * hs, C}, nr, lane, hs);
         float dp = 0.0f, ar = 0.0f;
         if (r < s.n) {
             ar = s.att[(h * s.n + r) * Tk + u];
@@ -284,7 +358,7 @@ __global__ void attention_dkv_kernel(const float *dout, const float *q, size_t l
             }
         }
     }
-    float *dk = s.dk + u * ld + h * hs, *dv = s.dv + u * ld + h * hs;
+    float *dk = att_row(s, s.dk, u, h), *dv = att_row(s, s.dv, u, h);
 #pragma unroll
     for (int i = 0; i < ATT_REGS; i++) {
         size_t d = lane + 32 * i;

@@ -1,4 +1,5 @@
-// backend.cu — the CUDA backend's memory, stream, cuBLAS handle, host staging and op table.
+// backend.cu — the CUDA backend's memory, stream, cuBLAS handle, host staging and op table,
+// and the door of libkgcuda.so (backend_lib.h) that hands the table out.
 //
 // Device memory is plain cudaMalloc; every copy and kernel goes on one stream, so the
 // graph's calls run in the order it makes them and only the calls that hand results to
@@ -8,6 +9,9 @@
 #include <string.h>
 
 #include "cuda.h"
+extern "C" {
+#include "../backend_lib.h"
+}
 
 CudaBackend *cuda_use(KgBackend *be) {
     CudaBackend *cb = (CudaBackend *)be->impl;
@@ -203,6 +207,8 @@ static const KgBackendOps CUDA_OPS = {
     .quant_weights = 0, // refused at load: gpt2_open names the dtype
     .mixed_backward = 1,
     .bf16_native = 1, // cuBLAS on tensor cores (sm_80 and later)
+    .act_dtype = KG_F32,
+    .kv_dtypes = 1u << KG_F32, // attention.cu reads f32 rows; bf16 is its next step
     .alloc = cuda_alloc,
     .free = cuda_free,
     .weights_map = cuda_weights_map,
@@ -217,6 +223,7 @@ static const KgBackendOps CUDA_OPS = {
     .layernorm_forward = cuda_layernorm_forward,
     .matmul_forward = cuda_matmul_forward,
     .matmul_gelu_forward = cuda_matmul_gelu_forward,
+    .kv_store = cuda_kv_store,
     .attention_forward = cuda_attention_forward,
     .gelu_forward = cuda_gelu_forward,
     .residual_forward = cuda_residual_forward,
@@ -228,6 +235,7 @@ static const KgBackendOps CUDA_OPS = {
     .crossentropy_forward_backward = cuda_crossentropy_forward_backward,
     .adamw_update = cuda_adamw_update,
     .sum_squares = cuda_sum_squares,
+    .host_parallel = NULL, // the engine draws each row on its own thread (logits come to the host)
     .logits_topk = cuda_logits_topk,
 };
 
@@ -237,29 +245,14 @@ typedef struct {
     KgBackendOps ops;
 } CudaBackendBox;
 
-extern "C" int kg_cuda_device_count(char *why, size_t why_size) {
+// KgBackendLib's backend_new (kg_cuda_backend_new's contract, backend.h); the loader has
+// already found the GPU through the driver, the runtime is asked again in its own words.
+static KgBackend *cuda_backend_new(int device, char *err) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess || n <= 0) {
-        if (why && why_size)
-            // the driver's own words (on a machine with no GPU: "CUDA driver version is
-            // insufficient for CUDA runtime version") are the detail, not the headline
-            snprintf(why, why_size, "no GPU found%s%s%s", e != cudaSuccess ? " (CUDA: " : "",
-                     e != cudaSuccess ? cudaGetErrorString(e) : "", e != cudaSuccess ? ")" : "");
-        cudaGetLastError();
-        return 0;
-    }
-    cudaDeviceProp p;
-    if (why && why_size && cudaGetDeviceProperties(&p, 0) == cudaSuccess)
-        snprintf(why, why_size, "%d GPU%s, cuda:0 %s, %.0f GiB, sm_%d%d", n, n > 1 ? "s" : "",
-                 p.name, (double)p.totalGlobalMem / (1 << 30), p.major, p.minor);
-    return n;
-}
-
-extern "C" KgBackend *kg_cuda_backend_new(int device, char *err) {
-    char why[256];
-    int n = kg_cuda_device_count(why, sizeof why);
-    if (n == 0) return kg_err(err, KG_EIO, "cuda backend: %s", why), (KgBackend *)NULL;
+    if (e != cudaSuccess)
+        return kg_err(err, KG_EIO, "cuda backend: no GPU found (CUDA: %s)", cudaGetErrorString(e)),
+               (KgBackend *)NULL;
     if (device < 0 || device >= n)
         return kg_err(err, KG_EIO, "cuda backend: no GPU %d (%d found)", device, n),
                (KgBackend *)NULL;
@@ -282,6 +275,7 @@ extern "C" KgBackend *kg_cuda_backend_new(int device, char *err) {
     box->be.ops = &box->ops;
     box->be.threads = 1;
     box->be.mixed = KG_F32;
+    box->be.kv_dtype = KG_F32;
     box->be.impl = cb;
     int rc = KG_EIO;
     const char *what = "stream";
@@ -311,4 +305,17 @@ fail:
            cudaGetErrorString(cudaGetLastError()));
     cuda_destroy(&box->be);
     return NULL;
+}
+
+static const KgBackendLib CUDA_LIB = {
+    .abi = KG_BACKEND_LIB_ABI,
+    .lib_size = sizeof(KgBackendLib),
+    .ops_size = sizeof(KgBackendOps),
+    .ops = &CUDA_OPS,
+    .backend_new = cuda_backend_new,
+};
+
+// The library's one exported symbol (KG_CUDA_LIB_SYMBOL; everything else is hidden).
+extern "C" __attribute__((visibility("default"))) const KgBackendLib *kg_cuda_backend_lib(void) {
+    return &CUDA_LIB;
 }

@@ -116,6 +116,8 @@ void cuda_matmul_gelu_forward(KgBackend *be, float *out, float *pre, const float
 void cuda_matmul_backward(KgBackend *be, float *dinp, float *dw, float *dbias, const float *dout,
                           const float *inp, KgMat w, size_t N, size_t C, size_t OC);
 // attention.cu
+void cuda_kv_store(KgBackend *be, const KgAttnSeq *seqs, size_t n_seq, const float *k,
+                   const float *v, size_t ld, size_t NH, size_t hs);
 void cuda_attention_forward(KgBackend *be, float *out, const float *q, size_t ld_q,
                             const KgAttnSeq *seqs, size_t n_seq, size_t NH, size_t hs);
 void cuda_attention_backward(KgBackend *be, float *dq, const float *dout, const float *q,

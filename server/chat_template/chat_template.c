@@ -28,24 +28,28 @@ typedef struct {
 } CtFunc;
 
 static const CtFunc CT_FILTERS[] = {
-    {"trim", F_TRIM, 0, 1},       {"length", F_LENGTH, 0, 0}, {"count", F_LENGTH, 0, 0},
-    {"upper", F_UPPER, 0, 0},     {"lower", F_LOWER, 0, 0},   {"capitalize", F_CAPITALIZE, 0, 0},
-    {"default", F_DEFAULT, 0, 2}, {"d", F_DEFAULT, 0, 2},     {"string", F_STRING, 0, 0},
-    {"first", F_FIRST, 0, 0},     {"last", F_LAST, 0, 0},     {"join", F_JOIN, 0, 1},
+    {"trim", CT_FILTER_TRIM, 0, 1},       {"length", CT_FILTER_LENGTH, 0, 0},
+    {"count", CT_FILTER_LENGTH, 0, 0},    {"upper", CT_FILTER_UPPER, 0, 0},
+    {"lower", CT_FILTER_LOWER, 0, 0},     {"capitalize", CT_FILTER_CAPITALIZE, 0, 0},
+    {"default", CT_FILTER_DEFAULT, 0, 2}, {"d", CT_FILTER_DEFAULT, 0, 2},
+    {"string", CT_FILTER_STRING, 0, 0},   {"first", CT_FILTER_FIRST, 0, 0},
+    {"last", CT_FILTER_LAST, 0, 0},       {"join", CT_FILTER_JOIN, 0, 1},
 };
 
 static const CtFunc CT_METHODS[] = {
-    {"strip", M_STRIP, 0, 1},           {"lstrip", M_LSTRIP, 0, 1},
-    {"rstrip", M_RSTRIP, 0, 1},         {"upper", M_UPPER, 0, 0},
-    {"lower", M_LOWER, 0, 0},           {"capitalize", M_CAPITALIZE, 0, 0},
-    {"startswith", M_STARTSWITH, 1, 1}, {"endswith", M_ENDSWITH, 1, 1},
+    {"strip", CT_METHOD_STRIP, 0, 1},           {"lstrip", CT_METHOD_LSTRIP, 0, 1},
+    {"rstrip", CT_METHOD_RSTRIP, 0, 1},         {"upper", CT_METHOD_UPPER, 0, 0},
+    {"lower", CT_METHOD_LOWER, 0, 0},           {"capitalize", CT_METHOD_CAPITALIZE, 0, 0},
+    {"startswith", CT_METHOD_STARTSWITH, 1, 1}, {"endswith", CT_METHOD_ENDSWITH, 1, 1},
 };
 
 static const CtFunc CT_TESTS[] = {
-    {"defined", T_DEFINED, 0, 0}, {"undefined", T_UNDEFINED, 0, 0}, {"none", T_NONE, 0, 0},
-    {"string", T_STRING, 0, 0},   {"number", T_NUMBER, 0, 0},       {"integer", T_INTEGER, 0, 0},
-    {"boolean", T_BOOLEAN, 0, 0}, {"true", T_TRUE, 0, 0},           {"false", T_FALSE, 0, 0},
-    {"odd", T_ODD, 0, 0},         {"even", T_EVEN, 0, 0},
+    {"defined", CT_TEST_DEFINED, 0, 0}, {"undefined", CT_TEST_UNDEFINED, 0, 0},
+    {"none", CT_TEST_NONE, 0, 0},       {"string", CT_TEST_STRING, 0, 0},
+    {"number", CT_TEST_NUMBER, 0, 0},   {"integer", CT_TEST_INTEGER, 0, 0},
+    {"boolean", CT_TEST_BOOLEAN, 0, 0}, {"true", CT_TEST_TRUE, 0, 0},
+    {"false", CT_TEST_FALSE, 0, 0},     {"odd", CT_TEST_ODD, 0, 0},
+    {"even", CT_TEST_EVEN, 0, 0},
 };
 
 static const CtFunc *ct_find(const CtFunc *tab, size_t n, const char *s, size_t len) {
@@ -353,8 +357,8 @@ static int ct_new(CtParser *p, int kind, int line, int *out) {
         t->nodes = nodes, t->cap_nodes = cap;
     }
     *out = t->n_nodes++;
-    t->nodes[*out] = (CtNode){
-        .kind = (uint8_t)kind, .line = line, .a = -1, .b = -1, .c = -1, .d = -1, .next = -1};
+    t->nodes[*out] =
+        (CtNode){.kind = (uint8_t)kind, .line = line, .kids = {-1, -1, -1, -1}, .next = -1};
     return KG_OK;
 }
 
@@ -366,15 +370,18 @@ static int ct_chain_depth(const ChatTemplate *t, int first) {
     return d;
 }
 
-// An expression node with children (chains for lists and arguments), its depth checked.
-static int ct_expr_node(CtParser *p, int kind, int op, int line, int a, int b, int c, int d,
+// An expression node with children (chains for lists and arguments), its depth checked;
+// k0..k3 land in kids[] in order, which the kind's view names (CtNode).
+static int ct_expr_node(CtParser *p, int kind, int op, int line, int k0, int k1, int k2, int k3,
                         int *out) {
     int rc = ct_new(p, kind, line, out);
     if (rc) return rc;
     CtNode *nd = NODE(p, *out);
-    nd->op = (uint8_t)op, nd->a = a, nd->b = b, nd->c = c, nd->d = d;
-    int depth = 0, kids[4] = {a, b, c, d};
+    const int kids[4] = {k0, k1, k2, k3};
+    int depth = 0;
+    nd->op = (uint8_t)op;
     for (int j = 0; j < 4; j++) {
+        nd->kids[j] = kids[j];
         int kd = ct_chain_depth(p->t, kids[j]);
         if (kd > depth) depth = kd;
     }
@@ -433,27 +440,29 @@ static int ct_check_args(CtParser *p, const CtFunc *f, const char *what, int cou
 static int ct_call(CtParser *p, int *node) {
     const CtNode callee = *NODE(p, *node);
     int line = p->tline, args, count, rc;
-    if (callee.kind == N_NAME && callee.n == 15 && !memcmp(callee.s, "raise_exception", 15)) {
+    if (callee.kind == CT_NODE_NAME && callee.n_text == 15 &&
+        !memcmp(callee.text, "raise_exception", 15)) {
         if ((rc = ct_next(p)) || (rc = ct_args(p, &args, &count))) return rc;
         if (count != 1)
             return ct_fail(p->err, KG_EFORMAT, line, "raise_exception takes one argument");
-        return ct_expr_node(p, N_RAISE, 0, line, args, -1, -1, -1, node);
+        return ct_expr_node(p, CT_NODE_RAISE, 0, line, args, -1, -1, -1, node);
     }
-    if (callee.kind == N_NAME)
+    if (callee.kind == CT_NODE_NAME)
         return ct_fail(p->err, KG_EUNSUP, line, "the function '%.*s' is not supported",
-                       (int)callee.n, callee.s);
-    if (callee.kind != N_ATTR)
+                       (int)callee.n_text, callee.text);
+    if (callee.kind != CT_NODE_ATTR)
         return ct_fail(p->err, KG_EUNSUP, line, "calling this value is not supported");
     const CtFunc *m =
-        ct_find(CT_METHODS, sizeof CT_METHODS / sizeof *CT_METHODS, callee.s, callee.n);
+        ct_find(CT_METHODS, sizeof CT_METHODS / sizeof *CT_METHODS, callee.text, callee.n_text);
     if (!m)
-        return ct_fail(p->err, KG_EUNSUP, line, "the method '%.*s' is not supported", (int)callee.n,
-                       callee.s);
+        return ct_fail(p->err, KG_EUNSUP, line, "the method '%.*s' is not supported",
+                       (int)callee.n_text, callee.text);
     if ((rc = ct_next(p)) || (rc = ct_args(p, &args, &count)) ||
         (rc = ct_check_args(p, m, "method", count, line)))
         return rc;
-    if ((rc = ct_expr_node(p, N_METHOD, m->id, line, callee.a, args, -1, -1, node))) return rc;
-    NODE(p, *node)->s = callee.s, NODE(p, *node)->n = callee.n; // the name, for messages
+    if ((rc = ct_expr_node(p, CT_NODE_METHOD, m->id, line, callee.sub.object, args, -1, -1, node)))
+        return rc;
+    NODE(p, *node)->text = callee.text, NODE(p, *node)->n_text = callee.n_text; // for messages
     return KG_OK;
 }
 
@@ -469,8 +478,8 @@ static int ct_subscript(CtParser *p, int *node, int line) {
     if (ct_is_op(p, ',') || (!slice && part[0] < 0)) // x[a, b] and x[] index by a tuple
         return ct_fail(p->err, KG_EUNSUP, line, "tuple subscripts are not supported");
     if ((rc = ct_expect_op(p, ']'))) return rc;
-    if (!slice) return ct_expr_node(p, N_ITEM, 0, line, *node, part[0], -1, -1, node);
-    return ct_expr_node(p, N_SLICE, 0, line, *node, part[0], part[1], part[2], node);
+    if (!slice) return ct_expr_node(p, CT_NODE_ITEM, 0, line, *node, part[0], -1, -1, node);
+    return ct_expr_node(p, CT_NODE_SLICE, 0, line, *node, part[0], part[1], part[2], node);
 }
 
 static int ct_postfix(CtParser *p, int *node) {
@@ -480,12 +489,14 @@ static int ct_postfix(CtParser *p, int *node) {
             if ((rc = ct_next(p))) return rc;
             if (p->tok == TK_INT) { // x.0 is x[0]
                 int index;
-                if ((rc = ct_expr_node(p, N_INT, 0, line, -1, -1, -1, -1, &index))) return rc;
-                NODE(p, index)->i = p->ti;
-                if ((rc = ct_expr_node(p, N_ITEM, 0, line, *node, index, -1, -1, node))) return rc;
+                if ((rc = ct_expr_node(p, CT_NODE_INT, 0, line, -1, -1, -1, -1, &index))) return rc;
+                NODE(p, index)->num = p->ti;
+                if ((rc = ct_expr_node(p, CT_NODE_ITEM, 0, line, *node, index, -1, -1, node)))
+                    return rc;
             } else if (p->tok == TK_NAME) {
-                if ((rc = ct_expr_node(p, N_ATTR, 0, line, *node, -1, -1, -1, node))) return rc;
-                NODE(p, *node)->s = p->ts, NODE(p, *node)->n = p->tn;
+                if ((rc = ct_expr_node(p, CT_NODE_ATTR, 0, line, *node, -1, -1, -1, node)))
+                    return rc;
+                NODE(p, *node)->text = p->ts, NODE(p, *node)->n_text = p->tn;
             } else {
                 return ct_unexpected(p);
             }
@@ -533,7 +544,7 @@ static int ct_filters(CtParser *p, int *node) {
             if (ct_is_op(p, '(') && ((rc = ct_next(p)) || (rc = ct_args(p, &args, &count))))
                 return rc;
             if ((rc = ct_check_args(p, f, "filter", count, line)) ||
-                (rc = ct_expr_node(p, N_FILTER, f->id, line, *node, args, -1, -1, node)))
+                (rc = ct_expr_node(p, CT_NODE_FILTER, f->id, line, *node, args, -1, -1, node)))
                 return rc;
         } else if (ct_is_name(p, "is")) {
             if ((rc = ct_next(p))) return rc;
@@ -552,8 +563,9 @@ static int ct_filters(CtParser *p, int *node) {
             if (arg)
                 return ct_fail(p->err, KG_EUNSUP, line, "the test '%s' takes no arguments",
                                f->name);
-            if ((rc = ct_expr_node(p, N_TEST, f->id, line, *node, -1, -1, -1, node))) return rc;
-            if (negate && (rc = ct_expr_node(p, N_NOT, 0, line, *node, -1, -1, -1, node)))
+            if ((rc = ct_expr_node(p, CT_NODE_TEST, f->id, line, *node, -1, -1, -1, node)))
+                return rc;
+            if (negate && (rc = ct_expr_node(p, CT_NODE_NOT, 0, line, *node, -1, -1, -1, node)))
                 return rc;
         } else if (ct_is_op(p, '(')) {
             return ct_fail(p->err, KG_EUNSUP, line, "calling this value is not supported");
@@ -569,16 +581,17 @@ static int ct_primary(CtParser *p, int *out) {
         static const char *const CONSTS[] = {"true", "True", "false", "False", "none", "None"};
         for (int j = 0; j < 6; j++)
             if (ct_is_name(p, CONSTS[j])) {
-                if ((rc = ct_expr_node(p, j < 4 ? N_BOOL : N_NONE, 0, line, -1, -1, -1, -1, out)))
+                if ((rc = ct_expr_node(p, j < 4 ? CT_NODE_BOOL : CT_NODE_NONE, 0, line, -1, -1, -1,
+                                       -1, out)))
                     return rc;
-                NODE(p, *out)->i = j < 2;
+                NODE(p, *out)->num = j < 2;
                 return ct_next(p);
             }
         int sym;
         if ((rc = ct_intern(p, p->ts, p->tn, &sym)) ||
-            (rc = ct_expr_node(p, N_NAME, 0, line, -1, -1, -1, -1, out)))
+            (rc = ct_expr_node(p, CT_NODE_NAME, 0, line, -1, -1, -1, -1, out)))
             return rc;
-        NODE(p, *out)->i = sym, NODE(p, *out)->s = p->ts, NODE(p, *out)->n = p->tn;
+        NODE(p, *out)->slot = sym, NODE(p, *out)->text = p->ts, NODE(p, *out)->n_text = p->tn;
         return ct_next(p);
     }
     if (p->tok == TK_STR) { // 'a' 'b' is 'ab': their bytes lie side by side in t->lits
@@ -589,13 +602,13 @@ static int ct_primary(CtParser *p, int *out) {
             n += p->tn;
             if ((rc = ct_next(p))) return rc;
         }
-        if ((rc = ct_expr_node(p, N_STR, 0, line, -1, -1, -1, -1, out))) return rc;
-        NODE(p, *out)->s = s, NODE(p, *out)->n = n;
+        if ((rc = ct_expr_node(p, CT_NODE_STR, 0, line, -1, -1, -1, -1, out))) return rc;
+        NODE(p, *out)->text = s, NODE(p, *out)->n_text = n;
         return KG_OK;
     }
     if (p->tok == TK_INT) {
-        if ((rc = ct_expr_node(p, N_INT, 0, line, -1, -1, -1, -1, out))) return rc;
-        NODE(p, *out)->i = p->ti;
+        if ((rc = ct_expr_node(p, CT_NODE_INT, 0, line, -1, -1, -1, -1, out))) return rc;
+        NODE(p, *out)->num = p->ti;
         return ct_next(p);
     }
     if (ct_is_op(p, '(')) {
@@ -617,7 +630,7 @@ static int ct_primary(CtParser *p, int *out) {
             if ((rc = ct_next(p))) return rc;
         }
         if ((rc = ct_expect_op(p, ']'))) return rc;
-        return ct_expr_node(p, N_LIST, 0, line, first, -1, -1, -1, out);
+        return ct_expr_node(p, CT_NODE_LIST, 0, line, first, -1, -1, -1, out);
     }
     if (ct_is_op(p, '{'))
         return ct_fail(p->err, KG_EUNSUP, line, "dict literals are not supported");
@@ -633,7 +646,7 @@ static int ct_unary(CtParser *p, int *out, int with_filters) {
             return ct_fail(p->err, KG_ERANGE, line, "an expression is nested deeper than %d levels",
                            CHAT_TEMPLATE_MAX_DEPTH);
         if ((rc = ct_next(p)) || (rc = ct_unary(p, out, 0)) ||
-            (rc = ct_expr_node(p, N_NEG, plus, line, *out, -1, -1, -1, out)))
+            (rc = ct_expr_node(p, CT_NODE_NEG, plus, line, *out, -1, -1, -1, out)))
             return rc;
         p->edepth--;
     } else if ((rc = ct_primary(p, out))) {
@@ -644,7 +657,7 @@ static int ct_unary(CtParser *p, int *out, int with_filters) {
 }
 
 static int ct_binary(CtParser *p, int op, int line, int lhs, int rhs, int *out) {
-    return ct_expr_node(p, N_BIN, op, line, lhs, rhs, -1, -1, out);
+    return ct_expr_node(p, CT_NODE_BIN, op, line, lhs, rhs, -1, -1, out);
 }
 
 // * // %, and a refusal of / (a float) and **
@@ -654,9 +667,9 @@ static int ct_math2(CtParser *p, int *out) {
         if (ct_is_op(p, '/') || ct_is_op(p, OP_POW))
             return ct_fail(p->err, KG_EUNSUP, p->tline, "the operator '%s' is not supported",
                            p->op == '/' ? "/" : "**");
-        int line = p->tline, op = ct_is_op(p, '*')           ? B_MUL
-                                  : ct_is_op(p, '%')         ? B_MOD
-                                  : ct_is_op(p, OP_FLOORDIV) ? B_FLOORDIV
+        int line = p->tline, op = ct_is_op(p, '*')           ? CT_BIN_MUL
+                                  : ct_is_op(p, '%')         ? CT_BIN_MOD
+                                  : ct_is_op(p, OP_FLOORDIV) ? CT_BIN_FLOORDIV
                                                              : -1;
         if (op < 0) break;
         if ((rc = ct_next(p)) || (rc = ct_unary(p, &rhs, 1))) break;
@@ -670,7 +683,7 @@ static int ct_concat(CtParser *p, int *out) {
     while (!rc && ct_is_op(p, '~')) {
         int line = p->tline;
         if ((rc = ct_next(p)) || (rc = ct_math2(p, &rhs))) break;
-        rc = ct_binary(p, B_CONCAT, line, *out, rhs, out);
+        rc = ct_binary(p, CT_BIN_CONCAT, line, *out, rhs, out);
     }
     return rc;
 }
@@ -678,7 +691,7 @@ static int ct_concat(CtParser *p, int *out) {
 static int ct_math1(CtParser *p, int *out) {
     int rc = ct_concat(p, out), rhs;
     while (!rc && (ct_is_op(p, '+') || ct_is_op(p, '-'))) {
-        int line = p->tline, op = p->op == '+' ? B_ADD : B_SUB;
+        int line = p->tline, op = p->op == '+' ? CT_BIN_ADD : CT_BIN_SUB;
         if ((rc = ct_next(p)) || (rc = ct_concat(p, &rhs))) break;
         rc = ct_binary(p, op, line, *out, rhs, out);
     }
@@ -690,27 +703,27 @@ static int ct_compare_op(const CtParser *p) {
     if (p->tok == TK_OP) {
         switch (p->op) {
         case OP_EQ:
-            return B_EQ;
+            return CT_BIN_EQ;
         case OP_NE:
-            return B_NE;
+            return CT_BIN_NE;
         case '<':
-            return B_LT;
+            return CT_BIN_LT;
         case OP_LE:
-            return B_LE;
+            return CT_BIN_LE;
         case '>':
-            return B_GT;
+            return CT_BIN_GT;
         case OP_GE:
-            return B_GE;
+            return CT_BIN_GE;
         }
     }
-    return ct_is_name(p, "in") ? B_IN : ct_is_name(p, "not") ? B_NOTIN : -1;
+    return ct_is_name(p, "in") ? CT_BIN_IN : ct_is_name(p, "not") ? CT_BIN_NOTIN : -1;
 }
 
 static int ct_compare(CtParser *p, int *out) {
     int rc = ct_math1(p, out), op = ct_compare_op(p), line = p->tline, rhs;
     if (rc || op < 0) return rc;
     if ((rc = ct_next(p))) return rc;
-    if (op == B_NOTIN && (!ct_is_name(p, "in") || (rc = ct_next(p))))
+    if (op == CT_BIN_NOTIN && (!ct_is_name(p, "in") || (rc = ct_next(p))))
         return rc ? rc : ct_unexpected(p);
     if ((rc = ct_math1(p, &rhs)) || (rc = ct_binary(p, op, line, *out, rhs, out))) return rc;
     if (ct_compare_op(p) >= 0)
@@ -727,10 +740,10 @@ static int ct_not(CtParser *p, int *out) {
                        CHAT_TEMPLATE_MAX_DEPTH);
     if ((rc = ct_next(p)) || (rc = ct_not(p, out))) return rc;
     p->edepth--;
-    return ct_expr_node(p, N_NOT, 0, line, *out, -1, -1, -1, out);
+    return ct_expr_node(p, CT_NODE_NOT, 0, line, *out, -1, -1, -1, out);
 }
 
-// operand (kw operand)*, left-associative: kind N_AND or N_OR
+// operand (kw operand)*, left-associative: kind CT_NODE_AND or CT_NODE_OR
 static int ct_logic(CtParser *p, const char *kw, int kind, int (*operand)(CtParser *, int *),
                     int *out) {
     int rc = operand(p, out), rhs;
@@ -742,8 +755,8 @@ static int ct_logic(CtParser *p, const char *kw, int kind, int (*operand)(CtPars
     return rc;
 }
 
-static int ct_and(CtParser *p, int *out) { return ct_logic(p, "and", N_AND, ct_not, out); }
-static int ct_or(CtParser *p, int *out) { return ct_logic(p, "or", N_OR, ct_and, out); }
+static int ct_and(CtParser *p, int *out) { return ct_logic(p, "and", CT_NODE_AND, ct_not, out); }
+static int ct_or(CtParser *p, int *out) { return ct_logic(p, "or", CT_NODE_OR, ct_and, out); }
 
 // x if cond else y (else optional: undefined), Jinja's top expression level
 static int ct_expr(CtParser *p, int *out) {
@@ -755,7 +768,7 @@ static int ct_expr(CtParser *p, int *out) {
         int line = p->tline, cond, other = -1;
         if ((rc = ct_next(p)) || (rc = ct_or(p, &cond))) break;
         if (ct_is_name(p, "else") && ((rc = ct_next(p)) || (rc = ct_expr(p, &other)))) break;
-        rc = ct_expr_node(p, N_COND, 0, line, cond, *out, other, -1, out);
+        rc = ct_expr_node(p, CT_NODE_COND, 0, line, cond, *out, other, -1, out);
     }
     p->edepth--;
     return rc;
@@ -795,20 +808,20 @@ static int ct_if(CtParser *p, int *out) {
         int at = p->tag_line;
         if ((rc = ct_or(p, &cond)) || (rc = ct_expect_end(p)) || // Jinja: no x if c else y here
             (rc = ct_block_body(p, CT_STOP_IF, "if", line, &body, &stop)) ||
-            (rc = ct_new(p, N_IF, at, &node)))
+            (rc = ct_new(p, CT_NODE_IF, at, &node)))
             return rc;
-        NODE(p, node)->a = cond, NODE(p, node)->b = body;
+        NODE(p, node)->branch.cond = cond, NODE(p, node)->branch.then = body;
         if (prev < 0)
             *out = node;
         else
-            NODE(p, prev)->c = node, NODE(p, node)->op = 1;
+            NODE(p, prev)->branch.otherwise = node, NODE(p, node)->op = 1;
         prev = node;
     }
     if (stop == 1) { // else
         if ((rc = ct_expect_end(p)) ||
             (rc = ct_block_body(p, CT_STOP_ENDIF, "if", line, &other, &stop)))
             return rc;
-        NODE(p, node)->c = other;
+        NODE(p, node)->branch.otherwise = other;
     }
     p->depth--;
     return ct_expect_end(p);
@@ -845,9 +858,9 @@ static int ct_for(CtParser *p, int *out) {
     if (stop == 0 && ((rc = ct_expect_end(p)) ||
                       (rc = ct_block_body(p, CT_STOP_ENDFOR, "for", line, &other, &stop))))
         return rc;
-    if ((rc = ct_expect_end(p)) || (rc = ct_new(p, N_FOR, line, out))) return rc;
+    if ((rc = ct_expect_end(p)) || (rc = ct_new(p, CT_NODE_FOR, line, out))) return rc;
     CtNode *nd = NODE(p, *out);
-    nd->i = sym, nd->a = list, nd->b = body, nd->c = other;
+    nd->slot = sym, nd->loop.iter = list, nd->loop.body = body, nd->loop.otherwise = other;
     p->t->n_binds += 2;
     p->depth--;
     return KG_OK;
@@ -862,8 +875,8 @@ static int ct_set(CtParser *p, int *out) {
                        "block assignments ({%% set x %%}...{%% endset %%}) are not supported");
     if ((rc = ct_expect_op(p, '=')) || (rc = ct_expr(p, &value))) return rc;
     if (ct_is_op(p, ',')) return ct_fail(p->err, KG_EUNSUP, line, "tuples are not supported");
-    if ((rc = ct_expect_end(p)) || (rc = ct_new(p, N_SET, line, out))) return rc;
-    NODE(p, *out)->i = sym, NODE(p, *out)->a = value;
+    if ((rc = ct_expect_end(p)) || (rc = ct_new(p, CT_NODE_SET, line, out))) return rc;
+    NODE(p, *out)->slot = sym, NODE(p, *out)->unary.operand = value;
     p->t->n_binds++;
     return KG_OK;
 }
@@ -938,8 +951,8 @@ static int ct_body(CtParser *p, const char *const *stops, int *first, int *stop)
         else if (kind && kind != '{' && sign != '+')
             text_end = ct_lstrip(p, start, open);
         if (text_end > start) {
-            if ((rc = ct_new(p, N_TEXT, ct_line_at(p, start), &node))) return rc;
-            NODE(p, node)->s = s + start, NODE(p, node)->n = text_end - start;
+            if ((rc = ct_new(p, CT_NODE_TEXT, ct_line_at(p, start), &node))) return rc;
+            NODE(p, node)->text = s + start, NODE(p, node)->n_text = text_end - start;
             ct_link(p, first, &last, node);
         }
         if (!kind) {
@@ -957,9 +970,9 @@ static int ct_body(CtParser *p, const char *const *stops, int *first, int *stop)
         if (kind == '{') {
             int value;
             if ((rc = ct_expr(p, &value)) || (rc = ct_expect_end(p)) ||
-                (rc = ct_new(p, N_PRINT, p->tag_line, &node)))
+                (rc = ct_new(p, CT_NODE_PRINT, p->tag_line, &node)))
                 return rc;
-            NODE(p, node)->a = value;
+            NODE(p, node)->unary.operand = value;
             ct_link(p, first, &last, node);
             continue;
         }

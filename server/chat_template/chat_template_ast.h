@@ -11,60 +11,92 @@
 
 #define CT_MAX_NAMES 256 // distinct variable names in one template
 
+// A node's kind; which view of CtNode's children it uses is said beside each.
 enum {
-    N_TEXT, // s[0..n)
-    N_PRINT,
-    N_IF,  // a cond, b then, c else (a body, or one N_IF with op 1 for elif)
-    N_FOR, // i name, a list, b body, c else
-    N_SET, // i name, a value
-    N_STR, // s[0..n)
-    N_INT, // i
-    N_BOOL,
-    N_NONE,
-    N_NAME,   // i name, s[0..n) its text
-    N_LIST,   // a first item, items chained by next
-    N_ATTR,   // a object, s[0..n) attribute
-    N_ITEM,   // a[b]
-    N_SLICE,  // a[b:c:d], -1 where left out
-    N_RAISE,  // raise_exception(a)
-    N_METHOD, // op method, a receiver, b args
-    N_FILTER, // op filter, a value, b args
-    N_TEST,   // op test, a value
-    N_NOT,
-    N_NEG, // op 1: unary plus
-    N_AND,
-    N_OR,
-    N_BIN,  // op, a, b
-    N_COND, // b if a else c
+    CT_NODE_TEXT,   // text: template text outside the tags
+    CT_NODE_PRINT,  // unary.operand: {{ operand }}
+    CT_NODE_IF,     // branch: if cond then, else otherwise (a body, or one elif CT_NODE_IF: op 1)
+    CT_NODE_FOR,    // loop, slot: for slot in iter body, else otherwise
+    CT_NODE_SET,    // unary.operand, slot: set slot = operand
+    CT_NODE_STR,    // text: the decoded literal
+    CT_NODE_INT,    // num
+    CT_NODE_BOOL,   // num: 1 true, 0 false
+    CT_NODE_NONE,   // nothing
+    CT_NODE_NAME,   // slot, text: the name
+    CT_NODE_LIST,   // list.first, the items chained by next
+    CT_NODE_ATTR,   // sub.object, text: the attribute
+    CT_NODE_ITEM,   // sub: object[index]
+    CT_NODE_SLICE,  // sub: object[index:stop:step], -1 where left out
+    CT_NODE_RAISE,  // unary.operand: raise_exception(operand)
+    CT_NODE_METHOD, // call: op CT_METHOD_*, receiver.text(args), text: the method's name
+    CT_NODE_FILTER, // call: op CT_FILTER_*, receiver | filter(args)
+    CT_NODE_TEST,   // call (no args): op CT_TEST_*, receiver is test
+    CT_NODE_NOT,    // unary.operand
+    CT_NODE_NEG,    // unary.operand; op 1: unary plus
+    CT_NODE_AND,    // pair: lhs and rhs
+    CT_NODE_OR,     // pair: lhs or rhs
+    CT_NODE_BIN,    // pair: op CT_BIN_*, lhs op rhs
+    CT_NODE_COND,   // branch: then if cond else otherwise
 };
 
 enum {
-    B_ADD,
-    B_SUB,
-    B_MUL,
-    B_FLOORDIV,
-    B_MOD,
-    B_CONCAT,
-    B_EQ,
-    B_NE,
-    B_LT,
-    B_LE,
-    B_GT,
-    B_GE,
-    B_IN,
-    B_NOTIN
+    CT_BIN_ADD,
+    CT_BIN_SUB,
+    CT_BIN_MUL,
+    CT_BIN_FLOORDIV,
+    CT_BIN_MOD,
+    CT_BIN_CONCAT,
+    CT_BIN_EQ,
+    CT_BIN_NE,
+    CT_BIN_LT,
+    CT_BIN_LE,
+    CT_BIN_GT,
+    CT_BIN_GE,
+    CT_BIN_IN,
+    CT_BIN_NOTIN
 };
 
+// One node of the tree. Children are indexes into ChatTemplate.nodes (-1: none); the kind
+// (its comment above) says which view of them it uses; kids[] is the same four in order, for
+// the walks that need no names (building a node, the depth check).
 typedef struct {
-    uint8_t kind, op;
+    uint8_t kind;  // CT_NODE_*
+    uint8_t op;    // CT_BIN_*, CT_FILTER_*, CT_METHOD_*, CT_TEST_*; 1: an elif if, a unary plus
     uint8_t depth; // expression nodes: levels below and including this one
     int line;
-    int a, b, c, d; // children; -1: none
-    int next;       // the next statement of a body, or item of a list or argument list
-    const char *s;
-    size_t n;
-    long long i;
+    int next; // the next statement of a body, or item of a list or argument list
+    union {
+        int kids[4];
+        struct {
+            int cond, then, otherwise;
+        } branch;
+        struct {
+            int iter, body, otherwise;
+        } loop;
+        struct {
+            int operand;
+        } unary;
+        struct {
+            int receiver, args; // args: the first argument, the rest chained by next
+        } call;
+        struct {
+            int object, index, stop, step;
+        } sub;
+        struct {
+            int lhs, rhs;
+        } pair;
+        struct {
+            int first;
+        } list;
+    };
+    const char *text; // text[0..n_text)
+    size_t n_text;
+    union {
+        long long num; // CT_NODE_INT, CT_NODE_BOOL
+        int slot;      // the variable's index in ChatTemplate.names
+    };
 } CtNode;
+_Static_assert(sizeof((CtNode *)0)->sub == sizeof((CtNode *)0)->kids, "views overlay kids[]");
 
 typedef struct {
     const char *s;
@@ -72,51 +104,68 @@ typedef struct {
 } CtName;
 
 struct ChatTemplate {
-    char *src; // the source with newlines normalized; N_TEXT points here
+    char *src; // the source with newlines normalized; CT_NODE_TEXT points here
     size_t n_src;
     char *lits; // decoded string literals, never longer in all than the source
     size_t n_lits;
     CtNode *nodes;
     int n_nodes, cap_nodes;
     int root;    // the first top-level statement; -1 when none
-    int n_binds; // N_SET + 2 per N_FOR: the most bindings a render keeps to undo
+    int n_binds; // CT_NODE_SET + 2 per CT_NODE_FOR: the most bindings a render keeps to undo
     int n_names;
     CtName names[CT_MAX_NAMES]; // SYM_* first
 };
 
 // Names every render defines, in slot order.
-enum { SYM_MESSAGES, SYM_BOS, SYM_EOS, SYM_ADD_GEN, SYM_TOOLS, SYM_DOCUMENTS, SYM_LOOP };
-
-// N_FILTER's op
 enum {
-    F_TRIM,
-    F_LENGTH,
-    F_UPPER,
-    F_LOWER,
-    F_CAPITALIZE,
-    F_DEFAULT,
-    F_STRING,
-    F_FIRST,
-    F_LAST,
-    F_JOIN
+    CT_SYM_MESSAGES,
+    CT_SYM_BOS,
+    CT_SYM_EOS,
+    CT_SYM_ADD_GEN,
+    CT_SYM_TOOLS,
+    CT_SYM_DOCUMENTS,
+    CT_SYM_LOOP
 };
 
-// N_METHOD's op (s[0..n) is the method's name)
-enum { M_STRIP, M_LSTRIP, M_RSTRIP, M_UPPER, M_LOWER, M_CAPITALIZE, M_STARTSWITH, M_ENDSWITH };
-
-// N_TEST's op
+// CT_NODE_FILTER's op
 enum {
-    T_DEFINED,
-    T_UNDEFINED,
-    T_NONE,
-    T_STRING,
-    T_NUMBER,
-    T_INTEGER,
-    T_BOOLEAN,
-    T_TRUE,
-    T_FALSE,
-    T_ODD,
-    T_EVEN
+    CT_FILTER_TRIM,
+    CT_FILTER_LENGTH,
+    CT_FILTER_UPPER,
+    CT_FILTER_LOWER,
+    CT_FILTER_CAPITALIZE,
+    CT_FILTER_DEFAULT,
+    CT_FILTER_STRING,
+    CT_FILTER_FIRST,
+    CT_FILTER_LAST,
+    CT_FILTER_JOIN
+};
+
+// CT_NODE_METHOD's op (s[0..n) is the method's name)
+enum {
+    CT_METHOD_STRIP,
+    CT_METHOD_LSTRIP,
+    CT_METHOD_RSTRIP,
+    CT_METHOD_UPPER,
+    CT_METHOD_LOWER,
+    CT_METHOD_CAPITALIZE,
+    CT_METHOD_STARTSWITH,
+    CT_METHOD_ENDSWITH
+};
+
+// CT_NODE_TEST's op
+enum {
+    CT_TEST_DEFINED,
+    CT_TEST_UNDEFINED,
+    CT_TEST_NONE,
+    CT_TEST_STRING,
+    CT_TEST_NUMBER,
+    CT_TEST_INTEGER,
+    CT_TEST_BOOLEAN,
+    CT_TEST_TRUE,
+    CT_TEST_FALSE,
+    CT_TEST_ODD,
+    CT_TEST_EVEN
 };
 
 // "chat template: what (line N)" into err and code back; line 0 leaves the line out. what is

@@ -325,13 +325,13 @@ static int ct_repeat(CtRender *r, const CtVal *seq, long long times, int line, C
 
 static int ct_arith(CtRender *r, int op, const CtVal *a, const CtVal *b, int line, CtVal *out) {
     static const char *const SYM[] = {"+", "-", "*", "//", "%"};
-    if (op == B_MOD && a->kind == V_STR)
+    if (op == CT_BIN_MOD && a->kind == V_STR)
         return ct_fail(r->err, KG_EUNSUP, line, "str %% formatting is not supported");
     if (a->kind == V_UNDEF) return ct_undef_error(r, a, line);
     if (b->kind == V_UNDEF) return ct_undef_error(r, b, line);
-    if (op == B_ADD && a->kind == V_STR && b->kind == V_STR)
+    if (op == CT_BIN_ADD && a->kind == V_STR && b->kind == V_STR)
         return ct_join2(r, a->s, a->n, b->s, b->n, line, out);
-    if (op == B_ADD && a->kind == V_LIST && b->kind == V_LIST) {
+    if (op == CT_BIN_ADD && a->kind == V_LIST && b->kind == V_LIST) {
         CtVal *items;
         int rc = ct_list_new(r, a->n + b->n, line, &items);
         if (rc) return rc;
@@ -339,7 +339,7 @@ static int ct_arith(CtRender *r, int op, const CtVal *a, const CtVal *b, int lin
         if (b->n) memcpy(items + a->n, b->items, b->n * sizeof *items);
         return ct_list_done(r, items, a->n + b->n, line, out);
     }
-    if (op == B_MUL && (ct_num(a) || ct_num(b))) {
+    if (op == CT_BIN_MUL && (ct_num(a) || ct_num(b))) {
         const CtVal *seq = ct_num(a) ? b : a, *times = ct_num(a) ? a : b;
         if (seq->kind == V_STR || seq->kind == V_LIST)
             return ct_repeat(r, seq, times->i, line, out);
@@ -349,25 +349,25 @@ static int ct_arith(CtRender *r, int op, const CtVal *a, const CtVal *b, int lin
                        SYM[op], ct_type(a), ct_type(b));
     long long x = a->i, y = b->i, z = 0;
     int overflow = 0;
-    if ((op == B_FLOORDIV || op == B_MOD) && y == 0)
+    if ((op == CT_BIN_FLOORDIV || op == CT_BIN_MOD) && y == 0)
         return ct_fail(r->err, KG_EINVAL, line, "integer division or modulo by zero");
     switch (op) {
-    case B_ADD:
+    case CT_BIN_ADD:
         overflow = __builtin_add_overflow(x, y, &z);
         break;
-    case B_SUB:
+    case CT_BIN_SUB:
         overflow = __builtin_sub_overflow(x, y, &z);
         break;
-    case B_MUL:
+    case CT_BIN_MUL:
         overflow = __builtin_mul_overflow(x, y, &z);
         break;
     default: // Python floors: -7 // 2 == -4, -7 % 3 == 2
         if (x == LLONG_MIN && y == -1) {
-            overflow = op == B_FLOORDIV;
+            overflow = op == CT_BIN_FLOORDIV;
             break;
         }
-        z = op == B_FLOORDIV ? x / y : x % y;
-        if ((x % y != 0) && ((x < 0) != (y < 0))) z = op == B_FLOORDIV ? z - 1 : z + y;
+        z = op == CT_BIN_FLOORDIV ? x / y : x % y;
+        if ((x % y != 0) && ((x < 0) != (y < 0))) z = op == CT_BIN_FLOORDIV ? z - 1 : z + y;
     }
     if (overflow) return ct_fail(r->err, KG_ERANGE, line, "integer overflow");
     *out = ct_int(V_INT, z);
@@ -377,28 +377,31 @@ static int ct_arith(CtRender *r, int op, const CtVal *a, const CtVal *b, int lin
 static int ct_binop(CtRender *r, int op, const CtVal *a, const CtVal *b, int line, CtVal *out) {
     int rc, res = 0;
     switch (op) {
-    case B_CONCAT: {
+    case CT_BIN_CONCAT: {
         const char *sa, *sb;
         size_t na, nb;
         if ((rc = ct_text(r, a, line, &sa, &na)) || (rc = ct_text(r, b, line, &sb, &nb))) return rc;
         return ct_join2(r, sa, na, sb, nb, line, out);
     }
-    case B_EQ:
-    case B_NE:
+    case CT_BIN_EQ:
+    case CT_BIN_NE:
         rc = ct_eq(r, a, b, line, &res);
-        res = op == B_EQ ? res : !res;
+        res = op == CT_BIN_EQ ? res : !res;
         break;
-    case B_IN:
-    case B_NOTIN:
+    case CT_BIN_IN:
+    case CT_BIN_NOTIN:
         rc = ct_contains(r, a, b, line, &res);
-        res = op == B_IN ? res : !res;
+        res = op == CT_BIN_IN ? res : !res;
         break;
-    case B_LT:
-    case B_LE:
-    case B_GT:
-    case B_GE:
+    case CT_BIN_LT:
+    case CT_BIN_LE:
+    case CT_BIN_GT:
+    case CT_BIN_GE:
         rc = ct_order(r, a, b, line, &res);
-        res = op == B_LT ? res < 0 : op == B_LE ? res <= 0 : op == B_GT ? res > 0 : res >= 0;
+        res = op == CT_BIN_LT   ? res < 0
+              : op == CT_BIN_LE ? res <= 0
+              : op == CT_BIN_GT ? res > 0
+                                : res >= 0;
         break;
     default:
         return ct_arith(r, op, a, b, line, out);
@@ -543,32 +546,32 @@ static int ct_method(CtRender *r, const CtNode *nd, const CtVal *v, const CtVal 
     int line = nd->line;
     if (v->kind == V_UNDEF) return ct_undef_error(r, v, line);
     if (v->kind != V_STR)
-        return ct_fail(r->err, KG_EINVAL, line, "%s has no method '%.*s'", ct_type(v), (int)nd->n,
-                       nd->s);
+        return ct_fail(r->err, KG_EINVAL, line, "%s has no method '%.*s'", ct_type(v),
+                       (int)nd->n_text, nd->text);
     switch (nd->op) {
-    case M_STRIP:
-    case M_LSTRIP:
-    case M_RSTRIP:
-        return ct_strip(r, v, nd->b >= 0 ? &args[0] : NULL,
-                        nd->op == M_STRIP    ? 3
-                        : nd->op == M_LSTRIP ? 1
-                                             : 2,
+    case CT_METHOD_STRIP:
+    case CT_METHOD_LSTRIP:
+    case CT_METHOD_RSTRIP:
+        return ct_strip(r, v, nd->call.args >= 0 ? &args[0] : NULL,
+                        nd->op == CT_METHOD_STRIP    ? 3
+                        : nd->op == CT_METHOD_LSTRIP ? 1
+                                                     : 2,
                         line, out);
-    case M_UPPER:
-    case M_LOWER:
-    case M_CAPITALIZE:
+    case CT_METHOD_UPPER:
+    case CT_METHOD_LOWER:
+    case CT_METHOD_CAPITALIZE:
         return ct_case(r, v->s, v->n,
-                       nd->op == M_UPPER   ? 'u'
-                       : nd->op == M_LOWER ? 'l'
-                                           : 'c',
+                       nd->op == CT_METHOD_UPPER   ? 'u'
+                       : nd->op == CT_METHOD_LOWER ? 'l'
+                                                   : 'c',
                        line, out);
     default: { // startswith, endswith
         if (args[0].kind != V_STR)
-            return ct_fail(r->err, KG_EINVAL, line, "%.*s takes a str, not %s", (int)nd->n, nd->s,
-                           ct_type(&args[0]));
+            return ct_fail(r->err, KG_EINVAL, line, "%.*s takes a str, not %s", (int)nd->n_text,
+                           nd->text, ct_type(&args[0]));
         size_t k = args[0].n;
-        int hit =
-            k <= v->n && !memcmp(nd->op == M_STARTSWITH ? v->s : v->s + v->n - k, args[0].s, k);
+        int hit = k <= v->n &&
+                  !memcmp(nd->op == CT_METHOD_STARTSWITH ? v->s : v->s + v->n - k, args[0].s, k);
         *out = ct_int(V_BOOL, hit);
         return ct_work(r, k, line);
     }
@@ -581,12 +584,12 @@ static int ct_filter(CtRender *r, const CtNode *nd, const CtVal *v, const CtVal 
     const char *s;
     size_t n;
     switch (nd->op) {
-    case F_DEFAULT: { // default(value='', boolean=false)
+    case CT_FILTER_DEFAULT: { // default(value='', boolean=false)
         int use = v->kind == V_UNDEF || (n_args > 1 && ct_truthy(&args[1]) && !ct_truthy(v));
         *out = !use ? *v : n_args ? args[0] : ct_str("", 0);
         return KG_OK;
     }
-    case F_LENGTH:
+    case CT_FILTER_LENGTH:
         if (v->kind == V_STR) {
             size_t k = 0; // Python counts characters
             for (size_t i = 0; i < v->n; i++)
@@ -603,16 +606,16 @@ static int ct_filter(CtRender *r, const CtNode *nd, const CtVal *v, const CtVal 
             return KG_OK;
         }
         return ct_fail(r->err, KG_EINVAL, line, "%s has no length", ct_type(v));
-    case F_FIRST:
-    case F_LAST:
+    case CT_FILTER_FIRST:
+    case CT_FILTER_LAST:
         if (v->kind == V_UNDEF) return *out = *v, KG_OK;
         if (v->kind != V_LIST)
             return ct_fail(r->err, KG_EUNSUP, line, "first/last of a %s is not supported",
                            ct_type(v));
         *out = !v->n ? ct_undef("the list is empty", 17, 1)
-                     : v->items[nd->op == F_FIRST ? 0 : v->n - 1];
+                     : v->items[nd->op == CT_FILTER_FIRST ? 0 : v->n - 1];
         return KG_OK;
-    case F_JOIN: { // sizes first, then one copy: joining in steps would copy n^2 bytes
+    case CT_FILTER_JOIN: { // sizes first, then one copy: joining in steps would copy n^2 bytes
         const char *sep = "";
         size_t n_sep = 0, total = 0;
         char *o;
@@ -640,13 +643,17 @@ static int ct_filter(CtRender *r, const CtNode *nd, const CtVal *v, const CtVal 
     if ((rc = ct_text(r, v, line, &s, &n))) return rc; // the rest work on str(v)
     CtVal str = ct_str(s, n);
     switch (nd->op) {
-    case F_TRIM:
+    case CT_FILTER_TRIM:
         return ct_strip(r, &str, n_args ? &args[0] : NULL, 3, line, out);
-    case F_UPPER:
-    case F_LOWER:
-    case F_CAPITALIZE:
-        return ct_case(r, s, n, nd->op == F_UPPER ? 'u' : nd->op == F_LOWER ? 'l' : 'c', line, out);
-    default: // F_STRING
+    case CT_FILTER_UPPER:
+    case CT_FILTER_LOWER:
+    case CT_FILTER_CAPITALIZE:
+        return ct_case(r, s, n,
+                       nd->op == CT_FILTER_UPPER   ? 'u'
+                       : nd->op == CT_FILTER_LOWER ? 'l'
+                                                   : 'c',
+                       line, out);
+    default: // CT_FILTER_STRING
         return *out = str, KG_OK;
     }
 }
@@ -654,31 +661,31 @@ static int ct_filter(CtRender *r, const CtNode *nd, const CtVal *v, const CtVal 
 static int ct_test(CtRender *r, const CtNode *nd, const CtVal *v, CtVal *out) {
     int k = v->kind, res = 0;
     switch (nd->op) {
-    case T_DEFINED:
+    case CT_TEST_DEFINED:
         res = k != V_UNDEF;
         break;
-    case T_UNDEFINED:
+    case CT_TEST_UNDEFINED:
         res = k == V_UNDEF;
         break;
-    case T_NONE:
+    case CT_TEST_NONE:
         res = k == V_NONE;
         break;
-    case T_STRING:
+    case CT_TEST_STRING:
         res = k == V_STR;
         break;
-    case T_NUMBER:
+    case CT_TEST_NUMBER:
         res = ct_num(v);
         break;
-    case T_INTEGER:
+    case CT_TEST_INTEGER:
         res = k == V_INT;
         break;
-    case T_BOOLEAN:
+    case CT_TEST_BOOLEAN:
         res = k == V_BOOL;
         break;
-    case T_TRUE:
+    case CT_TEST_TRUE:
         res = k == V_BOOL && v->i;
         break;
-    case T_FALSE:
+    case CT_TEST_FALSE:
         res = k == V_BOOL && !v->i;
         break;
     default: // odd, even
@@ -686,7 +693,7 @@ static int ct_test(CtRender *r, const CtNode *nd, const CtVal *v, CtVal *out) {
         if (!ct_num(v))
             return ct_fail(r->err, KG_EINVAL, nd->line, "odd/even needs a number, not %s",
                            ct_type(v));
-        res = (v->i & 1) == (nd->op == T_ODD);
+        res = (v->i & 1) == (nd->op == CT_TEST_ODD);
     }
     *out = ct_int(V_BOOL, res);
     return KG_OK;
@@ -698,39 +705,40 @@ static int ct_eval(CtRender *r, int idx, CtVal *out) {
     CtVal a, b, args[2];
     if (rc) return rc;
     switch (nd->kind) {
-    case N_STR:
-        return *out = ct_str(nd->s, nd->n), KG_OK;
-    case N_INT:
-        return *out = ct_int(V_INT, nd->i), KG_OK;
-    case N_BOOL:
-        return *out = ct_int(V_BOOL, nd->i), KG_OK;
-    case N_NONE:
+    case CT_NODE_STR:
+        return *out = ct_str(nd->text, nd->n_text), KG_OK;
+    case CT_NODE_INT:
+        return *out = ct_int(V_INT, nd->num), KG_OK;
+    case CT_NODE_BOOL:
+        return *out = ct_int(V_BOOL, nd->num), KG_OK;
+    case CT_NODE_NONE:
         return *out = ct_int(V_NONE, 0), KG_OK;
-    case N_NAME:
-        *out = r->vals[nd->i];
-        if (out->kind == V_UNSET) *out = ct_undef(nd->s, nd->n, 0);
+    case CT_NODE_NAME:
+        *out = r->vals[nd->slot];
+        if (out->kind == V_UNSET) *out = ct_undef(nd->text, nd->n_text, 0);
         return KG_OK;
-    case N_LIST: {
+    case CT_NODE_LIST: {
         size_t n = 0, j = 0;
-        for (int i = nd->a; i >= 0; i = r->t->nodes[i].next)
+        for (int i = nd->list.first; i >= 0; i = r->t->nodes[i].next)
             n++;
         CtVal *items;
         if ((rc = ct_list_new(r, n, line, &items))) return rc;
-        for (int i = nd->a; i >= 0; i = r->t->nodes[i].next)
+        for (int i = nd->list.first; i >= 0; i = r->t->nodes[i].next)
             if ((rc = ct_eval(r, i, &items[j++]))) return rc;
         return ct_list_done(r, items, n, line, out);
     }
-    case N_ATTR:
-        if ((rc = ct_eval(r, nd->a, &a))) return rc;
-        return ct_getattr(r, &a, nd->s, nd->n, line, out);
-    case N_ITEM:
-        if ((rc = ct_eval(r, nd->a, &a)) || (rc = ct_eval(r, nd->b, &b))) return rc;
+    case CT_NODE_ATTR:
+        if ((rc = ct_eval(r, nd->sub.object, &a))) return rc;
+        return ct_getattr(r, &a, nd->text, nd->n_text, line, out);
+    case CT_NODE_ITEM:
+        if ((rc = ct_eval(r, nd->sub.object, &a)) || (rc = ct_eval(r, nd->sub.index, &b)))
+            return rc;
         return ct_getitem(r, &a, &b, line, out);
-    case N_SLICE: {
+    case CT_NODE_SLICE: {
         CtVal v[3];
         const CtVal *part[3] = {NULL, NULL, NULL};
-        const int kids[3] = {nd->b, nd->c, nd->d};
-        if ((rc = ct_eval(r, nd->a, &a))) return rc;
+        const int kids[3] = {nd->sub.index, nd->sub.stop, nd->sub.step};
+        if ((rc = ct_eval(r, nd->sub.object, &a))) return rc;
         for (int j = 0; j < 3; j++) {
             if (kids[j] < 0) continue;
             if ((rc = ct_eval(r, kids[j], &v[j]))) return rc;
@@ -738,29 +746,30 @@ static int ct_eval(CtRender *r, int idx, CtVal *out) {
         }
         return ct_slice(r, &a, part, line, out);
     }
-    case N_RAISE: {
+    case CT_NODE_RAISE: {
         const char *s;
         size_t n;
-        if ((rc = ct_eval(r, nd->a, &a)) || (rc = ct_text(r, &a, line, &s, &n))) return rc;
+        if ((rc = ct_eval(r, nd->unary.operand, &a)) || (rc = ct_text(r, &a, line, &s, &n)))
+            return rc;
         return ct_fail(r->err, KG_EINVAL, 0, "%.*s", (int)(n < KG_ERRLEN ? n : KG_ERRLEN), s);
     }
-    case N_METHOD:
-    case N_FILTER: {
+    case CT_NODE_METHOD:
+    case CT_NODE_FILTER: {
         int n_args = 0;
-        if ((rc = ct_eval(r, nd->a, &a))) return rc;
-        for (int i = nd->b; i >= 0; i = r->t->nodes[i].next) // parse checked the count
+        if ((rc = ct_eval(r, nd->call.receiver, &a))) return rc;
+        for (int i = nd->call.args; i >= 0; i = r->t->nodes[i].next) // parse checked the count
             if ((rc = ct_eval(r, i, &args[n_args++]))) return rc;
-        if (nd->kind == N_METHOD) return ct_method(r, nd, &a, args, out);
+        if (nd->kind == CT_NODE_METHOD) return ct_method(r, nd, &a, args, out);
         return ct_filter(r, nd, &a, args, n_args, out);
     }
-    case N_TEST:
-        if ((rc = ct_eval(r, nd->a, &a))) return rc;
+    case CT_NODE_TEST:
+        if ((rc = ct_eval(r, nd->call.receiver, &a))) return rc;
         return ct_test(r, nd, &a, out);
-    case N_NOT:
-        if ((rc = ct_eval(r, nd->a, &a))) return rc;
+    case CT_NODE_NOT:
+        if ((rc = ct_eval(r, nd->unary.operand, &a))) return rc;
         return *out = ct_int(V_BOOL, !ct_truthy(&a)), KG_OK;
-    case N_NEG:
-        if ((rc = ct_eval(r, nd->a, &a))) return rc;
+    case CT_NODE_NEG:
+        if ((rc = ct_eval(r, nd->unary.operand, &a))) return rc;
         if (a.kind == V_UNDEF) return ct_undef_error(r, &a, line);
         if (!ct_num(&a))
             return ct_fail(r->err, KG_EINVAL, line, "bad operand type for unary %c: %s",
@@ -768,18 +777,18 @@ static int ct_eval(CtRender *r, int idx, CtVal *out) {
         if (!nd->op && a.i == LLONG_MIN)
             return ct_fail(r->err, KG_ERANGE, line, "integer overflow");
         return *out = ct_int(V_INT, nd->op ? a.i : -a.i), KG_OK;
-    case N_AND:
-    case N_OR: // Python returns the deciding operand, not a bool
-        if ((rc = ct_eval(r, nd->a, out))) return rc;
-        if (ct_truthy(out) == (nd->kind == N_OR)) return KG_OK;
-        return ct_eval(r, nd->b, out);
-    case N_BIN:
-        if ((rc = ct_eval(r, nd->a, &a)) || (rc = ct_eval(r, nd->b, &b))) return rc;
+    case CT_NODE_AND:
+    case CT_NODE_OR: // Python returns the deciding operand, not a bool
+        if ((rc = ct_eval(r, nd->pair.lhs, out))) return rc;
+        if (ct_truthy(out) == (nd->kind == CT_NODE_OR)) return KG_OK;
+        return ct_eval(r, nd->pair.rhs, out);
+    case CT_NODE_BIN:
+        if ((rc = ct_eval(r, nd->pair.lhs, &a)) || (rc = ct_eval(r, nd->pair.rhs, &b))) return rc;
         return ct_binop(r, nd->op, &a, &b, line, out);
-    default: // N_COND
-        if ((rc = ct_eval(r, nd->a, &a))) return rc;
-        if (ct_truthy(&a)) return ct_eval(r, nd->b, out);
-        if (nd->c >= 0) return ct_eval(r, nd->c, out);
+    default: // CT_NODE_COND
+        if ((rc = ct_eval(r, nd->branch.cond, &a))) return rc;
+        if (ct_truthy(&a)) return ct_eval(r, nd->branch.then, out);
+        if (nd->branch.otherwise >= 0) return ct_eval(r, nd->branch.otherwise, out);
         *out = ct_undef("the inline if-expression was false and has no else", 51, 1);
         return KG_OK;
     }
@@ -801,7 +810,7 @@ static int ct_run(CtRender *r, int first);
 
 static int ct_for_run(CtRender *r, const CtNode *nd) {
     CtVal list;
-    int rc = ct_eval(r, nd->a, &list);
+    int rc = ct_eval(r, nd->loop.iter, &list);
     if (rc) return rc;
     if (list.kind == V_UNDEF) list = (CtVal){.kind = V_LIST}; // Jinja loops zero times
     if (list.kind == V_STR || list.kind == V_MSG)
@@ -809,7 +818,7 @@ static int ct_for_run(CtRender *r, const CtNode *nd) {
                        ct_type(&list));
     if (list.kind != V_LIST)
         return ct_fail(r->err, KG_EINVAL, nd->line, "cannot loop over %s", ct_type(&list));
-    if (list.n == 0) return ct_run(r, nd->c);
+    if (list.n == 0) return ct_run(r, nd->loop.otherwise);
     CtLoop lp = {list.items, list.n, 0};
     CtVal loop = {.kind = V_LOOP, .loop = &lp};
     unsigned outer = r->frame;
@@ -817,9 +826,9 @@ static int ct_for_run(CtRender *r, const CtNode *nd) {
         size_t mark = r->n_undo;
         if ((rc = ct_work(r, 0, nd->line))) break;
         r->frame = ++r->serial; // a new scope for each iteration
-        ct_bind(r, (int)nd->i, &lp.items[lp.i]);
-        ct_bind(r, SYM_LOOP, &loop);
-        rc = ct_run(r, nd->b);
+        ct_bind(r, nd->slot, &lp.items[lp.i]);
+        ct_bind(r, CT_SYM_LOOP, &loop);
+        rc = ct_run(r, nd->loop.body);
         for (; r->n_undo > mark; r->n_undo--) {
             const CtUndo *u = &r->undo[r->n_undo - 1];
             r->vals[u->sym] = u->old, r->owner[u->sym] = u->owner;
@@ -836,24 +845,25 @@ static int ct_stmt(CtRender *r, const CtNode *nd) {
     int rc = ct_work(r, 0, nd->line);
     if (rc) return rc;
     switch (nd->kind) {
-    case N_TEXT:
-        return ct_emit(r, nd->s, nd->n, nd->line);
-    case N_PRINT:
-        if ((rc = ct_eval(r, nd->a, &v)) || (rc = ct_text(r, &v, nd->line, &s, &n))) return rc;
+    case CT_NODE_TEXT:
+        return ct_emit(r, nd->text, nd->n_text, nd->line);
+    case CT_NODE_PRINT:
+        if ((rc = ct_eval(r, nd->unary.operand, &v)) || (rc = ct_text(r, &v, nd->line, &s, &n)))
+            return rc;
         return ct_emit(r, s, n, nd->line);
-    case N_SET:
-        if ((rc = ct_eval(r, nd->a, &v))) return rc;
-        ct_bind(r, (int)nd->i, &v);
+    case CT_NODE_SET:
+        if ((rc = ct_eval(r, nd->unary.operand, &v))) return rc;
+        ct_bind(r, nd->slot, &v);
         return KG_OK;
-    case N_FOR:
+    case CT_NODE_FOR:
         return ct_for_run(r, nd);
-    default: // N_IF; elif chains in a loop, not by recursion
+    default: // CT_NODE_IF; elif chains in a loop, not by recursion
         for (;;) {
-            if ((rc = ct_eval(r, nd->a, &v))) return rc;
-            if (ct_truthy(&v)) return ct_run(r, nd->b);
-            if (nd->c < 0) return KG_OK;
-            const CtNode *other = &r->t->nodes[nd->c];
-            if (other->kind != N_IF || !other->op) return ct_run(r, nd->c);
+            if ((rc = ct_eval(r, nd->branch.cond, &v))) return rc;
+            if (ct_truthy(&v)) return ct_run(r, nd->branch.then);
+            if (nd->branch.otherwise < 0) return KG_OK;
+            const CtNode *other = &r->t->nodes[nd->branch.otherwise];
+            if (other->kind != CT_NODE_IF || !other->op) return ct_run(r, nd->branch.otherwise);
             nd = other;
         }
     }
@@ -877,15 +887,15 @@ static int ct_render_run(CtRender *r, const ChatMessage *msgs, size_t n, int add
     if (rc) return rc;
     for (size_t i = 0; i < n; i++)
         items[i] = (CtVal){.kind = V_MSG, .msg = &msgs[i]};
-    rc = ct_list_done(r, items, n, 0, &r->vals[SYM_MESSAGES]);
+    rc = ct_list_done(r, items, n, 0, &r->vals[CT_SYM_MESSAGES]);
     const char *tokens[2] = {bos_token, eos_token};
     for (int j = 0; j < 2; j++) {
-        const CtName *name = &t->names[SYM_BOS + j];
-        r->vals[SYM_BOS + j] =
+        const CtName *name = &t->names[CT_SYM_BOS + j];
+        r->vals[CT_SYM_BOS + j] =
             tokens[j] ? ct_str(tokens[j], strlen(tokens[j])) : ct_undef(name->s, name->n, 0);
     }
-    r->vals[SYM_ADD_GEN] = ct_int(V_BOOL, add_generation_prompt != 0);
-    r->vals[SYM_TOOLS] = r->vals[SYM_DOCUMENTS] = ct_int(V_NONE, 0); // as transformers passes
+    r->vals[CT_SYM_ADD_GEN] = ct_int(V_BOOL, add_generation_prompt != 0);
+    r->vals[CT_SYM_TOOLS] = r->vals[CT_SYM_DOCUMENTS] = ct_int(V_NONE, 0); // as transformers passes
     if (rc || (rc = ct_run(r, t->root))) return rc;
     return ct_emit(r, "", 0, 0); // the prompt exists even when empty; one step, as every emit
 }

@@ -1,18 +1,31 @@
 // sched.h — the engine: one thread owns the model and runs every forward pass.
 //
 // HTTP handlers submit jobs and read their output; they never touch tensors. Each engine
-// step advances every active job together (continuous batching: one forward over the new
-// rows of all of them), reusing the KV cache of the longest cached prefix of a prompt
-// (pcache.h). When idle after a next-token answer that asked for it, the engine precomputes
-// the top candidates' continuations, so the Explorer's likely next click is already answered;
-// a job that arrives meanwhile stops that pass (it runs again when the engine is next idle).
+// step advances every running job together (continuous batching: one forward over the new
+// rows of all of them). Memory is counted in KV blocks (model/kv.h): one pool per model,
+// sized once; a job holds a block table, never a buffer, and a prompt starts from the blocks
+// of its longest cached prefix, shared with every other job that has it (vLLM's automatic
+// prefix caching); a prompt cached whole whose logits are remembered (logits_memo.h) costs
+// no forward pass. When idle after a next-token answer that asked for it, the engine
+// precomputes the top candidates' continuations, so the Explorer's likely next click is
+// already answered; a job that arrives meanwhile stops that pass (it runs again when the
+// engine is next idle).
 //
-// Where the engine lives: sched.c runs the thread (queue, admission, each step's forward and
-// what each job does with its logits, speculation); sched_job.c is one job's record and the
+// Admission and preemption, by counting blocks (vLLM's policy): a queued job joins the
+// batch when it fits max_batch and the pool has blocks for its whole prompt (after its
+// cached prefix) plus one for every running job's next step; otherwise it waits, first in
+// line. A step whose rows need more blocks than are left preempts the job admitted last: its
+// blocks go back (its filled blocks stay in the prefix cache), and it waits at the front of
+// the line to be recomputed from its tokens, keeping its sampler, so its output goes on as
+// if nothing happened. A full pool is never an error a client sees.
+//
+// Where the engine lives: sched.c runs the thread (queue, admission, preemption, each step's
+// forward); sched_logits.c is what a job does with its logits (answer, score, sample, emit);
+// sched_spec.c the speculative next clicks; sched_job.c one job's record and the
 // sched_job_* calls below; the batch planner, which rows of which jobs go into a step (a new
 // batching policy goes there), is sched_plan.c; a generation's text, stop strings and
-// held-back bytes are gentext.c; the prefix cache is pcache.c, and /v1/score's memo of
-// finished scores beside it is score_memo.c; a next-token answer's lens and attention view
+// held-back bytes are gentext.c; the remembered logits logits_memo.c, and /v1/score's memo
+// of finished scores score_memo.c; a next-token answer's lens and attention view
 // (SchedParams.lens, .attention) are sched_explain.c.
 //
 // Threads: sched_* functions may be called from any thread. A job's notify callback runs
@@ -32,13 +45,21 @@ typedef struct Sched Sched;
 typedef struct SchedJob SchedJob;
 
 typedef struct {
-    size_t max_batch;     // jobs advanced together per step (--max-batch)
-    size_t max_queue;     // jobs waiting beyond those (--max-queue); more is KG_EBUSY (429)
-    size_t cache_mb;      // prefix cache memory (--cache-mb)
-    size_t max_prompt;    // tokens per prompt, <= n_ctx (--ctx-size)
-    size_t prefill_chunk; // prompt rows per step, so a long prefill cannot stall decoding
-    int speculate;        // allow jobs to ask for speculation (--no-speculate turns it off)
+    size_t max_batch;    // jobs advanced together per step, at most (--max-batch)
+    size_t max_queue;    // jobs waiting beyond those (--max-queue); more is KG_EBUSY (429)
+    size_t kv_blocks;    // the KV pool's blocks (--kv-cache-mb); at least one context's + 1
+    size_t cache_blocks; // blocks nobody holds kept for the prefix cache, at most (--cache-mb);
+                         // 0: no prefix cache (nothing shared across jobs, no logits memo)
+    size_t max_prompt;   // tokens per prompt, <= n_ctx (--ctx-size)
+    // rows per step (--max-batch-tokens): one for every decoding job, then prompt chunks in
+    // what is left (at least SCHED_MIN_PREFILL_ROWS), so a long prompt enters in pieces
+    // between the running streams' tokens instead of stalling them
+    size_t step_tokens;
+    int speculate; // allow jobs to ask for speculation (--no-speculate turns it off)
 } SchedOptions;
+
+// Prompt rows a step takes at least while a prompt waits, however many jobs decode.
+#define SCHED_MIN_PREFILL_ROWS 16
 
 typedef enum { SCHED_NEXT_TOKEN, SCHED_GENERATE } SchedKind;
 
@@ -169,11 +190,14 @@ void sched_job_cancel(SchedJob *j);
 // the job's notify callback is never called again (so ctx may be freed).
 void sched_job_release(SchedJob *j);
 
-// Gauges for /metrics: jobs waiting, jobs running, rows in the last batch, cache use.
+// Gauges for /metrics: jobs waiting, jobs running, rows in the last batch, the KV pool and
+// the prefix cache.
 typedef struct {
     size_t queued, running, last_batch_rows;
-    size_t cache_entries, cache_bytes, cache_capacity;
+    size_t cache_entries, cache_bytes, cache_capacity; // registered blocks + remembered logits
+    KvPoolStats kv; // the pool's blocks by state, block refs, bytes (kv.h)
     uint64_t steps, cached_tokens_total, prompt_tokens_total, generated_tokens_total;
+    uint64_t preemptions_total; // jobs whose blocks were taken back to let a step run
 } SchedGauges;
 void sched_gauges(Sched *s, SchedGauges *g);
 

@@ -24,6 +24,8 @@ void sched_job_free(SchedJob *j) {
     free(j->out.tokens);
     free(j->in.tokens);
     free(j->in.stop_tokens);
+    free(j->work.gen);
+    kv_seq_release(&j->work.kv);
     gentext_free(&j->work.text);
     sampler_free(j->work.sampler);
     sampler_penalty_free(j->work.penalty);
@@ -156,6 +158,21 @@ void sched_job_finish(SchedJob *j, SchedState state, int code, const char *msg) 
         if (j->work.t_first > 0) o->stats.decode_ms = t - j->work.t_first;
     }
     pthread_mutex_unlock(&o->mu);
+}
+
+size_t sched_job_replay_target(const SchedJob *j) {
+    if (j->work.phase == SCHED_PREFILL) return j->work.n_fed;
+    return j->in.p.n_tokens + j->work.n_gen - 1; // next_id, the last generated, is fed next
+}
+
+const int *sched_job_tokens_at(const SchedJob *j, size_t pos, size_t *run) {
+    const size_t n = j->in.p.n_tokens;
+    if (pos < n) {
+        *run = n - pos;
+        return j->in.tokens + pos;
+    }
+    *run = j->work.n_gen - (pos - n);
+    return j->work.gen + (pos - n);
 }
 
 SchedState sched_job_state(SchedJob *j) {

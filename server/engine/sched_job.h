@@ -29,9 +29,12 @@ typedef struct {
 // The engine thread's working state.
 typedef struct {
     SchedPhase phase;
-    KvCache kv;
-    size_t n_fed;             // prompt tokens in kv
-    int next_id;              // the token to feed in the next decode step
+    KvSeq kv;     // its block table (pool NULL until admitted)
+    size_t n_fed; // prompt tokens fed and consumed (in kv unless preempted)
+    int next_id;  // the token to feed in the next decode step
+    int *gen;     // (gen_cap) the generated ids, for a recompute after preemption
+    size_t gen_cap;
+    int admitted;             // admitted once: a re-admission after preemption keeps the rest
     size_t n_gen;             // tokens generated
     Sampler *sampler;         // generate only
     SamplerPenalty *penalty;  // repetition/frequency/presence counts and logit_bias
@@ -64,7 +67,7 @@ struct SchedJob {
     void *ctx;
     atomic_int refs; // the caller's and the engine's
     atomic_int cancelled;
-    SchedJob *next_queued;
+    SchedJob *next_queued; // in the queue, or among the engine's preempted jobs
 };
 
 // CLOCK_MONOTONIC in milliseconds: every time figure of a job.
@@ -101,5 +104,13 @@ void sched_job_finish(SchedJob *j, SchedState state, int code, const char *msg);
 
 // The job's state as the caller would see it now.
 SchedState sched_job_state(SchedJob *j);
+
+// The positions j's KV must hold before its next row: the prompt tokens consumed (prefill),
+// or the prompt and every generated token but the last (decode, which feeds that one). A
+// preempted job's KV holds fewer, and it replays [kv.len, target) without logits first.
+size_t sched_job_replay_target(const SchedJob *j);
+// The token at position pos of j's sequence (the prompt, then the generated ids), and how many
+// follow it in the same array (a chunk never spans both).
+const int *sched_job_tokens_at(const SchedJob *j, size_t pos, size_t *run);
 
 #endif

@@ -3,9 +3,10 @@
 // word) needs only its new positions scored. A position's score depends only on the tokens
 // up to it, so a shared prefix's scores are exact.
 //
-// Beside the prefix cache (pcache.h), which keeps KV caches and logits on the engine thread,
-// this keeps finished answers for the HTTP threads: one per app (SrvApp.score_memo), a fixed
-// number of prompts, the oldest replaced first. Thread-safe (one mutex).
+// Beside the prefix cache (model/kv.h's shared blocks) and the logits memo (logits_memo.h),
+// which the engine thread keeps, this keeps finished answers for the HTTP threads: one per app
+// (SrvApp.score_memo), a fixed number of prompts, the oldest replaced first. Thread-safe (one
+// mutex).
 #ifndef SCORE_MEMO_H
 #define SCORE_MEMO_H
 

@@ -38,10 +38,18 @@ int auth_add_file(AuthKeys *k, const char *path, char *err) {
     int rc = kg_read_file(path, AUTH_MAX_FILE, &text, &len, err);
     if (rc) return rc;
     size_t before = k->n, line_no = 0;
-    for (const char *p = text; !rc && p < text + len;) {
-        size_t n = strcspn(p, "\n");
-        const char *next = p + n + (p[n] == '\n');
+    for (const char *p = text, *end = text + len; !rc && p < end;) {
+        // the line's length from the bytes, never from a C string: a NUL inside would stop
+        // strcspn short of the newline, and the read position would never move
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        const char *next = p + n + (nl != NULL);
         line_no++;
+        if (memchr(p, '\0', n)) {
+            rc = kg_err(err, KG_EFORMAT, "%s:%zu: a NUL byte in the line (not an API key)", path,
+                        line_no);
+            break;
+        }
         while (n && strchr(" \t\r", p[n - 1])) // blanks around a key, \r of CRLF files
             n--;
         while (n && strchr(" \t", *p)) {

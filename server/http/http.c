@@ -1,11 +1,12 @@
 // http.c — the MHD glue: the access handler's three calls, the body reader, one reply
 // helper, one error builder, SSE streaming with suspend/resume, handlers on the work pool,
-// the request log, and the connection limits (count, per address, shedding, request deadline
-// watchdog).
+// the request log, and the connection limits' plumbing (admit.h decides; here connections are
+// listed, cut and watched for their request deadline).
 #include "http.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,35 +18,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "admit.h"
 #include "json_in.h"
 #include "log.h"
 #include "metrics.h"
 #include "workpool.h"
 
-#define SRV_IP_BUCKETS 256 // connections are also listed by a hash of their client address
-
-// A client address: the IPv4 or IPv6 bytes (zero-padded), so that equal means one client.
-typedef struct {
-    int family;
-    unsigned char bytes[16];
-} SrvAddr;
-
-// Why a connection is not admitted (SrvConn.refused).
-enum { SRV_ADMITTED, SRV_REFUSED_FULL, SRV_REFUSED_PER_IP };
-
-// One open connection (MHD's socket context), listed in the server while it is open.
+// One open connection (MHD's socket context), listed in the server's admission table while
+// it is open.
 struct SrvConn {
-    SrvConn *prev, *next;       // every open connection
-    SrvConn *ip_prev, *ip_next; // those in the same address bucket
+    AdmitConn a; // first: the table's entry (admit.h)
     MHD_socket fd;
-    SrvAddr addr;
-    unsigned bucket;
-    double waiting_since; // monotonic s since it waits for a request; 0: one is being answered
-    int refused;          // SRV_REFUSED_*: its request gets 503, then it closes
-    int slot;             // what it counts in: SRV_SLOT_*; none once cut (shut down: closing)
 };
-
-enum { SRV_SLOT_NONE, SRV_SLOT_ADMITTED, SRV_SLOT_REFUSED };
 
 struct SrvServer {
     struct MHD_Daemon *d;
@@ -54,13 +38,12 @@ struct SrvServer {
     atomic_int draining;
     atomic_size_t in_flight;
     WorkPool *pool;         // SRV_ROUTE_WORK handlers (NULL: they run on MHD's threads)
+    atomic_int trim_owed;   // a large body was handled since the last malloc_trim
     MHD_socket quiesced_fd; // the listening socket once srv_drain took it from MHD
     // open connections and the request-deadline watchdog, under conns_mu
     pthread_mutex_t conns_mu;
     pthread_cond_t conns_cv; // wakes the watchdog to stop
-    SrvConn *conns;
-    SrvConn *by_ip[SRV_IP_BUCKETS];
-    size_t n_admitted, n_refused; // open connections counted against the limits
+    AdmitTable adm;
     int watchdog_on, watchdog_stop;
     pthread_t watchdog;
 };
@@ -108,17 +91,28 @@ static const char *srv_error_type(int status) {
 
 // --- connections: the limits and the request deadline ---
 
-// waiting = 1: a request is expected from now on (the deadline runs); 0: it has arrived.
+// waiting = 1: a request has been answered and the next is expected from now on (the
+// deadline runs); 0: it has arrived.
 static void srv_conn_arm(SrvServer *s, SrvConn *c, int waiting) {
     if (!c) return;
     pthread_mutex_lock(&s->conns_mu);
-    c->waiting_since = waiting ? srv_now() : 0;
+    c->a.waiting_since = waiting ? srv_now() : 0;
+    c->a.answered = 0;
+    c->a.served |= waiting;
+    pthread_mutex_unlock(&s->conns_mu);
+}
+
+// The request being answered on c has its whole reply: only bytes to send are left.
+static void srv_conn_answered(SrvServer *s, SrvConn *c) {
+    if (!c) return;
+    pthread_mutex_lock(&s->conns_mu);
+    c->a.answered = 1;
     pthread_mutex_unlock(&s->conns_mu);
 }
 
 // The client address of conn (family 0 when MHD has none).
-static SrvAddr srv_conn_addr(struct MHD_Connection *conn) {
-    SrvAddr a = {0};
+static AdmitAddr srv_conn_addr(struct MHD_Connection *conn) {
+    AdmitAddr a = {0};
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     const struct sockaddr *sa = ci ? ci->client_addr : NULL;
@@ -132,76 +126,48 @@ static SrvAddr srv_conn_addr(struct MHD_Connection *conn) {
     return a;
 }
 
-static unsigned srv_addr_bucket(const SrvAddr *a) {
-    uint32_t h = 2166136261u ^ (uint32_t)a->family; // FNV-1a
-    for (size_t i = 0; i < sizeof a->bytes; i++)
-        h = (h ^ a->bytes[i]) * 16777619u;
-    return h % SRV_IP_BUCKETS;
-}
-
-// Open connections from a's address, not cut: all of them, and those admitted. Caller holds
-// conns_mu.
-static void srv_addr_count(const SrvServer *s, const SrvAddr *a, unsigned bucket, size_t *all,
-                           size_t *admitted) {
-    *all = *admitted = 0;
-    for (const SrvConn *c = s->by_ip[bucket]; c; c = c->ip_next)
-        if (c->addr.family == a->family && !memcmp(c->addr.bytes, a->bytes, sizeof a->bytes)) {
-            *all += c->slot != SRV_SLOT_NONE;
-            *admitted += c->slot == SRV_SLOT_ADMITTED;
-        }
-}
-
-// c stops counting against the limits (it is closing, or never counted).
-static void srv_conn_unslot(SrvServer *s, SrvConn *c) {
-    if (c->slot == SRV_SLOT_ADMITTED) s->n_admitted--;
-    if (c->slot == SRV_SLOT_REFUSED) s->n_refused--;
-    c->slot = SRV_SLOT_NONE;
-}
-
 // Shuts c down: MHD then reads end-of-file and closes it as hung up (the descriptor stays
 // MHD's; MHD sends CLOSED before closing it, so this never touches a reused descriptor).
 // Its slot is free at once. Caller holds conns_mu.
 static void srv_conn_cut(SrvServer *s, SrvConn *c) {
     shutdown(c->fd, SHUT_RDWR);
-    srv_conn_unslot(s, c);
+    admit_unslot(&s->adm, &c->a);
 }
 
-// Sheds the admitted connection that has waited longest for its request, at least
-// SRV_SHED_AFTER_S (a dripping client, or an idle keep-alive one). 1 if one was shed.
-// Caller holds conns_mu.
-static int srv_shed(SrvServer *s, double now) {
-    SrvConn *oldest = NULL;
-    for (SrvConn *c = s->conns; c; c = c->next)
-        if (c->slot == SRV_SLOT_ADMITTED && c->waiting_since > 0 &&
-            now - c->waiting_since >= SRV_SHED_AFTER_S &&
-            (!oldest || c->waiting_since < oldest->waiting_since))
-            oldest = c;
-    if (!oldest) return 0;
-    srv_conn_cut(s, oldest);
-    metrics_reject(METRICS_REJ_SHED, 1);
-    return 1;
+// admit_sweep's question: has the client of a listed connection closed its side (end of
+// file, or an error such as a reset)? Read without taking a byte, on any thread: the
+// descriptor stays open until MHD's CLOSED, which unlists it under conns_mu first.
+static int srv_conn_gone(const AdmitConn *a, void *ctx) {
+    (void)ctx;
+    char b;
+    ssize_t n = recv(((const SrvConn *)a)->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
-// Decides a new connection's fate (see http.h): admitted, refused (503 for its request), or
-// closed at once. Caller holds conns_mu; c is not listed yet.
+// Decides a new connection's fate (admit.h) and lists it: admitted, or refused (its request
+// gets 503); a connection the decision cuts to make room is shut down. Before a decision that
+// refuses or cuts, the address's connections whose client has gone stop counting (MHD may not
+// have read their end yet: a client's strictly sequential connections must never be refused).
+// Caller holds conns_mu; c is not listed yet.
 static void srv_conn_admit(SrvServer *s, SrvConn *c, double now) {
-    size_t from_ip, from_ip_admitted, per_ip = s->opt.max_connections_per_ip;
-    size_t max = s->opt.max_connections;
-    srv_addr_count(s, &c->addr, c->bucket, &from_ip, &from_ip_admitted);
-    if (per_ip && from_ip_admitted >= per_ip)
-        c->refused = SRV_REFUSED_PER_IP;
-    else if (s->n_admitted >= max && (s->n_refused < max || !srv_shed(s, now)))
-        c->refused = SRV_REFUSED_FULL; // 503 while refusals are few; past that, shed one
-    if (!c->refused) {
-        c->slot = SRV_SLOT_ADMITTED;
-        s->n_admitted++;
-    } else if ((per_ip && from_ip >= 2 * per_ip) || s->n_refused >= max) {
-        shutdown(c->fd, SHUT_RDWR); // closed at once: nothing is held for it
-        metrics_reject(METRICS_REJ_CLOSED, 1);
-    } else {
-        c->slot = SRV_SLOT_REFUSED;
-        s->n_refused++;
+    AdmitView v;
+    AdmitConn *oldest[3]; // admitted, refused, refused from c's address
+    admit_view(&s->adm, &c->a.addr, now, &v, &oldest[0], &oldest[1], &oldest[2]);
+    AdmitDecision d = admit_decide(&v);
+    if ((d.slot != ADMIT_SLOT_ADMITTED || d.cut) &&
+        admit_sweep(&s->adm, &c->a.addr, srv_conn_gone, NULL)) {
+        admit_view(&s->adm, &c->a.addr, now, &v, &oldest[0], &oldest[1], &oldest[2]);
+        d = admit_decide(&v);
     }
+    AdmitConn *victim = d.cut == ADMIT_CUT_ADMITTED     ? oldest[0]
+                        : d.cut == ADMIT_CUT_REFUSED    ? oldest[1]
+                        : d.cut == ADMIT_CUT_IP_REFUSED ? oldest[2]
+                                                        : NULL;
+    if (victim) {
+        srv_conn_cut(s, (SrvConn *)victim);
+        metrics_reject(d.cut == ADMIT_CUT_ADMITTED ? METRICS_REJ_SHED : METRICS_REJ_CLOSED, 1);
+    }
+    admit_add(&s->adm, &c->a, &d, now);
 }
 
 // MHD's connection notifications: decide and list on STARTED, unlist on CLOSED.
@@ -215,17 +181,9 @@ static void srv_conn_notify(void *cls, struct MHD_Connection *conn, void **socke
         c = ci ? calloc(1, sizeof *c) : NULL; // NULL: neither limited nor watched
         if (c) {
             c->fd = ci->connect_fd;
-            c->addr = srv_conn_addr(conn);
-            c->bucket = srv_addr_bucket(&c->addr);
+            c->a.addr = srv_conn_addr(conn);
             pthread_mutex_lock(&s->conns_mu);
-            c->waiting_since = srv_now();
-            srv_conn_admit(s, c, c->waiting_since);
-            c->next = s->conns;
-            if (s->conns) s->conns->prev = c;
-            s->conns = c;
-            c->ip_next = s->by_ip[c->bucket];
-            if (c->ip_next) c->ip_next->ip_prev = c;
-            s->by_ip[c->bucket] = c;
+            srv_conn_admit(s, c, srv_now());
             pthread_mutex_unlock(&s->conns_mu);
         }
         *socket_context = c;
@@ -233,17 +191,7 @@ static void srv_conn_notify(void *cls, struct MHD_Connection *conn, void **socke
     }
     if (c) {
         pthread_mutex_lock(&s->conns_mu);
-        srv_conn_unslot(s, c);
-        if (c->prev)
-            c->prev->next = c->next;
-        else
-            s->conns = c->next;
-        if (c->next) c->next->prev = c->prev;
-        if (c->ip_prev)
-            c->ip_prev->ip_next = c->ip_next;
-        else
-            s->by_ip[c->bucket] = c->ip_next;
-        if (c->ip_next) c->ip_next->ip_prev = c->ip_prev;
+        admit_remove(&s->adm, &c->a);
         pthread_mutex_unlock(&s->conns_mu);
     }
     free(c);
@@ -266,13 +214,10 @@ static void *srv_watchdog(void *arg) {
         pthread_cond_timedwait(&s->conns_cv, &s->conns_mu, &ts);
         double now = srv_now(), timeout = (double)s->opt.request_timeout_s;
         size_t n_cut = 0, n_refused_cut = 0;
-        for (SrvConn *c = s->conns; c; c = c->next) {
-            double waited = c->waiting_since > 0 ? now - c->waiting_since : 0;
-            if (c->slot == SRV_SLOT_NONE || !waited) continue;
-            if (c->refused ? waited > SRV_REFUSED_GRACE_S : timeout > 0 && waited > timeout) {
-                srv_conn_cut(s, c);
-                c->refused ? n_refused_cut++ : n_cut++;
-            }
+        for (AdmitConn *a = s->adm.conns; a; a = a->next) {
+            if (!admit_overdue(a, now, SRV_REFUSED_GRACE_S, timeout)) continue;
+            a->refused ? n_refused_cut++ : n_cut++;
+            srv_conn_cut(s, (SrvConn *)a);
         }
         if (n_cut + n_refused_cut)
             metrics_reject(METRICS_REJ_REQUEST_TIMEOUT, n_cut + n_refused_cut);
@@ -305,7 +250,7 @@ static int srv_add_common_headers(SrvReq *r, struct MHD_Response *resp) {
              MHD_add_response_header(resp, "Access-Control-Expose-Headers",
                                      "Retry-After, X-Request-Id") == MHD_YES &&
              MHD_add_response_header(resp, "Vary", "Origin") == MHD_YES;
-    if (ok && (atomic_load(&r->srv->draining) || (r->sc && r->sc->refused)))
+    if (ok && (atomic_load(&r->srv->draining) || (r->sc && r->sc->a.refused)))
         ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close") == MHD_YES;
     return ok;
 }
@@ -322,7 +267,9 @@ static int srv_add_headers_va(struct MHD_Response *resp, va_list ap) {
 
 // Create, check, add headers, queue, destroy at once (MHD refcounts the response). On a work
 // pool thread the response is held instead; MHD's thread queues it on resume (srv_work_end).
-static enum MHD_Result srv_queue(SrvReq *r, int status, struct MHD_Response *resp, size_t len) {
+// whole: the reply is all there (not a stream), for admit_sweep.
+static enum MHD_Result srv_queue(SrvReq *r, int status, struct MHD_Response *resp, size_t len,
+                                 int whole) {
     if (!resp) return MHD_NO;
     enum MHD_Result ret = MHD_NO;
     int held = 0;
@@ -341,6 +288,7 @@ static enum MHD_Result srv_queue(SrvReq *r, int status, struct MHD_Response *res
         r->status = status;
         r->bytes_out = len;
         srv_conn_arm(r->srv, r->sc, 0);
+        if (whole) srv_conn_answered(r->srv, r->sc);
     }
     return ret;
 }
@@ -359,7 +307,7 @@ enum MHD_Result srv_reply(SrvReq *r, int status, const char *type, const char *b
         MHD_destroy_response(resp);
         return MHD_NO;
     }
-    return srv_queue(r, status, resp, len);
+    return srv_queue(r, status, resp, len, 1);
 }
 
 // As srv_reply_json with one optional extra header (name may be NULL).
@@ -498,17 +446,31 @@ static enum MHD_Result srv_run_handler(SrvReq *r) {
     return ret;
 }
 
-// A work thread: the handler (or, the pool stopping, a 503), then MHD may have it back.
+// A work thread: the handler (or, the pool stopping, a 503), then MHD may have it back. A
+// large body owes a malloc_trim once the pool is idle (srv_pool_idle).
 static void srv_work_run(void *arg, int cancelled) {
     SrvReq *r = arg;
     enum MHD_Result ret = cancelled ? srv_reply_error(r, 503, "the server is shutting down", NULL)
                                     : srv_run_handler(r);
+    if (r->body.len >= SRV_TRIM_AFTER_BODY) atomic_store(&r->srv->trim_owed, 1);
     pthread_mutex_lock(&r->mu);
     r->work.ret = ret;
     r->work.state = SRV_WORK_DONE;
     r->suspended = 0; // srv_work_start suspended it, and srv_wake left it so meanwhile
     MHD_resume_connection(r->conn);
     pthread_mutex_unlock(&r->mu);
+}
+
+// The work pool fell idle (workpool_on_idle). After a large body the memory its parsing and
+// encoding took goes back to the system: the many small blocks of a tokenizer's lattice
+// (SentencePiece: ~70 bytes per byte of text) stay in the work thread's malloc arena once
+// freed, and glibc returns an arena's pages only from its top (four 1 MiB /v1/tokenize bodies
+// left idle RSS +390 MB); malloc_trim releases every free page. Once per burst, when idle:
+// it walks every arena (tens of ms after a burst), which after each request would slow the
+// next one.
+static void srv_pool_idle(void *ctx) {
+    SrvServer *s = ctx;
+    if (atomic_exchange(&s->trim_owed, 0)) malloc_trim(0);
 }
 
 // MHD's thread: queues the request's handler on the pool and suspends it until it has run;
@@ -555,6 +517,7 @@ static ssize_t srv_stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
     for (;;) {
         ssize_t n = r->pull(r, buf, max);
         if (n > 0) r->bytes_out += (size_t)n;
+        if (n < 0) srv_conn_answered(r->srv, r->sc); // the end: only bytes to send are left
         if (n != 0) return n;
         if (srv_client_gone(r)) return MHD_CONTENT_READER_END_WITH_ERROR;
         if (srv_wait(r)) return 0; // suspended: MHD calls again after srv_wake()
@@ -572,7 +535,7 @@ enum MHD_Result srv_stream_start(SrvReq *r, SrvPull pull) {
         MHD_destroy_response(resp);
         return MHD_NO;
     }
-    enum MHD_Result ret = srv_queue(r, MHD_HTTP_OK, resp, 0);
+    enum MHD_Result ret = srv_queue(r, MHD_HTTP_OK, resp, 0, 0);
     r->bytes_out = 0;
     return ret;
 }
@@ -761,8 +724,8 @@ static enum MHD_Result srv_req_begin(SrvServer *s, struct MHD_Connection *conn, 
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     r->sc = ci ? ci->socket_context : NULL;
-    if (r->sc && r->sc->refused) { // Connection: close too (srv_add_common_headers)
-        int per_ip = r->sc->refused == SRV_REFUSED_PER_IP;
+    if (r->sc && r->sc->a.refused) { // Connection: close too (srv_add_common_headers)
+        int per_ip = r->sc->a.refused == ADMIT_REFUSED_PER_IP;
         char msg[128];
         if (per_ip)
             snprintf(msg, sizeof msg,
@@ -856,6 +819,10 @@ static void srv_completed(void *cls, struct MHD_Connection *conn, void **req_cls
     srv_log_request(r, status, dt, aborted);
     srv_conn_arm(s, r->sc, 1); // the next request on this connection has its own deadline
     if (r->work.resp) MHD_destroy_response(r->work.resp); // held when the daemon stopped
+    // a thread that resumed r (a work thread ending its handler, srv_wake) may still be
+    // unlocking r->mu after the resume let MHD complete it: wait it out before the destroy
+    pthread_mutex_lock(&r->mu);
+    pthread_mutex_unlock(&r->mu);
     pthread_mutex_destroy(&r->mu);
     buf_free(&r->body);
     free(r);
@@ -926,6 +893,7 @@ int srv_start(SrvServer **out, const SrvOptions *opt, char *err) {
     s->quiesced_fd = MHD_INVALID_SOCKET;
     if (!s->opt.max_body) s->opt.max_body = SRV_MAX_BODY;
     if (!s->opt.max_connections) s->opt.max_connections = SRV_MAX_CONNECTIONS;
+    admit_table_init(&s->adm, s->opt.max_connections, s->opt.max_connections_per_ip);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -956,9 +924,11 @@ int srv_start(SrvServer **out, const SrvOptions *opt, char *err) {
         srv_free(s);
         return KG_ENOMEM;
     }
+    if (s->pool) workpool_on_idle(s->pool, srv_pool_idle, s);
     unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-    // MHD's limit is above twice ours: admitted and refused connections (srv_conn_admit) fit,
-    // with room for those closed at once; past it, new ones wait in the listen backlog.
+    // MHD's limit is above twice ours: admitted and refused connections (admit.h) fit, with
+    // room for the refusals beyond their bound while every refused one is being answered;
+    // past it, new ones wait in the listen backlog.
     unsigned threads = opt->threads ? opt->threads : 4;
     s->d = MHD_start_daemon(
         flags, 0, NULL, NULL, srv_access, s, MHD_OPTION_EXTERNAL_LOGGER, srv_mhd_log, s,
@@ -995,8 +965,8 @@ size_t srv_in_flight(const SrvServer *s) { return atomic_load(&s->in_flight); }
 void srv_gauges(SrvServer *s, SrvGauges *g) {
     *g = (SrvGauges){0};
     pthread_mutex_lock(&s->conns_mu);
-    g->admitted = s->n_admitted;
-    g->refused = s->n_refused;
+    g->admitted = s->adm.n_admitted;
+    g->refused = s->adm.n_refused;
     pthread_mutex_unlock(&s->conns_mu);
     if (s->pool) workpool_gauges(s->pool, &g->work_queued, &g->work_running);
 }

@@ -17,19 +17,15 @@
 // callback) and resumes a suspended request.
 //
 // Limits per connection (counted when MHD accepts it; nginx's limit_conn answers the same):
-//   - max_connections are admitted; beyond that a connection is refused: its request gets
-//     503 + Retry-After + Connection: close, and if the request has not arrived within
-//     SRV_REFUSED_GRACE_S the connection is closed (a refusal must not hold a slot);
-//   - max_connections_per_ip (0: none) are admitted from one client address; the next as
-//     many are refused as above, and more are closed at once (a flood from one address
-//     never queues up in front of other clients);
-//   - once max_connections are refused as well, a new connection sheds the admitted one that
-//     has waited longest (at least SRV_SHED_AFTER_S) for its request, idle keep-alive ones
-//     included, as nginx reuses idle connections; if none has, it is closed at once;
-//   - timeout_s without any byte either way closes a connection (MHD); and request_timeout_s
-//     bounds the time from the connection's opening, or the end of its previous reply, until
-//     the request (line, headers, body) has fully arrived: a watchdog thread shuts a slower
-//     one down, so a client dripping a byte a second cannot hold a connection for long.
+// admit.h has the rules and makes the decision (max_connections admitted, max_connections_per_ip
+// from one address, refusals answered 503 + Retry-After + Connection: close, room made by
+// closing the connection that has waited longest for its request, never the new one); here
+// they are applied. timeout_s without any byte either way closes a connection (MHD); and
+// request_timeout_s bounds the time from the connection's opening, or the end of its previous
+// reply, until the request (line, headers, body) has fully arrived: a watchdog thread shuts a
+// slower one down, so a client dripping a byte a second cannot hold a connection for long; a
+// refused connection's request must arrive within SRV_REFUSED_GRACE_S (a refusal must not hold
+// a slot).
 #ifndef HTTP_H
 #define HTTP_H
 
@@ -45,15 +41,15 @@
 #include "base/buf.h"
 #include "base/kg.h"
 
-#define SRV_MAX_BODY        (1u << 20)  // default --max-body
-#define SRV_LINGER_BYTES    (64u << 20) // a body over --max-body: read and dropped up to this
-#define SRV_MAX_CONNECTIONS 256         // default --max-connections
-#define SRV_STREAM_BLOCK    4096        // bytes MHD asks a streaming reader for at most
-#define SRV_REFUSED_GRACE_S 2.0         // a refused connection's request must arrive by then
-#define SRV_SHED_AFTER_S    1.0         // an admitted connection waiting this long may be shed
-#define SRV_WORK_THREADS    2           // default --work-threads
-#define SRV_MAX_WORK_QUEUE  64          // default --max-work-queue
-#define SRV_REQUEST_ID_MAX  128         // bytes of an X-Request-Id kept; a longer one is replaced
+#define SRV_MAX_BODY        (1u << 20)   // default --max-body
+#define SRV_LINGER_BYTES    (64u << 20)  // a body over --max-body: read and dropped up to this
+#define SRV_MAX_CONNECTIONS 256          // default --max-connections
+#define SRV_STREAM_BLOCK    4096         // bytes MHD asks a streaming reader for at most
+#define SRV_REFUSED_GRACE_S 2.0          // a refused connection's request must arrive by then
+#define SRV_WORK_THREADS    2            // default --work-threads
+#define SRV_MAX_WORK_QUEUE  64           // default --max-work-queue
+#define SRV_TRIM_AFTER_BODY (256u << 10) // a work body this large: malloc_trim once idle (http.c)
+#define SRV_REQUEST_ID_MAX  128          // bytes of an X-Request-Id kept; a longer one is replaced
 // Every text type says its charset: JSON needs none (RFC 8259: UTF-8), but clients that guess
 // read text without one as ISO-8859-1 (Python requests' iter_lines, decode_unicode=True)
 #define SRV_TYPE_JSON "application/json; charset=utf-8"

@@ -325,11 +325,18 @@ static int metrics_render_engines(KgBuf *b, const MetricsGauges *g) {
         {"kogpt2_running_jobs", "Jobs in the running batch.", offsetof(MetricsEngine, running)},
         {"kogpt2_batch_size", "Rows in the engine's last forward pass.",
          offsetof(MetricsEngine, batch_rows)},
-        {"kogpt2_cache_bytes", "Prefix cache memory in use.", offsetof(MetricsEngine, cache_bytes)},
-        {"kogpt2_cache_capacity_bytes", "Prefix cache memory limit.",
+        {"kogpt2_cache_bytes", "Prefix cache memory in use: its KV blocks and remembered logits.",
+         offsetof(MetricsEngine, cache_bytes)},
+        {"kogpt2_cache_capacity_bytes",
+         "Prefix cache memory limit (--cache-mb of the KV cache, and the remembered logits).",
          offsetof(MetricsEngine, cache_capacity)},
-        {"kogpt2_cache_entries", "Prefixes held by the cache.",
+        {"kogpt2_cache_entries", "KV blocks held by the prefix cache.",
          offsetof(MetricsEngine, cache_entries)},
+        {"kogpt2_kv_cache_bytes", "The KV cache pools' size (memory is used as blocks fill).",
+         offsetof(MetricsEngine, kv_bytes)},
+        {"kogpt2_kv_block_refs",
+         "Block table entries of the running sequences: above the used blocks when they share.",
+         offsetof(MetricsEngine, kv_block_refs)},
     };
     for (size_t i = 0; i < sizeof ENGINE / sizeof *ENGINE; i++) {
         if (buf_printf(b, "# HELP %s %s Per model.\n# TYPE %s gauge\n", ENGINE[i].name,
@@ -343,6 +350,34 @@ static int metrics_render_engines(KgBuf *b, const MetricsGauges *g) {
                            mb_model_label(model, sizeof model, e->model ? e->model : "default"), v))
                 return KG_ENOMEM;
         }
+    }
+    if (buf_printf(b, "# HELP kogpt2_kv_blocks KV cache blocks of 16 positions: held by "
+                      "sequences, kept for their prefix only, or free. Per model.\n"
+                      "# TYPE kogpt2_kv_blocks gauge\n"))
+        return KG_ENOMEM;
+    for (size_t k = 0; k < g->n_engines; k++) {
+        const MetricsEngine *e = &g->engines[k];
+        char model[160];
+        mb_model_label(model, sizeof model, e->model ? e->model : "default");
+        if (buf_printf(b,
+                       "kogpt2_kv_blocks{%s,state=\"used\"} %zu\n"
+                       "kogpt2_kv_blocks{%s,state=\"cached\"} %zu\n"
+                       "kogpt2_kv_blocks{%s,state=\"free\"} %zu\n",
+                       model, e->kv_blocks_used, model, e->kv_blocks_cached, model,
+                       e->kv_blocks_free))
+            return KG_ENOMEM;
+    }
+    if (buf_printf(b, "# HELP kogpt2_kv_preemptions_total Sequences whose KV blocks were taken "
+                      "back for a step and recomputed later. Per model.\n"
+                      "# TYPE kogpt2_kv_preemptions_total counter\n"))
+        return KG_ENOMEM;
+    for (size_t k = 0; k < g->n_engines; k++) {
+        const MetricsEngine *e = &g->engines[k];
+        char model[160];
+        if (buf_printf(b, "kogpt2_kv_preemptions_total{%s} %llu\n",
+                       mb_model_label(model, sizeof model, e->model ? e->model : "default"),
+                       (unsigned long long)e->kv_preemptions))
+            return KG_ENOMEM;
     }
     return KG_OK;
 }

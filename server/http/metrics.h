@@ -21,6 +21,10 @@ typedef struct {
     const char *model; // the name requests give (must outlive the render)
     size_t queue_depth, running, batch_rows;
     size_t cache_bytes, cache_capacity, cache_entries;
+    // its KV pool: bytes, blocks by state, table entries naming them (above the used blocks
+    // when sequences share blocks), jobs preempted for blocks so far
+    size_t kv_bytes, kv_blocks_used, kv_blocks_cached, kv_blocks_free, kv_block_refs;
+    uint64_t kv_preemptions;
 } MetricsEngine;
 
 // Gauges sampled when /metrics is scraped (from the engines and the HTTP layer).
@@ -38,7 +42,8 @@ typedef struct {
 typedef enum {
     METRICS_REJ_MAX_CONNECTIONS, // 503: a connection over --max-connections
     METRICS_REJ_PER_IP,          // 503: over --max-connections-per-ip
-    METRICS_REJ_CLOSED,          // closed at once: twice a limit, nothing is held for it
+    METRICS_REJ_CLOSED,          // a refused connection still waiting for its request,
+                                 // closed to make room for a new one (admit.h)
     METRICS_REJ_SHED,            // an idle or slow connection closed to admit a new one
     METRICS_REJ_REQUEST_TIMEOUT, // the request did not arrive in time (or a refused one's)
     METRICS_REJ_WORK_QUEUE,      // 503: every work thread busy and --max-work-queue waiting

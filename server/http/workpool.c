@@ -18,6 +18,8 @@ struct WorkPool {
     int stopping;
     pthread_t *threads; // (n_threads)
     size_t n_threads;
+    void (*on_idle)(void *ctx); // (workpool_on_idle; NULL: none)
+    void *idle_ctx;
 };
 
 static void *workpool_main(void *arg) {
@@ -35,6 +37,11 @@ static void *workpool_main(void *arg) {
         it.fn(it.arg, 0);
         pthread_mutex_lock(&p->mu);
         p->n_running--;
+        if (p->on_idle && !p->n_running && !p->n_queued && !p->stopping) {
+            pthread_mutex_unlock(&p->mu); // (a call submitted meanwhile runs on another thread)
+            p->on_idle(p->idle_ctx);
+            pthread_mutex_lock(&p->mu);
+        }
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
@@ -78,6 +85,13 @@ int workpool_submit(WorkPool *p, WorkFn fn, void *arg) {
     }
     pthread_mutex_unlock(&p->mu);
     return rc;
+}
+
+void workpool_on_idle(WorkPool *p, void (*fn)(void *ctx), void *ctx) {
+    pthread_mutex_lock(&p->mu);
+    p->on_idle = fn;
+    p->idle_ctx = ctx;
+    pthread_mutex_unlock(&p->mu);
 }
 
 void workpool_gauges(WorkPool *p, size_t *queued, size_t *running) {

@@ -29,6 +29,11 @@ int workpool_start(WorkPool **out, size_t n_threads, size_t max_queue, char *err
 // (fn is not called); KG_ECANCEL once the pool is stopping.
 int workpool_submit(WorkPool *p, WorkFn fn, void *arg);
 
+// fn(ctx) runs on a pool thread each time the pool falls idle: that thread has finished a call
+// and none is running or waiting (work that is best done once after a burst, not after each
+// call: http.c gives memory back there). Set it before the first workpool_submit.
+void workpool_on_idle(WorkPool *p, void (*fn)(void *ctx), void *ctx);
+
 // Calls waiting for a thread, and calls running now.
 void workpool_gauges(WorkPool *p, size_t *queued, size_t *running);
 

@@ -3,7 +3,7 @@
 // ...parameters} to <endpointUrl>/v1/completions (a 404 model_not_found before kogpt2d took
 // its own URL as the served model); textGenerationStream posts the same with stream: true and
 // yields the SSE chunks as they come. The TGI routes themselves (/generate, /generate_stream,
-// /info) are checked in tests/test_server_e2e.py; this is the client as users call it.
+// /info) are checked in tests/test_server_tgi_sagemaker.py; this is the client as users call it.
 import { InferenceClient, textGeneration, textGenerationStream } from '@huggingface/inference';
 import { expect, short } from './lib.mjs';
 

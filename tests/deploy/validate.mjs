@@ -12,11 +12,16 @@
 //      becomes a typed object literal, so a field the API does not have (a typo such as
 //      seccompProfle, which the API server would drop with at most a warning) fails.
 // The dashboard gets check 2 against Grafana's Dashboard type (npm @grafana/schema).
+// A Kubeflow MPIJob (kubeflow.org/v2beta1, no npm models) is checked by mpijob.mjs against the
+// MPI Operator's CRD schema and admission rules, and each of its pod templates by checks 1 and 2
+// as a Kubernetes PodTemplateSpec.
 // Exit 0 all valid, 1 a failure (each printed), 2 usage or missing modules.
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+
+import { checkMPIJob } from "./mpijob.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
@@ -36,6 +41,7 @@ function modelPath(apiVersion, kind) {
 }
 
 function label(it) {
+  if (it.label) return it.label;
   if (it.dashboard) return `${it.source}: dashboard ${it.dashboard.uid ?? "?"}`;
   const o = it.object;
   return `${it.source}: ${o.kind}/${o.metadata?.name ?? "?"}`;
@@ -63,6 +69,29 @@ for (const [i, it] of items.entries()) {
   }
   nObjects++;
   const { apiVersion, kind } = it.object;
+  if (apiVersion === "kubeflow.org/v2beta1" && kind === "MPIJob") {
+    const { errs, templates } = checkMPIJob(it.object);
+    failures.push(...errs.map((e) => `${label(it)}: ${e}`));
+    const { ObjectMeta } = await import("@kubernetes-models/apimachinery/apis/meta/v1/ObjectMeta");
+    try {
+      new ObjectMeta(it.object.metadata ?? {}).validate();
+    } catch (e) {
+      failures.push(`${label(it)}: metadata: ${e.message}`);
+    }
+    const path = "kubernetes-models/v1/PodTemplateSpec";
+    const { PodTemplateSpec } = await import(path);
+    for (const [j, [where, t]] of templates.entries()) {
+      const sub = { label: `${label(it)} ${where}`, object: t };
+      try {
+        new PodTemplateSpec(t).validate();
+      } catch (e) {
+        failures.push(`${label(sub)}: ${e.message}`);
+      }
+      imports.push(`import type { IPodTemplateSpec as T${i}_${j} } from "${path}";`);
+      entries.push([`T${i}_${j}`, sub]);
+    }
+    continue;
+  }
   const path = modelPath(apiVersion ?? "?", kind ?? "?");
   let Model;
   try {

@@ -5,7 +5,7 @@
 // "chat template: ..." with a code the server answers with a 4xx (or KG_ENOMEM); a success
 // must be NUL-terminated and at most CHAT_TEMPLATE_MAX_OUTPUT bytes. The limits on depth,
 // output, memory and work keep every input fast (libFuzzer's -timeout and -rss_limit_mb).
-// Seeds: tests/chat_templates/make_vectors.py writes corpus/fuzz_chat_template/.
+// Seeds: tests/tools/chat_template_vectors.py writes corpus/fuzz_chat_template/.
 #include <string.h>
 
 #include "fuzz.h"

@@ -5,8 +5,8 @@
 // Any input must give KG_OK or one error line, never a read outside the image; on KG_OK
 // every tensor lies inside the image or in the copies with the size its dtype and shape say,
 // that size computed here without overflow (issue 24: a stride-0 view of 2^62 + 16 F32
-// elements once passed as 64 bytes). Structure-aware: make_corpus.py's "wide" seeds write
-// every shape, stride, offset and numel as an 8-byte LONG1, and under libFuzzer a quarter of
+// elements once passed as 64 bytes). Structure-aware: tests/tools/fuzz_corpus.py's "wide" seeds
+// write every shape, stride, offset and numel as an 8-byte LONG1, and under libFuzzer a quarter of
 // the mutations set one of those to a value at the edge of 64-bit sizes (2^k plus a little),
 // which random bytes reach about once in 2^60 tries.
 #include <string.h>

@@ -192,8 +192,10 @@ def gelu_torch(x, act):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
-def forward_torch(c, w, tokens, act, dt=torch.float64):
-    """Whole sequence at once, computed in dt (float64 for the reference): log-probs (n, V)."""
+def forward_torch(c, w, tokens, act, dt=torch.float64, kv=None):
+    """Whole sequence at once, computed in dt (float64 for the reference): log-probs (n, V).
+    kv, when given, maps each layer's keys and values (n, C) to what a KV cache holds of them
+    (kv_dtype_ref.py: rounded to f16, bf16 or q8_0 blocks)."""
     C, NH = c["n_embd"], c["n_head"]
     hs = C // NH
     n = len(tokens)
@@ -206,6 +208,8 @@ def forward_torch(c, w, tokens, act, dt=torch.float64):
         h = F.layer_norm(x, (C,), W[p + "ln_1.weight"], W[p + "ln_1.bias"], c["eps"])
         qkv = h @ W[p + "attn.c_attn.weight"] + W[p + "attn.c_attn.bias"]  # (n, 3C)
         q, k, v = qkv.split(C, dim=1)
+        if kv is not None:
+            k, v = kv(k), kv(v)
         q = q.view(n, NH, hs).transpose(0, 1)  # (NH, n, hs)
         k = k.view(n, NH, hs).transpose(0, 1)
         v = v.view(n, NH, hs).transpose(0, 1)

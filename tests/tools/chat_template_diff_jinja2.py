@@ -2,7 +2,7 @@
 """Differential test of server/chat_template/ against Python's jinja2 (Debian: python3-jinja2)
 on random templates; a tool to run by hand after changing the renderer, not a ctest.
 
-    tests/chat_templates/diff_jinja2.py build/test_chat_template [SEED] [N]
+    tests/tools/chat_template_diff_jinja2.py build/test_chat_template [SEED] [N]
 
 Two generators, N templates each: "exprs" (every construct of the subset, freely nested, so
 that most renderings fail on both sides) and "layout" (valid expressions in blocks, text and
@@ -21,7 +21,7 @@ import sys
 from jinja2.exceptions import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KG_EFORMAT, KG_ERANGE, KG_EUNSUP = -4, -5, -6
 
 
@@ -31,7 +31,7 @@ def raise_exception(message):
 
 ENV = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
 ENV.globals["raise_exception"] = raise_exception
-CHAT = json.load(open(os.path.join(HERE, "vectors.json"), encoding="utf-8"))["conversations"]["chat"]
+CHAT = json.load(open(os.path.join(ROOT, "tests", "chat_templates", "vectors.json"), encoding="utf-8"))["conversations"]["chat"]
 
 STRS = ["'a'", '"b"', "''", "' x '", "'user'", "'role'", "'\\n'", "'안'", "'a\\tb'", "\"it's\"",
         "'  '", "'ab' 'c'"]

@@ -1,5 +1,5 @@
-// test_train_cmp.c — compares two model directories' weights, for the train test scripts.
-//   test_train_cmp DIR_A DIR_B TOL
+// weights_cmp.c — compares two model directories' weights, for the train test scripts (a tool,
+// not a test).   weights_cmp DIR_A DIR_B TOL
 // Prints the largest |a - b| over every tensor (and which tensor); exit 0 when it is <= TOL,
 // 1 when larger or when the tensor lists differ, 2 on a usage or read error.
 #include <math.h>
@@ -19,7 +19,7 @@ static double elem(const StTensor *t, size_t i) {
 
 int main(int argc, char **argv) {
     if (argc != 4) {
-        fprintf(stderr, "usage: test_train_cmp DIR_A DIR_B TOL\n");
+        fprintf(stderr, "usage: weights_cmp DIR_A DIR_B TOL\n");
         return 2;
     }
     SafeTensors a, b;

@@ -20,8 +20,8 @@ import jinja2
 from jinja2.exceptions import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VECTORS = os.path.join(ROOT, "tests", "chat_templates", "vectors.json")
 
 
 class RaisedByTemplate(TemplateError):
@@ -341,11 +341,11 @@ def main():
             assert name.startswith("err_") or "raise" in name or "bad_alt" in name or \
                 name.endswith("_tool_1") or name.startswith(("mistral_tool", "gemma_chat")), name
         vectors.append(v)
-    out = {"generator": "tests/chat_templates/make_vectors.py", "jinja2": jinja2.__version__,
+    out = {"generator": "tests/tools/chat_template_vectors.py", "jinja2": jinja2.__version__,
            "environment": "ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True) "
                           "+ raise_exception, as transformers renders chat templates",
            "conversations": CONVS, "vectors": vectors}
-    with open(os.path.join(HERE, "vectors.json"), "w", encoding="utf-8") as f:
+    with open(VECTORS, "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=False, indent=1)
         f.write("\n")
     seeds = write_fuzz_seeds(vectors)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of tests/fuzz/corpus/<target>/ (run from anywhere; rewrites them;
-`make_corpus.py fuzz_pytorch` rewrites only that target's; its seeds need python3-torch).
+`tests/tools/fuzz_corpus.py fuzz_pytorch` rewrites only that target's; its seeds need python3-torch).
 
 Small, meaningful seeds: valid inputs of each format plus the edge cases the parsers must
 refuse. The fuzzers grow their own corpora in temporary copies (scripts/fuzz.sh), so what
@@ -10,8 +10,8 @@ import os
 import shutil
 import struct
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-CORPUS = os.path.join(HERE, "corpus")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CORPUS = os.path.join(ROOT, "tests", "fuzz", "corpus")
 
 
 def write(target, name, data):
@@ -221,7 +221,7 @@ def pytorch_seeds():
     import sys
     import zipfile
     import torch
-    sys.path.insert(0, os.path.join(HERE, "..", "ref"))
+    sys.path.insert(0, os.path.join(ROOT, "tests", "ref"))
     import torch_ckpt_ref as ref
 
     t = "fuzz_pytorch"
