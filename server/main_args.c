@@ -18,28 +18,86 @@
 #include "model/hfcache.h"
 #include "server/http/http.h"
 
-// One --model [NAME=]DIR (field: the MainArgs; an '=' before any '/' ends the name). The first
-// replaces SageMaker's default model; the next ones add up.
+// The options a --model may carry after its directory, ",KEY=VALUE" each.
+static const char *const MAIN_MODEL_KEYS[] = {"dtype", "ctx-size", "chat-template"};
+#define MAIN_MODEL_MAX_OPTIONS 8 // ",KEY=VALUE" after one --model's directory, at most
+
+// Where the next ",KEY=" of a known key starts in s, or its end: a directory (or a chat
+// template's path) may hold commas, only not one followed by an option's name and '='.
+static char *main_model_next_option(char *s) {
+    for (char *c = strchr(s, ','); c; c = strchr(c + 1, ','))
+        for (size_t k = 0; k < sizeof MAIN_MODEL_KEYS / sizeof *MAIN_MODEL_KEYS; k++) {
+            size_t n = strlen(MAIN_MODEL_KEYS[k]);
+            if (!strncmp(c + 1, MAIN_MODEL_KEYS[k], n) && c[1 + n] == '=') return c;
+        }
+    return s + strlen(s);
+}
+
+// Model i's own options from opts (",KEY=VALUE..." inside the model's copy of its flag's value,
+// cut there into strings), each checked as its flag's row checks it: dtype as --dtype,
+// ctx-size in --ctx-size's range, chat-template a file that is there. KG_OK, or KG_EINVAL
+// with err naming from and the option ("--model's ctx-size must be an integer in ...").
+static int main_model_options(MainArgs *a, size_t i, char *opts, const char *from, char *err) {
+    char *cut[MAIN_MODEL_MAX_OPTIONS];
+    size_t n = 0;
+    for (char *c = opts; *c; c = main_model_next_option(c + 1)) {
+        if (n == MAIN_MODEL_MAX_OPTIONS)
+            return kg_err(err, KG_EINVAL, "%s: more than %d options after a directory", from,
+                          MAIN_MODEL_MAX_OPTIONS);
+        cut[n++] = c;
+    }
+    for (size_t k = 0; k < n; k++)
+        *cut[k] = '\0'; // the directory and each value end there
+    for (size_t k = 0; k < n; k++) {
+        char *key = cut[k] + 1, *value = strchr(key, '=') + 1, what[64];
+        value[-1] = '\0';
+        snprintf(what, sizeof what, "%s's %s", from, key);
+        long long v;
+        struct stat st;
+        int rc = KG_OK;
+        if (!strcmp(key, "dtype")) {
+            rc = kg_dtype_flag(&a->models[i].dtype, value, what, err);
+            a->models[i].dtype_set = 1;
+        } else if (!strcmp(key, "ctx-size")) {
+            rc = kg_flag_int(what, value, 1, GPT2_MAX_CTX, &v, err);
+            a->models[i].ctx_size = (long)v;
+        } else if (stat(value, &st)) {
+            rc = kg_err(err, KG_EINVAL, "%s: %s: %s", what, value, strerror(errno));
+        } else {
+            a->models[i].chat_template = value;
+        }
+        if (rc) return rc;
+    }
+    return KG_OK;
+}
+
+// One --model [NAME=]DIR[,KEY=VALUE...] (field: the MainArgs; an '=' before any '/' and before
+// the options ends the name; the options are main_model_options'). The first replaces
+// SageMaker's default model; the next ones add up. The model keeps one malloc'd copy of v
+// (given: main_args_free frees it) that its name, directory and chat template point into.
 static int main_set_model(void *field, const char *v, const char *from, char *err) {
     MainArgs *a = field;
     if (!a->models_given) a->n_models = 0;
     a->models_given = 1;
     if (a->n_models == MAIN_MAX_MODELS)
         return kg_err(err, KG_EINVAL, "%s: at most %d models", from, MAIN_MAX_MODELS);
-    const char *eq = strchr(v, '='), *slash = strchr(v, '/');
-    char *name = NULL;
-    if (eq && (!slash || eq < slash)) {
-        if (eq == v || !eq[1])
-            return kg_err(err, KG_EINVAL, "%s: expected NAME=DIR, got '%s'", from, v);
-        if (!(name = strndup(v, (size_t)(eq - v))))
-            return kg_err(err, KG_ENOMEM, "%s: out of memory", from);
-        v = eq + 1;
-    }
+    char *copy = strdup(v);
+    if (!copy) return kg_err(err, KG_ENOMEM, "%s: out of memory", from);
     size_t i = a->n_models++;
-    a->models[i].name = a->models[i].given_name = name;
-    a->models[i].dir = v;
+    memset(&a->models[i], 0, sizeof a->models[i]);
+    a->models[i].given = copy;
     snprintf(a->models[i].from, sizeof a->models[i].from, "%s", from);
-    return KG_OK;
+    char *eq = strchr(copy, '='), *slash = strchr(copy, '/'), *opts = main_model_next_option(copy);
+    char *dir = copy;
+    if (eq && eq < opts && (!slash || eq < slash)) {
+        if (eq == copy || eq + 1 == opts)
+            return kg_err(err, KG_EINVAL, "%s: expected NAME=DIR, got '%s'", from, v);
+        *eq = '\0';
+        a->models[i].name = copy;
+        dir = eq + 1;
+    }
+    a->models[i].dir = dir;
+    return main_model_options(a, i, opts, from, err);
 }
 
 // One --api-key (field: the AuthKeys). Refused when empty (the row's KG_FLAG_NOT_EMPTY): a key
@@ -85,7 +143,9 @@ static const KgFlag MAIN_ROWS[] = {
      .env = "KOGPT2_MODEL",
      .help = "a model directory (config.json, the weights, a tokenizer) or ORG/NAME[@REV] in the "
              "Hugging Face cache; repeat it to serve several (up to 8), each with its own engine "
-             "and memory, picked by the request's \"model\" (absent: the first)"},
+             "and memory, picked by the request's \"model\" (absent: the first); "
+             "DIR,dtype=T,ctx-size=N,chat-template=FILE (any of them) gives that model its own "
+             "--dtype, --ctx-size, --chat-template"},
     {.name = "alias",
      .kind = KG_FLAG_STR,
      .metavar = "NAME",
@@ -479,6 +539,6 @@ int main_args_parse(MainArgs *a, int argc, char **argv) {
 
 void main_args_free(MainArgs *a) {
     for (size_t i = 0; i < a->n_models; i++)
-        free(a->models[i].given_name);
+        free(a->models[i].given);
     auth_free(&a->keys);
 }

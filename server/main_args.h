@@ -25,11 +25,18 @@ typedef struct {
     int no_speculate, quiet;
     LogFormat log_format;
     AuthKeys keys; // --api-key and --api-key-file (or their variables): every key they give
-    // --model in order: its name (NULL: none yet; filled in after the parse) and directory
+    // --model in order: its name (NULL: none yet; filled in after the parse), directory (or
+    // ORG/NAME) and its own options (--model NAME=DIR,dtype=T,ctx-size=N,chat-template=FILE),
+    // which win over the flags
     struct {
         const char *name, *dir;
-        char *given_name; // NAME of NAME=DIR, malloc'd (main_args_free frees it), or NULL
-        char from[24];    // "--model" or "KOGPT2_MODEL", for the messages about it
+        char *given;   // the flag's value, malloc'd (main_args_free frees it) and cut into the
+                       // name, the directory and the options, which point into it; or NULL
+        char from[24]; // "--model" or "KOGPT2_MODEL", for the messages about it
+        int dtype_set; // dtype was given for this model
+        KgDtype dtype; // (dtype_set) else the --dtype flag's
+        long ctx_size; // 0: --ctx-size's
+        const char *chat_template; // NULL: --chat-template's
     } models[MAIN_MAX_MODELS];
     size_t n_models;
     int models_given; // a --model (or KOGPT2_MODEL) replaced SageMaker's default

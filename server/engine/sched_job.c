@@ -7,11 +7,13 @@
 #include <string.h>
 
 #include "base/kg.h"
+#include "sched_explain.h"
 
 void sched_job_free(SchedJob *j) {
     for (size_t i = 0; i < j->out.n; i++) {
         free((char *)j->out.tokens[i].text);
         free((KgCandidate *)j->out.tokens[i].candidates);
+        sched_explain_free((SchedExplain *)j->out.tokens[i].explain);
     }
     free(j->out.tokens);
     free(j->in.tokens);
@@ -101,6 +103,7 @@ end:
     if (rc) {
         free((char *)t->text);
         free((KgCandidate *)t->candidates);
+        sched_explain_free((SchedExplain *)t->explain);
     }
     return rc;
 }
@@ -127,12 +130,13 @@ int sched_job_emit_score(SchedJob *j, int id, float logprob, char *text, size_t 
                                            .rank = rank});
 }
 
-int sched_job_emit_answer(SchedJob *j, KgCandidate *candidates, size_t n_candidates,
-                          double entropy) {
+int sched_job_emit_answer(SchedJob *j, KgCandidate *candidates, size_t n_candidates, double entropy,
+                          SchedExplain *explain) {
     return sched_job_push(j, &(SchedToken){.id = -1,
                                            .candidates = candidates,
                                            .n_candidates = n_candidates,
-                                           .entropy = entropy});
+                                           .entropy = entropy,
+                                           .explain = explain});
 }
 
 void sched_job_finish(SchedJob *j, SchedState state, int code, const char *msg) {
