@@ -9,7 +9,9 @@ flag is given (the daemon serves with the flags' values, the key included); the 
 (-m, -H, -p, -t) work; --help lists every flag with its variable, KOGPT2_ + the name in
 capitals; and a daemon serving two named models (--model a=DIR --model b=DIR) answers on both
 and exits 0 after SIGTERM, which under AddressSanitizer means LeakSanitizer found nothing (the
-NAME of NAME=DIR was never freed: every ASan run of such a daemon exited 1)."""
+NAME of NAME=DIR was never freed: every ASan run of such a daemon exited 1), one of them with
+per-model options (ctx-size=64 served); a bad per-model option (ctx-size=0, dtype=f99, a
+chat-template that is not there) exits 2 naming --model or KOGPT2_MODEL and the option."""
 import http.client
 import json
 import os
@@ -133,12 +135,27 @@ def test_help():
         check(("env " + var) in " ".join(e.split()), "--help: --%s names %s" % (flag, var))
 
 
+def test_model_options():
+    """--model's per-model options (NAME=DIR,KEY=VALUE) refused by the flag's or the variable's
+    name, exit 2."""
+    refused("ctx-size=0", ["--model", "x=%s,ctx-size=0" % MODEL], {}, 2,
+            "kogpt2d: --model's ctx-size must be an integer in 1..1048576, got '0'")
+    refused("dtype=f99", ["--model", "x=%s,dtype=f99" % MODEL], {}, 2, "kogpt2d: --model's dtype: ")
+    refused("a chat-template that is not there", [],
+            {"KOGPT2_MODEL": "x=%s,chat-template=/nonexistent/t.jinja" % MODEL}, 2,
+            "kogpt2d: KOGPT2_MODEL's chat-template: /nonexistent/t.jinja: No such file")
+
+
 def test_named_models():
-    d = lib.Daemon("a=" + MODEL, "--model", "b=" + MODEL, "--device", "cpu")
+    # b carries per-model options: the copy of the flag's value they point into is freed too
+    d = lib.Daemon("a=" + MODEL, "--model", "b=%s,ctx-size=64,dtype=f32" % MODEL,
+                   "--device", "cpu")
     try:
         status, j = d.json("GET", "/v1/models")
         names = [m["id"] for m in (j or {}).get("data", [])]
         check(status == 200 and names == ["a", "b"], "/v1/models lists a and b: %r" % names)
+        n_ctx = {m["id"]: m.get("n_ctx") for m in (j or {}).get("data", [])}
+        check(n_ctx.get("b") == 64 and n_ctx.get("a") != 64, "b's ctx-size=64 only: %r" % n_ctx)
         for name in ("a", "b"):
             status, j = d.json("POST", "/v1/next-token", {"text": "안녕", "top_k": 2,
                                                           "model": name})
@@ -158,7 +175,8 @@ def main():
     tmp = tempfile.mkdtemp(prefix="kg_flags_")
     for name, fn in (("refusals", lambda: test_refusals(tmp)),
                      ("flags win over bad variables", lambda: test_flags_win(tmp)),
-                     ("--help", test_help), ("named models", test_named_models)):
+                     ("--help", test_help), ("per-model options", test_model_options),
+                     ("named models", test_named_models)):
         print("-", name, flush=True)
         try:
             fn()
