@@ -280,7 +280,8 @@ static int ckpt_file_ours(const char *name) {
         CKPT_ARGS_FILE, CKPT_VAL_FILE,       "tokenizer_config.json"};
     for (size_t i = 0; i < sizeof NAMES / sizeof NAMES[0]; i++)
         if (!strcmp(name, NAMES[i])) return 1;
-    return kg_ends_with(name, ".model") || kg_ends_with(name, ".spiece"); // a SentencePiece tokenizer
+    return kg_ends_with(name, ".model") ||
+           kg_ends_with(name, ".spiece"); // a SentencePiece tokenizer
 }
 
 int ckpt_dir_kind(const char *dir, CkptDirKind *kind, char *first, size_t cap, char *err) {
