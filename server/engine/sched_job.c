@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "sched_explain.h"
+
 double sched_job_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -17,6 +19,7 @@ void sched_job_free(SchedJob *j) {
     for (size_t i = 0; i < j->out.n; i++) {
         free((char *)j->out.tokens[i].text);
         free((KgCandidate *)j->out.tokens[i].candidates);
+        sched_explain_free((SchedExplain *)j->out.tokens[i].explain);
     }
     free(j->out.tokens);
     free(j->in.tokens);
@@ -106,6 +109,7 @@ end:
     if (rc) {
         free((char *)t->text);
         free((KgCandidate *)t->candidates);
+        sched_explain_free((SchedExplain *)t->explain);
     }
     return rc;
 }
@@ -132,12 +136,13 @@ int sched_job_emit_score(SchedJob *j, int id, float logprob, char *text, size_t 
                                            .rank = rank});
 }
 
-int sched_job_emit_answer(SchedJob *j, KgCandidate *candidates, size_t n_candidates,
-                          double entropy) {
+int sched_job_emit_answer(SchedJob *j, KgCandidate *candidates, size_t n_candidates, double entropy,
+                          SchedExplain *explain) {
     return sched_job_push(j, &(SchedToken){.id = -1,
                                            .candidates = candidates,
                                            .n_candidates = n_candidates,
-                                           .entropy = entropy});
+                                           .entropy = entropy,
+                                           .explain = explain});
 }
 
 void sched_job_finish(SchedJob *j, SchedState state, int code, const char *msg) {
