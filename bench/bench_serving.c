@@ -201,16 +201,26 @@ static int grows_at(size_t pos, size_t n_prompt, int paged) {
 
 // --- the daemon's side ---
 
-// The value of metric `name` (a whole line's first token) in /metrics, or -1.
-static double metric(int port, const char *name) {
+// The value of metric `name` in /metrics summed over its series (one per model: kogpt2d labels
+// them model="..."), only those whose labels hold `label` when it is not NULL
+// (`state="used"`); -1 when there is none.
+static double metric(int port, const char *name, const char *label) {
     static char out[1 << 16];
     BenchConn c;
     double v = -1;
     if (bench_conn_open(&c, port) == 0 &&
         bench_http_request(&c, "/metrics", NULL, out, sizeof out) == 200) {
         size_t nl = strlen(name);
-        for (const char *p = out; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-            if (!strncmp(p, name, nl) && p[nl] == ' ') v = atof(p + nl + 1);
+        for (const char *p = out; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+            if (strncmp(p, name, nl) || (p[nl] != ' ' && p[nl] != '{')) continue;
+            const char *end = strchr(p + nl, ' '), *eol = strchr(p, '\n');
+            if (!end || (eol && end > eol)) continue;
+            if (label) {
+                const char *hit = strstr(p + nl, label);
+                if (!hit || hit > end) continue;
+            }
+            v = (v < 0 ? 0 : v) + atof(end + 1);
+        }
     }
     bench_conn_close(&c);
     return v;
@@ -219,10 +229,10 @@ static double metric(int port, const char *name) {
 // A KV block's bytes as the daemon reports them: its pool's bytes over its blocks (/metrics);
 // 0 for a daemon without a paged cache.
 static double block_bytes(int port) {
-    double blocks = metric(port, "kogpt2_kv_blocks{state=\"used\"}") +
-                    metric(port, "kogpt2_kv_blocks{state=\"cached\"}") +
-                    metric(port, "kogpt2_kv_blocks{state=\"free\"}");
-    double bytes = metric(port, "kogpt2_kv_cache_bytes");
+    double blocks = metric(port, "kogpt2_kv_blocks", "state=\"used\"") +
+                    metric(port, "kogpt2_kv_blocks", "state=\"cached\"") +
+                    metric(port, "kogpt2_kv_blocks", "state=\"free\"");
+    double bytes = metric(port, "kogpt2_kv_cache_bytes", NULL);
     return blocks > 0 && bytes > 0 ? bytes / blocks : 0;
 }
 
@@ -367,9 +377,9 @@ static void *sampler_main(void *arg) {
     Sampler *s = arg;
     while (!s->stop) {
         size_t r = (size_t)bench_rss_bytes(s->pid);
-        double used = metric(s->port, "kogpt2_kv_blocks{state=\"used\"}");
-        double refs = metric(s->port, "kogpt2_kv_block_refs");
-        double held = used + metric(s->port, "kogpt2_kv_blocks{state=\"cached\"}");
+        double used = metric(s->port, "kogpt2_kv_blocks", "state=\"used\"");
+        double refs = metric(s->port, "kogpt2_kv_block_refs", NULL);
+        double held = used + metric(s->port, "kogpt2_kv_blocks", "state=\"cached\"");
         if (held > s->peak_held) s->peak_held = held;
         if (r > s->peak_rss) s->peak_rss = r;
         if (used > s->peak_used) {
@@ -528,7 +538,7 @@ int main(int argc, char **argv) {
     for (char *sc = strtok_r(scenarios, ",", &save); sc; sc = strtok_r(NULL, ",", &save)) {
         int port = bench_free_port();
         pid_t pid = bench_daemon_start(exe, model, port, threads, extra);
-        int paged = metric(port, "kogpt2_kv_block_refs") >= 0;
+        int paged = metric(port, "kogpt2_kv_block_refs", NULL) >= 0;
         static char models[1 << 16];
         BenchConn c;
         if (!bench_conn_open(&c, port) &&
