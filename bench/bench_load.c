@@ -27,11 +27,6 @@
 
 #include "bench_util.h"
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 // Seconds of one parse of the directory's single weights file, mapped beforehand; -1 for a
 // sharded directory.
 static double parse_time(const char *dir, char *err) {
@@ -101,9 +96,9 @@ int main(int argc, char **argv) {
     printf("%-36s %8s %8s %8s %8s %8s %8s\n", "directory", "median", "best", "median", "best",
            "median", "best");
     for (int d = 0; d < n_dirs; d++) {
-        qsort(t_parse + d * runs, (size_t)runs, sizeof *t_parse, cmp_double);
-        qsort(t_src + d * runs, (size_t)runs, sizeof *t_src, cmp_double);
-        qsort(t_open + d * runs, (size_t)runs, sizeof *t_open, cmp_double);
+        qsort(t_parse + d * runs, (size_t)runs, sizeof *t_parse, bench_cmp_double);
+        qsort(t_src + d * runs, (size_t)runs, sizeof *t_src, bench_cmp_double);
+        qsort(t_open + d * runs, (size_t)runs, sizeof *t_open, bench_cmp_double);
         const char *dir = argv[optind + d], *tail = strlen(dir) > 36 ? dir + strlen(dir) - 36 : dir;
         printf("%-36s %8.3f %8.3f %8.2f %8.2f %8.1f %8.1f\n", tail,
                1e3 * t_parse[d * runs + runs / 2], 1e3 * t_parse[d * runs],

@@ -1,5 +1,5 @@
-// bench_util.h — timing, random numbers and the machine's own limits (memory read bandwidth,
-// peak single-precision FLOP/s) for the benchmarks to compare against in the same run.
+// bench_util.h — timing, random numbers, percentiles and the machine's own limits (memory read
+// bandwidth, peak single-precision FLOP/s) for the benchmarks to compare against in the same run.
 #ifndef BENCH_UTIL_H
 #define BENCH_UTIL_H
 
@@ -16,6 +16,17 @@ static inline uint64_t bench_rand(uint64_t *s) {
     *s ^= *s >> 7;
     *s ^= *s << 17;
     return *s;
+}
+
+// qsort's comparison of two doubles, ascending.
+static inline int bench_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+// The p-th quantile (0..1) of v (n values, sorted ascending; nearest rank); 0 when n is 0.
+static inline double bench_pct(const double *v, size_t n, double p) {
+    return n ? v[(size_t)(p * (double)(n - 1) + 0.5)] : 0;
 }
 
 typedef float bench_v16 __attribute__((vector_size(64)));
