@@ -68,8 +68,9 @@ def test_disconnect(d):
     FIN is not a hang-up (test_half_close)."""
     def running():
         txt = d.request("GET", "/metrics")[2].decode()
-        return [float(l.split()[1]) for l in txt.splitlines()
-                if l.startswith("kogpt2_running_jobs ") or l.startswith("kogpt2_queue_depth ")]
+        # one line each per served model, labelled {model="..."}: this daemon serves one
+        return [float(l.split()[-1]) for l in txt.splitlines()
+                if l.split("{")[0].split(" ")[0] in ("kogpt2_running_jobs", "kogpt2_queue_depth")]
     for streamed in (True, False):
         body = json.dumps({"text": "안녕", "max_tokens": 120, "ignore_eos": True,
                            "stream": streamed}).encode()

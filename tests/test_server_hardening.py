@@ -172,20 +172,38 @@ def check_failed_stream(what, status, data, reason):
 def test_responses_sigterm(tmp):
     d = lib.Daemon(DEFAULT, "--timeout", "60", log=os.path.join(tmp, "sigterm.log"))
     results = []
+    first_delta = threading.Event()
 
     def client():
+        # read as it comes, so that the signals go out while the stream runs: on an idle
+        # machine the default model makes its 400 tokens in well under a second
+        c = d.conn(60)
         try:
-            results.append(d.request("POST", "/v1/responses", {
+            c.request("POST", "/v1/responses", body=json.dumps({
                 "input": "옛날 옛적에", "max_output_tokens": 400, "ignore_eos": True,
-                "stream": True, "temperature": 1.0, "seed": 5}, timeout=60))
+                "stream": True, "temperature": 1.0, "seed": 5}).encode(),
+                headers={"Content-Type": "application/json"})
+            r = c.getresponse()
+            data = b""
+            while True:
+                line = r.readline()
+                if not line:
+                    break
+                data += line
+                if b"response.output_text.delta" in line:
+                    first_delta.set()
+            results.append((r.status, {k.lower(): v for k, v in r.getheaders()}, data))
         except OSError as e:
             results.append((repr(e), {}, b""))
+        finally:
+            first_delta.set()
+            c.close()
 
     t = threading.Thread(target=client)
     t.start()
-    time.sleep(0.8)  # a few deltas out
+    first_delta.wait(60)  # a delta out
     d.proc.send_signal(signal.SIGTERM)
-    time.sleep(0.2)
+    time.sleep(0.02)
     d.proc.send_signal(signal.SIGTERM)  # the drain cut short: the stream is cancelled
     t.join(60)
     try:
