@@ -239,18 +239,7 @@ oom:
 }
 
 static cJSON *chat_reply(Job *job) {
-    size_t prompt, generated;
-    job_usage(job, &prompt, &generated);
-    cJSON *j_choices;
-    cJSON *j_root = job_openai_object(job, "chat.completion", &j_choices);
-    if (!j_root) return NULL;
-    for (size_t i = 0; i < job->n_choices; i++)
-        if (chat_reply_choice(job, j_choices, i)) goto oom;
-    if (!api_add_usage(j_root, prompt, generated)) goto oom;
-    return j_root;
-oom:
-    cJSON_Delete(j_root);
-    return NULL;
+    return openai_reply(job, "chat.completion", chat_reply_choice);
 }
 
 static void chat_free(void *ctx) {

@@ -223,18 +223,7 @@ static int completions_reply_choice(Job *job, cJSON *j_choices, size_t i) {
 }
 
 static cJSON *completions_reply(Job *job) {
-    size_t prompt, generated;
-    job_usage(job, &prompt, &generated);
-    cJSON *j_choices;
-    cJSON *j_root = job_openai_object(job, "text_completion", &j_choices);
-    if (!j_root) return NULL;
-    for (size_t i = 0; i < job->n_choices; i++)
-        if (completions_reply_choice(job, j_choices, i)) goto oom;
-    if (!api_add_usage(j_root, prompt, generated)) goto oom;
-    return j_root;
-oom:
-    cJSON_Delete(j_root);
-    return NULL;
+    return openai_reply(job, "text_completion", completions_reply_choice);
 }
 
 static void completions_free(void *ctx) {
