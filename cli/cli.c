@@ -26,12 +26,7 @@ int cli_parse_ids(const char *s, int **ids, size_t *n, size_t *cap) {
         if (end == s || errno || v < -2147483647L || v > 2147483647L ||
             (*end && !strchr(", \t\r\n", *end)))
             return -1;
-        if (*n == *cap) {
-            size_t c = *cap ? *cap * 2 : 64;
-            int *p = realloc(*ids, c * sizeof(int));
-            if (!p) return -1;
-            *ids = p, *cap = c;
-        }
+        if (KG_GROW(*ids, cap, *n + 1, NULL)) return -1;
         (*ids)[(*n)++] = (int)v;
         s = end;
     }

@@ -280,7 +280,8 @@ static int ckpt_file_ours(const char *name) {
         CKPT_ARGS_FILE, CKPT_VAL_FILE,       "tokenizer_config.json"};
     for (size_t i = 0; i < sizeof NAMES / sizeof NAMES[0]; i++)
         if (!strcmp(name, NAMES[i])) return 1;
-    return kg_ends_with(name, ".model") || kg_ends_with(name, ".spiece"); // a SentencePiece tokenizer
+    return kg_ends_with(name, ".model") ||
+           kg_ends_with(name, ".spiece"); // a SentencePiece tokenizer
 }
 
 int ckpt_dir_kind(const char *dir, CkptDirKind *kind, char *first, size_t cap, char *err) {
@@ -548,14 +549,9 @@ static int list_steps(const char *dir, uint64_t **steps, size_t *n, char *err) {
         }
         long long s = step_of(e->d_name, base, 0);
         if (s < 0) continue;
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 16;
-            uint64_t *q = realloc(*steps, cap * sizeof *q);
-            if (!q) {
-                rc = kg_err(err, KG_ENOMEM, "%s: out of memory", parent);
-                break;
-            }
-            *steps = q;
+        if (KG_GROW(*steps, &cap, *n + 1, NULL)) {
+            rc = kg_err(err, KG_ENOMEM, "%s: out of memory", parent);
+            break;
         }
         (*steps)[(*n)++] = (uint64_t)s;
     }

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/kg.h"
+
 double sched_job_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -90,15 +92,9 @@ static int sched_job_push(SchedJob *j, const SchedToken *t) {
     SchedJobOutput *o = &j->out;
     pthread_mutex_lock(&o->mu);
     int rc = KG_OK;
-    if (o->n == o->cap) {
-        size_t cap = o->cap ? 2 * o->cap : 16;
-        SchedToken *grown = realloc(o->tokens, cap * sizeof *grown);
-        if (!grown) {
-            rc = KG_ENOMEM;
-            goto end;
-        }
-        o->tokens = grown;
-        o->cap = cap;
+    if (KG_GROW(o->tokens, &o->cap, o->n + 1, NULL)) {
+        rc = KG_ENOMEM;
+        goto end;
     }
     o->tokens[o->n++] = *t;
 end:
