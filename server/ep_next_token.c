@@ -39,7 +39,7 @@ static cJSON *next_candidate_json(const Tokenizer *tok, const KgCandidate *c) {
 }
 
 // The engine's one entry for a next-token job carries the candidates.
-static int next_token(Job *job, size_t i, const SchedToken *t) {
+static int next_token(JobRequest *job, size_t i, const SchedToken *t) {
     (void)i;
     NextToken *nt = job->ctx;
     nt->entropy = t->entropy;
@@ -52,10 +52,10 @@ static int next_token(Job *job, size_t i, const SchedToken *t) {
     return KG_OK;
 }
 
-static cJSON *next_reply(Job *job) {
+static cJSON *next_reply(JobRequest *job) {
     NextToken *nt = job->ctx;
     SchedStats st;
-    sched_job_stats(job->choices[0].sched_job, &st);
+    sched_seq_stats(job->choices[0].sched_seq, &st);
     cJSON *j_root = cJSON_CreateObject();
     if (!j_root || !cJSON_AddStringToObject(j_root, "model", job->model->name) ||
         !cJSON_AddItemToObject(j_root, "tokens", api_ids_json(nt->prompt, nt->n_prompt)) ||
@@ -88,23 +88,23 @@ static const JobHooks NEXT_TOKEN_HOOKS = {
 
 enum MHD_Result ep_next_token(SrvReq *r, const cJSON *j_req) {
     enum MHD_Result ret = MHD_NO;
-    SrvApp *app = api_ready(r, &ret);
+    ApiApp *app = api_ready(r, &ret);
     if (!app) return ret;
     char err[KG_ERRLEN];
     const char *param = "model";
-    const SrvModel *m = NULL;
+    const ApiModel *served = NULL;
     long long n_candidates;
     double temperature = 1;
     int speculate = 0;
     NextToken *nt = calloc(1, sizeof *nt);
-    int rc = nt ? api_model(app, j_req, &m, err) : kg_err(err, KG_ENOMEM, "out of memory");
+    int rc = nt ? api_model(app, j_req, &served, err) : kg_err(err, KG_ENOMEM, "out of memory");
     if (!rc) rc = json_int(j_req, param = "top_k", &n_candidates, 10, 1, API_MAX_CANDIDATES, err);
     if (!rc) rc = json_num(j_req, param = "temperature", &temperature, 1, 1e-3, 100, err);
     if (!rc) rc = json_bool(j_req, param = "speculate", &speculate, 0, err);
-    if (!rc) rc = api_prompt(m, j_req, &nt->prompt, &nt->n_prompt, &param, err);
+    if (!rc) rc = api_prompt(served, j_req, &nt->prompt, &nt->n_prompt, &param, err);
     if (!rc && !(nt->j_candidates = cJSON_CreateArray()))
         rc = kg_err(err, KG_ENOMEM, "out of memory");
-    Job *job = rc ? NULL : job_new(m, &NEXT_TOKEN_HOOKS, nt, 1, "next", 0);
+    JobRequest *job = rc ? NULL : job_new(served, &NEXT_TOKEN_HOOKS, nt, 1, "next", 0);
     if (!rc && !job) rc = kg_err(err, KG_ENOMEM, "out of memory");
     if (rc) {
         next_free(nt);

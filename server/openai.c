@@ -15,7 +15,7 @@ int openai_add_finish(cJSON *j_obj, const char *finish) {
     return j ? KG_OK : KG_ENOMEM;
 }
 
-cJSON *openai_reply(Job *job, const char *object, OpenaiChoiceFn write_choice) {
+cJSON *openai_reply(JobRequest *job, const char *object, OpenaiChoiceFn write_choice) {
     size_t prompt, generated;
     job_usage(job, &prompt, &generated);
     cJSON *j_choices;
@@ -30,7 +30,7 @@ oom:
     return NULL;
 }
 
-int openai_stream_end(Job *job, const char *object, int include_usage) {
+int openai_stream_end(JobRequest *job, const char *object, int include_usage) {
     if (include_usage) {
         cJSON *j_choices;
         cJSON *j = job_openai_object(job, object, &j_choices);

@@ -21,8 +21,8 @@
 //
 // Where the engine lives: sched.c runs the thread (queue, admission, preemption, each step's
 // forward); sched_logits.c is what a job does with its logits (answer, score, sample, emit);
-// sched_spec.c the speculative next clicks; sched_job.c one job's record and the
-// sched_job_* calls below; the batch planner, which rows of which jobs go into a step (a new
+// sched_spec.c the speculative next clicks; sched_seq.c one job's record and the
+// sched_seq_* calls below; the batch planner, which rows of which jobs go into a step (a new
 // batching policy goes there), is sched_plan.c; a generation's text, stop strings and
 // held-back bytes are gentext.c; the remembered logits logits_memo.c, and /v1/score's memo
 // of finished scores score_memo.c.
@@ -40,7 +40,7 @@
 #include "tokenizer/tokenizer.h"
 
 typedef struct Sched Sched;
-typedef struct SchedJob SchedJob;
+typedef struct SchedSeq SchedSeq;
 
 typedef struct {
     size_t max_batch;    // jobs advanced together per step, at most (--max-batch)
@@ -150,21 +150,21 @@ void sched_free(Sched *s);
 // longer than max_prompt or a token id is outside the vocabulary (message says which),
 // KG_EINVAL for bad parameters, KG_ECANCEL when stopping. notify(ctx) runs on the engine
 // thread whenever the job has new output or finishes. On KG_OK the caller owns *job and
-// must call sched_job_release() once.
+// must call sched_seq_release() once.
 int sched_submit(Sched *s, const SchedParams *p, void (*notify)(void *ctx), void *ctx,
-                 SchedJob **job, char *err);
+                 SchedSeq **job, char *err);
 
 // Copies out the tokens produced since the last call (at most cap), and the job's state.
 // The SchedToken strings and candidates stay valid until the job is released.
-size_t sched_job_read(SchedJob *j, SchedToken *out, size_t cap, SchedState *state);
+size_t sched_seq_read(SchedSeq *j, SchedToken *out, size_t cap, SchedState *state);
 // Error code and message of a job in SCHED_DONE_ERROR.
-int sched_job_error(SchedJob *j, char *err);
-void sched_job_stats(SchedJob *j, SchedStats *stats);
+int sched_seq_error(SchedSeq *j, char *err);
+void sched_seq_stats(SchedSeq *j, SchedStats *stats);
 // The client went away: stop working on the job (its slot is freed at the next step).
-void sched_job_cancel(SchedJob *j);
+void sched_seq_cancel(SchedSeq *j);
 // Drops the caller's reference; cancels the job if it is still running. Once it returns,
 // the job's notify callback is never called again (so ctx may be freed).
-void sched_job_release(SchedJob *j);
+void sched_seq_release(SchedSeq *j);
 
 // Gauges for /metrics: jobs waiting, jobs running, rows in the last batch, the KV pool and
 // the prefix cache.

@@ -45,7 +45,7 @@ void metrics_init(const char *const *endpoints, size_t n);
 
 // One finished request: endpoint label (unknown names count as "other"), status, seconds.
 void metrics_request(const char *endpoint, int status, double seconds);
-// Tokens of one finished engine job of an endpoint, and the time it spent decoding.
+// Tokens of one finished engine sequence of an endpoint, and the time it spent decoding.
 void metrics_tokens(const char *endpoint, size_t prompt, size_t cached, size_t generated,
                     double decode_ms);
 // A generation's time to first token (from its submission).
