@@ -1,34 +1,36 @@
 // sched.h — the engine: one thread owns the model and runs every forward pass.
 //
-// HTTP handlers submit jobs and read their output; they never touch tensors. Each engine
-// step advances every running job together (continuous batching: one forward over the new
+// A sequence (SchedSeq) is one thing the engine runs: a generation or a scoring of one
+// prompt, one choice of one request (job.h's JobRequest submits one per choice). HTTP
+// handlers submit sequences and read their output; they never touch tensors. Each engine
+// step advances every running sequence together (continuous batching: one forward over the new
 // rows of all of them). Memory is counted in KV blocks (model/kv.h): one pool per model,
-// sized once; a job holds a block table, never a buffer, and a prompt starts from the blocks
-// of its longest cached prefix, shared with every other job that has it (vLLM's automatic
+// sized once; a sequence holds a block table, never a buffer, and a prompt starts from the blocks
+// of its longest cached prefix, shared with every other sequence that has it (vLLM's automatic
 // prefix caching); a prompt cached whole whose logits are remembered (logits_memo.h) costs
 // no forward pass. When idle after a next-token answer that asked for it, the engine
 // precomputes the top candidates' continuations, so the Explorer's likely next click is
-// already answered; a job that arrives meanwhile stops that pass (it runs again when the
+// already answered; a sequence that arrives meanwhile stops that pass (it runs again when the
 // engine is next idle).
 //
-// Admission and preemption, by counting blocks (vLLM's policy): a queued job joins the
+// Admission and preemption, by counting blocks (vLLM's policy): a queued sequence joins the
 // batch when it fits max_batch and the pool has blocks for its whole prompt (after its
-// cached prefix) plus one for every running job's next step; otherwise it waits, first in
-// line. A step whose rows need more blocks than are left preempts the job admitted last: its
+// cached prefix) plus one for every running sequence's next step; otherwise it waits, first in
+// line. A step whose rows need more blocks than are left preempts the sequence admitted last: its
 // blocks go back (its filled blocks stay in the prefix cache), and it waits at the front of
 // the line to be recomputed from its tokens, keeping its sampler, so its output goes on as
 // if nothing happened. A full pool is never an error a client sees.
 //
 // Where the engine lives: sched.c runs the thread (queue, admission, preemption, each step's
-// forward); sched_logits.c is what a job does with its logits (answer, score, sample, emit);
-// sched_spec.c the speculative next clicks; sched_seq.c one job's record and the
-// sched_seq_* calls below; the batch planner, which rows of which jobs go into a step (a new
+// forward); sched_logits.c is what a sequence does with its logits (answer, score, sample, emit);
+// sched_spec.c the speculative next clicks; sched_seq.c one sequence's record and the
+// sched_seq_* calls below; the batch planner, which rows of which sequences go into a step (a new
 // batching policy goes there), is sched_plan.c; a generation's text, stop strings and
 // held-back bytes are gentext.c; the remembered logits logits_memo.c, and /v1/score's memo
 // of finished scores score_memo.c.
 //
-// Threads: sched_* functions may be called from any thread. A job's notify callback runs
-// on the engine thread; it must only wake the job's owner (e.g. MHD_resume_connection).
+// Threads: sched_* functions may be called from any thread. A sequence's notify callback runs
+// on the engine thread; it must only wake the sequence's owner (e.g. MHD_resume_connection).
 #ifndef SCHED_H
 #define SCHED_H
 

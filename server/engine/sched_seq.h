@@ -1,7 +1,7 @@
-// sched_seq.h — inside the engine: one job's record and its life cycle, for sched.c and the
+// sched_seq.h — inside the engine: one sequence's record and its life cycle, for sched.c and the
 // batch planner (sched_plan.c). Endpoints see only sched.h's opaque SchedSeq.
 //
-// A job has three parts by who touches them: what was submitted (copied by sched_seq_new,
+// A sequence has three parts by who touches them: what was submitted (copied by sched_seq_new,
 // then read-only), the engine thread's working state (only that thread), and the output
 // the caller reads (under out.mu). Two references hold it, the caller's and the engine's;
 // the last sched_seq_unref frees it.
