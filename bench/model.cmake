@@ -17,3 +17,8 @@ add_test(NAME test_gpt2_quant_quality
   COMMAND sh ${CMAKE_SOURCE_DIR}/tests/test_gpt2_quant_quality.sh)
 set_tests_properties(test_gpt2_quant_quality PROPERTIES SKIP_RETURN_CODE 77 LABELS model
   TIMEOUT 300 ENVIRONMENT "${_quant_env}")
+
+# What the lens and the attention view add to a next-token answer, in the model alone (issue
+# 36); bench/bench_explain.py measures the daemon end to end.
+add_executable(bench_explain bench_explain.c)
+target_link_libraries(bench_explain PRIVATE kgmodel)

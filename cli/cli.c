@@ -169,12 +169,13 @@ int cli_model_open_tokenizer(CliModel *cm, const CliModelArgs *a, int need_tok, 
     return rc && (need_tok || a->tokenizer) ? rc : KG_OK;
 }
 
-int cli_model_open(CliModel *cm, const CliModelArgs *a, size_t max_rows, FILE *log, char *err) {
+int cli_model_open(CliModel *cm, const CliModelArgs *a, size_t max_rows, size_t max_logit_rows,
+                   FILE *log, char *err) {
     int rc = KG_EINVAL;
     if (!(cm->be = kg_backend_new(a->device, a->threads, log, err))) goto fail;
     cm->be->mixed = a->precision;
     if ((rc = gpt2_open(&cm->m, a->dir, cm->be, a->dtype, err))) goto fail;
-    if ((rc = gpt2_state_init(&cm->s, &cm->m, max_rows, 1, err))) goto fail;
+    if ((rc = gpt2_state_init(&cm->s, &cm->m, max_rows, max_logit_rows, err))) goto fail;
     return KG_OK;
 fail:
     cli_model_close(cm);

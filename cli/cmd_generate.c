@@ -309,22 +309,22 @@ static int generate(CliModel *cm, const GenArgs *a, uint64_t seed, GenText *g, G
     int rc = !sampler || !stream ? kg_err(err, KG_ENOMEM, "out of memory") : KG_OK;
     if (!rc) rc = sampler_penalty_new(&penalty, V, &pen, err);
     if (!rc) rc = sampler_penalty_prompt(penalty, a->ids, a->n_ids, err);
-    // the UTF-8 mask from the prompt's last tokens on, so that a prompt ending inside a
-    // character goes on with it (a text token among them starts afresh), as kogpt2d does
+    // the stream and the UTF-8 mask start from the prompt's last token, or its last byte
+    // tokens (tok_stream_prime): a prompt ending inside a character goes on with it, as in
+    // kogpt2d's engine
     SamplerUtf8 utf8;
     SamplerUtf8State utf8_at = {0};
     int byte_id[256];
     tok_byte_ids(cm->tok, V, byte_id);
     sampler_utf8_init(&utf8, byte_id);
     const int strict = a->utf8_strict && utf8.any;
-    for (size_t i = a->n_ids > 4 ? a->n_ids - 4 : 0; strict && i < a->n_ids; i++)
+    size_t from = 0;
+    if (!rc) rc = tok_stream_prime(stream, a->ids, a->n_ids, &from, err);
+    for (size_t i = from; !rc && i < a->n_ids; i++)
         sampler_utf8_accept(&utf8_at, tok_byte(cm->tok, a->ids[i]));
     if (!rc && (strict || sampler_penalty_active(penalty)) &&
         !(penalized = malloc(V * sizeof *penalized)))
         rc = kg_err(err, KG_ENOMEM, "out of memory");
-    // the stream starts after the prompt's last token: the first piece keeps its leading
-    // space, as it has inside the whole decoded text
-    if (!rc) rc = tok_stream_push(stream, a->ids[a->n_ids - 1], &piece, &piece_len, err);
     if (!rc) rc = kv_init(&kv, m, err);
     if (!rc) rc = gpt2_prefill(m, &cm->s, &kv, a->ids, a->n_ids, 1, err);
     double t1 = now_ms();
@@ -453,7 +453,7 @@ int cmd_generate(int argc, char **argv) {
         free(a.ids);
         return 2;
     }
-    if (cli_model_open(&cm, &a.model, GEN_PREFILL_ROWS, stderr, err)) {
+    if (cli_model_open(&cm, &a.model, GEN_PREFILL_ROWS, 1, stderr, err)) {
         fprintf(stderr, "kogpt2 generate: %s\n", err);
         free(a.ids);
         return 1;

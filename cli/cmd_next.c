@@ -192,7 +192,7 @@ int cmd_next(int argc, char **argv) {
         return 2;
     }
     // the device line goes to stderr: stdout stays the answer (JSON for --json)
-    if (cli_model_open(&cm, &a.model, 512, stderr, err)) {
+    if (cli_model_open(&cm, &a.model, 512, 1, stderr, err)) {
         fprintf(stderr, "kogpt2 next: %s\n", err);
         free(a.ids);
         return 1;

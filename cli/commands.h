@@ -26,6 +26,7 @@ int cmd_generate(int argc, char **argv);   // cmd_generate.c
 int cmd_tokenize(int argc, char **argv);   // cmd_tokenize.c
 int cmd_detokenize(int argc, char **argv); // cmd_tokenize.c
 int cmd_convert(int argc, char **argv);    // cmd_convert.c
+int cmd_score(int argc, char **argv);      // cmd_score.c (score_run.c)
 
 // What --version prints: "kogpt2 0.3.0 (commit 1a2b3c4d5e6f)" (kg_version, kg_commit) into
 // out (KG_ERRLEN bytes). Returns out.
@@ -115,9 +116,11 @@ typedef struct {
 int cli_model_open_tokenizer(CliModel *cm, const CliModelArgs *a, int need_tok, char *err);
 
 // Then the backend (its one device line goes to log, which may be NULL), the weights and a
-// forward state of max_rows rows with one logits row. KG_OK, or an error with err filled and
-// cm holding nothing (its tokenizer closed too). Close with cli_model_close().
-int cli_model_open(CliModel *cm, const CliModelArgs *a, size_t max_rows, FILE *log, char *err);
+// forward state of max_rows rows, max_logit_rows of them with logits (1..max_rows). KG_OK, or an
+// error with err filled and cm holding nothing (its tokenizer closed too). Close with
+// cli_model_close().
+int cli_model_open(CliModel *cm, const CliModelArgs *a, size_t max_rows, size_t max_logit_rows,
+                   FILE *log, char *err);
 void cli_model_close(CliModel *cm);
 
 #endif

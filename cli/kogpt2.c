@@ -1,4 +1,5 @@
-// kogpt2 — the one-shot command line: next-token, generate, tokenize, detokenize, convert.
+// kogpt2 — the one-shot command line: next-token, generate, tokenize, detokenize, convert,
+// score.
 // Each subcommand lives in its own cmd_*.c file and is listed once in COMMANDS below.
 #include "commands.h"
 
@@ -11,6 +12,7 @@ static const CliCommand COMMANDS[] = {
     {"tokenize", cmd_tokenize, "text -> token ids and pieces"},
     {"detokenize", cmd_detokenize, "token ids -> text"},
     {"convert", cmd_convert, "write any loadable model as a model.safetensors directory"},
+    {"score", cmd_score, "bits per byte of every line of a text or JSONL file, as JSON lines"},
 };
 
 static void usage(FILE *f) {

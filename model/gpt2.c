@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/kg.h"
+#include "gpt2_capture.h"
 
 // ---------------------------------------------------------------------------------------
 // A sequence on its own pool
@@ -143,6 +144,7 @@ int gpt2_forward(const Gpt2 *m, Gpt2State *s, Gpt2Seq *seqs, size_t n_seq, char 
     if (N == 0) return KG_OK;
 
     op->encoder_forward(be, s->x, s->tokens, s->pos, w->wte, w->wpe, N, C); // x = wte + wpe
+    gpt2_capture_stage(m, s, n_seq, 0); // the lens and attention view, where asked
     for (size_t l = 0; l < c->n_layer; l++) {
         if (s->cancel && s->cancel(s->cancel_ctx))
             return kg_err(err, KG_ECANCEL, "forward: cancelled");
@@ -159,6 +161,7 @@ int gpt2_forward(const Gpt2 *m, Gpt2State *s, Gpt2Seq *seqs, size_t n_seq, char 
         op->matmul_gelu_forward(be, s->fc, NULL, s->ln, lw->fc_w, lw->fc_b, N, C, F, c->gelu);
         op->matmul_forward(be, s->proj, s->fc, lw->fcproj_w, lw->fcproj_b, N, F, C);
         op->residual_forward(be, s->x, s->x, s->proj, N * C); // x += mlp
+        gpt2_capture_stage(m, s, n_seq, l + 1);               // x and qkv of block l, where asked
     }
     if (s->cancel && s->cancel(s->cancel_ctx)) return kg_err(err, KG_ECANCEL, "forward: cancelled");
     // final layer norm and LM head, only on the rows that want logits

@@ -127,6 +127,10 @@ typedef struct {
     Gpt2Logits logits;
 } Gpt2Seq;
 
+// What one position's prediction looked like inside (gpt2_capture.h): the logit lens and
+// the attention view.
+typedef struct Gpt2Capture Gpt2Capture;
+
 // Scratch for one forward call of at most max_rows new tokens, max_logit_rows of which
 // want logits. One state per thread that runs forward passes.
 typedef struct {
@@ -151,6 +155,9 @@ typedef struct {
     // pass yields to a request that arrives meanwhile).
     int (*cancel)(void *ctx);
     void *cancel_ctx;
+    // Optional: what the passes keep of some sequences (gpt2_capture.h). captures[i] goes with
+    // seqs[i] of each gpt2_forward call (NULL: nothing); captures NULL: none at all.
+    Gpt2Capture *const *captures;
 } Gpt2State;
 
 int gpt2_state_init(Gpt2State *s, const Gpt2 *m, size_t max_rows, size_t max_logit_rows, char *err);

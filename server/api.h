@@ -135,6 +135,13 @@ struct ApiField {
 int api_fields(const ApiRequest *q, const ApiField *fields, size_t n, void *out, const char **param,
                char *err);
 
+// KG_OK when every member of the object j_obj is one of fields[0..n); else KG_EINVAL with err
+// naming the first other one and the fields there are: "explain: unknown field 'lense'
+// (fields: lens, top_k, attention, position)" (what names it is what, the object's name). A
+// nested object of options refuses a misspelt one rather than ignoring it.
+int api_known_fields(const cJSON *j_obj, const ApiField *fields, size_t n, const char *what,
+                     char *err);
+
 // Sampling parameters shared by /v1/generate, completions and chat.
 typedef struct {
     long long max_tokens, top_k, n_logprobs, seed;
@@ -171,6 +178,13 @@ cJSON *api_ids_json(const int *ids, size_t n);
 // "bytes" (what it adds to the text's bytes, as OpenAI's logprobs give them; [] for a control
 // piece)}. NULL for an id outside the vocabulary or on OOM.
 cJSON *api_token_json(const Tokenizer *tok, int id);
+// A candidate token as the logprob lists show it (completions' top_logprobs keys, chat's
+// top_logprobs "token", /v1/generate's and TGI's top lists): what it adds to the text when that
+// is UTF-8 on its own (" 안녕"; a control piece ""), else OpenAI's form of its bytes, "bytes:\xec"
+// (a byte piece that is part of a character): never a piece such as "<0xEC>". malloc'd,
+// NUL-terminated; with bytes, *bytes (malloc'd) and *n get the token's bytes. NULL for an id
+// outside the vocabulary or on OOM.
+char *api_token_logprob_text(const Tokenizer *tok, int id, char **bytes, size_t *n);
 // {"total_ms", "queue_ms", "prefill_ms", "decode_ms"} into j_obj as "timings".
 int api_add_timings(cJSON *j_obj, const SchedStats *st);
 // OpenAI's usage object {prompt_tokens, completion_tokens, total_tokens} into j_obj.
@@ -198,7 +212,7 @@ enum MHD_Result ep_readyz(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_metrics(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_static(SrvReq *r, const cJSON *j_req);
 // ep_tgi.c: text-generation-inference's /generate, /generate_stream, /info, and its compat
-// form ({inputs, parameters, stream}; the reply an array of one) for /invocations
+// form ({inputs, parameters, stream}; the reply an array of one) for POST / and /invocations
 enum MHD_Result ep_tgi_generate(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_tgi_generate_stream(SrvReq *r, const cJSON *j_req);
 enum MHD_Result ep_tgi_compat(SrvReq *r, const cJSON *j_req);

@@ -86,31 +86,35 @@ static const ApiField CHAT_FIELDS[] = {
     {"parallel_tool_calls", API_IGNORED, .why = "tools are refused: no tool call to limit"},
 };
 
-// {"token", "logprob", "bytes"} of one token's text.
-static cJSON *chat_token_logprob(const char *text, size_t len, float logprob) {
-    char *s = strndup(text, len);
+// {"token", "logprob", "bytes"}: token (NUL-terminated) and bytes[0..len).
+static cJSON *chat_token_logprob(const char *token, const char *bytes, size_t len, float logprob) {
     cJSON *j = cJSON_CreateObject();
     cJSON *j_bytes = NULL;
-    int ok = s && j && cJSON_AddStringToObject(j, "token", s) &&
+    int ok = token && j && cJSON_AddStringToObject(j, "token", token) &&
              cJSON_AddNumberToObject(j, "logprob", logprob);
     if (ok) j_bytes = cJSON_AddArrayToObject(j, "bytes");
     ok = j_bytes != NULL;
     for (size_t i = 0; ok && i < len; i++)
-        ok = cJSON_AddItemToArray(j_bytes, cJSON_CreateNumber((unsigned char)text[i]));
-    free(s);
+        ok = cJSON_AddItemToArray(j_bytes, cJSON_CreateNumber((unsigned char)bytes[i]));
     if (ok) return j;
     cJSON_Delete(j);
     return NULL;
 }
 
-// One generated token's entry of logprobs.content, with its top_logprobs.
+// One generated token's entry of logprobs.content (the text it completes), with its
+// top_logprobs (each candidate as api_token_logprob_text gives it, its bytes beside).
 static cJSON *chat_logprob_entry(const Tokenizer *tok, const SchedToken *t) {
-    cJSON *j = chat_token_logprob(t->text, t->text_len, t->logprob);
+    char *s = t->text_len ? strndup(t->text, t->text_len) : strdup(""); // (text may be NULL)
+    cJSON *j = chat_token_logprob(s, t->text, t->text_len, t->logprob);
+    free(s);
     cJSON *j_top = j ? cJSON_AddArrayToObject(j, "top_logprobs") : NULL;
     for (size_t k = 0; j_top && k < t->n_candidates; k++) {
-        char *text = tok_piece_text(tok, t->candidates[k].id);
-        cJSON *j_c = text ? chat_token_logprob(text, strlen(text), t->candidates[k].logprob) : NULL;
+        char *bytes = NULL;
+        size_t n = 0;
+        char *text = api_token_logprob_text(tok, t->candidates[k].id, &bytes, &n);
+        cJSON *j_c = text ? chat_token_logprob(text, bytes, n, t->candidates[k].logprob) : NULL;
         free(text);
+        free(bytes);
         if (!cJSON_AddItemToArray(j_top, j_c)) {
             cJSON_Delete(j_c);
             j_top = NULL;

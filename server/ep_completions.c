@@ -81,7 +81,7 @@ static cJSON *completions_top_logprobs(const Tokenizer *tok, const SchedToken *t
     if (isnan(t->logprob)) return cJSON_CreateNull();
     cJSON *j_top = cJSON_CreateObject();
     for (size_t k = 0; j_top && k < t->n_candidates; k++) {
-        char *key = tok_piece_text(tok, t->candidates[k].id);
+        char *key = api_token_logprob_text(tok, t->candidates[k].id, NULL, NULL);
         int ok = key != NULL;
         if (ok && !cJSON_GetObjectItemCaseSensitive(j_top, key)) // the first of equal texts
             ok = cJSON_AddNumberToObject(j_top, key, t->candidates[k].logprob) != NULL;

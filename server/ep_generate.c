@@ -24,7 +24,8 @@ typedef struct {
     cJSON *j_logprobs; // per-token objects (when n_logprobs > 0)
 } Generate;
 
-// {"id", "text", "logprob", "top": [{id, text, logprob}...]} of one generated token.
+// {"id", "text", "logprob", "top": [{id, text, bytes, logprob}...]} of one generated token (a
+// candidate's text as api_token_logprob_text gives it, its bytes beside).
 static cJSON *generate_token_json(const Tokenizer *tok, const SchedToken *t, int with_top) {
     cJSON *j_t = cJSON_CreateObject(), *j_top = NULL;
     char *s = strndup(t->text, t->text_len);
@@ -35,13 +36,19 @@ static cJSON *generate_token_json(const Tokenizer *tok, const SchedToken *t, int
         goto fail;
     for (size_t r = 0; j_top && r < t->n_candidates; r++) {
         const KgCandidate *c = &t->candidates[r];
-        char *text = tok_piece_text(tok, c->id);
-        cJSON *j_c = cJSON_CreateObject();
+        char *bytes = NULL;
+        size_t n = 0;
+        char *text = api_token_logprob_text(tok, c->id, &bytes, &n);
+        cJSON *j_c = cJSON_CreateObject(), *j_bytes = NULL;
         int ok = text && cJSON_AddItemToArray(j_top, j_c) &&
                  cJSON_AddNumberToObject(j_c, "id", c->id) &&
                  cJSON_AddStringToObject(j_c, "text", text) &&
+                 (j_bytes = cJSON_AddArrayToObject(j_c, "bytes")) &&
                  cJSON_AddNumberToObject(j_c, "logprob", c->logprob);
+        for (size_t k = 0; ok && k < n; k++)
+            ok = cJSON_AddItemToArray(j_bytes, cJSON_CreateNumber((unsigned char)bytes[k]));
         free(text);
+        free(bytes);
         if (!ok) goto fail;
     }
     free(s);

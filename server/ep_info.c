@@ -3,7 +3,7 @@
 //   /v1/models -> {object: "list", data: [each model]};  /v1/models/{id} -> the model, or 404
 //   /healthz   -> 200 while the process lives (never waits on the engine)
 //   /readyz    -> 200 when every model is loaded and warm and we are not draining, else 503
-//   /metrics   -> Prometheus text (metrics.h), for the daemon: the engines' gauges summed
+//   /metrics   -> Prometheus text (metrics.h), for the daemon: each engine's gauges by model
 //   other GETs outside /v1/: the Explorer's files (--web-dir)
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,23 +94,25 @@ enum MHD_Result ep_metrics(SrvReq *r, const cJSON *j_req) {
                        .work_queued = sv.work_queued,
                        .work_running = sv.work_running,
                        .ready = atomic_load(&app->ready) && !srv_draining(r->srv)};
-    // (the models are set before ready turns 1); one daemon's figures: every engine's summed
-    for (size_t i = 0; atomic_load(&app->ready) && i < app->n_models; i++) {
+    // (the models are set before ready turns 1); each engine's figures under its model's name
+    for (size_t i = 0; atomic_load(&app->ready) && i < app->n_models && i < METRICS_MAX_MODELS;
+         i++) {
         g.device = app->models[0].device;
         SchedGauges sg;
         sched_gauges(app->models[i].sched, &sg);
-        g.queue_depth += sg.queued;
-        g.running += sg.running;
-        g.batch_rows += sg.last_batch_rows;
-        g.cache_bytes += sg.cache_bytes;
-        g.cache_capacity += sg.cache_capacity;
-        g.cache_entries += sg.cache_entries;
-        g.kv_bytes += sg.kv.blocks * sg.kv.block_bytes;
-        g.kv_blocks_used += sg.kv.used;
-        g.kv_blocks_cached += sg.kv.cached;
-        g.kv_blocks_free += sg.kv.free;
-        g.kv_block_refs += sg.kv.refs;
-        g.kv_preemptions += sg.preemptions_total;
+        g.engines[g.n_engines++] = (MetricsEngine){.model = app->models[i].name,
+                                                   .queue_depth = sg.queued,
+                                                   .running = sg.running,
+                                                   .batch_rows = sg.last_batch_rows,
+                                                   .cache_bytes = sg.cache_bytes,
+                                                   .cache_capacity = sg.cache_capacity,
+                                                   .cache_entries = sg.cache_entries,
+                                                   .kv_bytes = sg.kv.blocks * sg.kv.block_bytes,
+                                                   .kv_blocks_used = sg.kv.used,
+                                                   .kv_blocks_cached = sg.kv.cached,
+                                                   .kv_blocks_free = sg.kv.free,
+                                                   .kv_block_refs = sg.kv.refs,
+                                                   .kv_preemptions = sg.preemptions_total};
     }
     size_t len;
     char *text = metrics_render(&g, &len);

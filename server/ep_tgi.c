@@ -17,9 +17,10 @@
 //       generated_tokens, seed, input_length}. No [DONE] (TGI sends none).
 //   GET /info -> TGI's Info: model_id, model_dtype, model_device_type, max_input_tokens,
 //       max_total_tokens, max_concurrent_requests, max_stop_sequences, version, ...
-//   ep_tgi_compat (POST /invocations' TGI form): "stream" in the body picks the stream, and
-//       the whole reply is an array of one, as TGI's compat route and HF's SageMaker
-//       containers answer.
+//   POST / (TGI's compat route, where huggingface_hub's InferenceClient posts when its model is
+//       a URL) and POST /invocations' TGI form: "stream" in the body picks the stream, and the
+//       whole reply is an array of one, as TGI's compat route and HF's SageMaker containers
+//       answer.
 //
 // Errors on these routes are TGI's {"error": message, "error_type"} (the route flag
 // SRV_ROUTE_TGI, http.h). typical_p, grammar and adapter_id are refused by name (422): this
@@ -133,7 +134,7 @@ static cJSON *tgi_top_json(const Tokenizer *tok, const SchedToken *t) {
     cJSON *j_top = cJSON_CreateArray();
     for (size_t k = 0; j_top && k < t->n_candidates; k++) {
         const KgCandidate *c = &t->candidates[k];
-        char *text = tok_piece_text(tok, c->id);
+        char *text = api_token_logprob_text(tok, c->id, NULL, NULL);
         cJSON *j_c = text ? tgi_token_json(tok, c->id, text, strlen(text), c->logprob, 1) : NULL;
         free(text);
         if (!cJSON_AddItemToArray(j_top, j_c)) {

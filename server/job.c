@@ -93,7 +93,7 @@ static void job_poll_choice(JobRequest *job, size_t i) {
             const SchedToken *t = &toks[k];
             if (!t->prompt && t->id >= 0 && !job->first_token_seen) {
                 job->first_token_seen = 1;
-                metrics_first_token(srv_now() - job->t_start);
+                metrics_first_token(job->model->name, srv_now() - job->t_start);
             }
             if (!t->prompt && t->id >= 0) c->n_generated++;
             // (an entry with no text adds nothing: its text may be NULL)
@@ -130,7 +130,8 @@ static void job_done(SrvReq *r, int aborted) {
         // a cancelled job may not have its final figures yet: count what was sent
         size_t generated =
             st.generated_tokens > c->n_generated ? st.generated_tokens : c->n_generated;
-        metrics_tokens(r->endpoint, st.prompt_tokens, st.cached_tokens, generated, st.decode_ms);
+        metrics_tokens(r->endpoint, job->model->name, st.prompt_tokens, st.cached_tokens, generated,
+                       st.decode_ms);
         sched_seq_release(c->sched_seq); // after this the engine never calls srv_wake(r)
     }
     job_free(job);

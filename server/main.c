@@ -115,11 +115,15 @@ static int main_warm_up(Sched *s, int token, char *err) {
     return rc;
 }
 
-// One model from dir into served (what the endpoints see) and mm (what main frees with
-// main_unload, also after an error): its tokenizer, backend, weights, engine (warmed up by
-// one step) and chat template. KG_OK or an error in err.
-static int main_load(const MainArgs *a, const char *dir, ApiModel *served, MainModel *mm,
-                     char *err) {
+// Model i of a (its directory, and its own dtype, ctx-size and chat template where given,
+// else the flags') into served (what the endpoints see) and mm (what main frees with main_unload,
+// also after an error): its tokenizer, backend, weights, engine (warmed up by one step) and
+// chat template. KG_OK or an error in err.
+static int main_load(const MainArgs *a, size_t i, ApiModel *served, MainModel *mm, char *err) {
+    const char *dir = a->models[i].dir;
+    const KgDtype dtype = a->models[i].dtype_set ? a->models[i].dtype : a->dtype;
+    const long ctx_size = a->models[i].ctx_size ? a->models[i].ctx_size : a->ctx_size;
+    const char *chat = a->models[i].chat_template ? a->models[i].chat_template : a->chat_template;
     int rc;
     if ((rc = tok_open(&mm->tok, dir, err))) return rc;
     if (!(mm->be = main_backend(a, err))) return KG_EIO;
@@ -129,7 +133,7 @@ static int main_load(const MainArgs *a, const char *dir, ApiModel *served, MainM
     if (a->kv_dtype != KG_DTYPE_AUTO) be->kv_dtype = a->kv_dtype; // before the pool is made
     const char *note = kg_precision_note(be);
     if (note && !a->quiet) log_msg(LOG_INFO, "%s", note);
-    if ((rc = gpt2_open(gpt2, dir, be, a->dtype, err))) return rc;
+    if ((rc = gpt2_open(gpt2, dir, be, dtype, err))) return rc;
     mm->gpt2_open = 1;
     if (!a->quiet)
         log_msg(LOG_INFO, "loaded %s%s%s", gpt2->src.what, gpt2->warning[0] ? "; " : "",
@@ -153,7 +157,7 @@ static int main_load(const MainArgs *a, const char *dir, ApiModel *served, MainM
                           "%zu)",
                           dir, special[i].name, special[i].id, vocab);
     size_t n_ctx = gpt2->config.n_ctx;
-    if (a->ctx_size > 0 && (size_t)a->ctx_size < n_ctx) n_ctx = (size_t)a->ctx_size;
+    if (ctx_size > 0 && (size_t)ctx_size < n_ctx) n_ctx = (size_t)ctx_size;
     size_t block_bytes = kv_block_bytes(&gpt2->config, be->kv_dtype);
     size_t kv_blocks = main_kv_blocks(a, block_bytes, gpt2->config.n_ctx);
     size_t one = kv_blocks_for(gpt2->config.n_ctx) + 1; // a context, and a block to copy into
@@ -181,7 +185,7 @@ static int main_load(const MainArgs *a, const char *dir, ApiModel *served, MainM
     served->device = be->ops->name;
     served->dtype = kg_dtype_name(gpt2->dtype);
     served->kv_dtype = kg_dtype_name(be->kv_dtype);
-    return ep_chat_setup(served, dir, a->chat_template, &mm->chat, err);
+    return ep_chat_setup(served, dir, chat, &mm->chat, err);
 }
 
 // The line saying a loaded model serves (after /readyz turned 200: a script may wait for it).
@@ -304,8 +308,11 @@ int main(int argc, char **argv) {
     app.created = time(NULL);
     app.max_tokenize = (size_t)a.max_tokenize;
     app.max_jobs = (size_t)(a.max_batch + a.max_queue);
-    const char *endpoints[METRICS_MAX_ENDPOINTS];
-    metrics_init(endpoints, api_endpoints(endpoints, METRICS_MAX_ENDPOINTS - 2));
+    const char *endpoints[METRICS_MAX_ENDPOINTS], *models[METRICS_MAX_MODELS];
+    for (size_t i = 0; i < a.n_models && i < METRICS_MAX_MODELS; i++)
+        models[i] = app.models[i].name;
+    metrics_init(endpoints, api_endpoints(endpoints, METRICS_MAX_ENDPOINTS - 2), models,
+                 a.n_models < METRICS_MAX_MODELS ? a.n_models : METRICS_MAX_MODELS);
     app.web_dir = main_web_dir(a.web_dir, web_buf, sizeof web_buf);
     size_t n_routes;
     const SrvRoute *routes = api_routes(&n_routes);
@@ -344,7 +351,7 @@ int main(int argc, char **argv) {
         goto fail;
     }
     for (size_t i = 0; i < a.n_models; i++)
-        if (main_load(&a, a.models[i].dir, &app.models[i], &mm[i], err)) goto fail;
+        if (main_load(&a, i, &app.models[i], &mm[i], err)) goto fail;
     atomic_store(&app.ready, 1);
     for (size_t i = 0; i < a.n_models; i++)
         main_log_ready(&app.models[i], &mm[i]);

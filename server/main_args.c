@@ -27,7 +27,9 @@ static void main_usage(FILE *f) {
             "  --model [NAME=]DIR   model directory: config.json, model.safetensors, tokenizer\n"
             "                       (default: the project's models/default); repeat it to serve\n"
             "                       several (up to 8), each with its own engine and memory,\n"
-            "                       picked by the request's \"model\" (absent: the first)\n"
+            "                       picked by the request's \"model\" (absent: the first);\n"
+            "                       DIR,dtype=T,ctx-size=N,chat-template=FILE (any of them)\n"
+            "                       gives that model its own --dtype, --ctx-size, --chat-template\n"
             "  --alias NAME         the first model's name in replies (default: NAME=, else the\n"
             "                       directory's name)\n"
             "  --host ADDR          address to listen on (default 127.0.0.1; 0.0.0.0 for all)\n"
@@ -215,8 +217,51 @@ static void main_key_arg(MainArgs *a, int file, const char *v, int from_env) {
     a->key_args[a->n_key_args++].from_env = from_env;
 }
 
-// One --model [NAME=]DIR (an '=' before any '/' ends the name). The variable, and the first
-// flag, replace what came before (SageMaker's default, then the variable); later flags add up.
+// The options a --model may carry after its directory, ",KEY=VALUE" each.
+static const char *const MAIN_MODEL_KEYS[] = {"dtype", "ctx-size", "chat-template"};
+
+// Where the next ",KEY=" of a known key starts in s, or its end: a directory (or a chat
+// template's path) may hold commas, only not one followed by an option's name and '='.
+static const char *main_model_next_option(const char *s) {
+    for (const char *c = strchr(s, ','); c; c = strchr(c + 1, ','))
+        for (size_t k = 0; k < sizeof MAIN_MODEL_KEYS / sizeof *MAIN_MODEL_KEYS; k++) {
+            size_t n = strlen(MAIN_MODEL_KEYS[k]);
+            if (!strncmp(c + 1, MAIN_MODEL_KEYS[k], n) && c[1 + n] == '=') return c;
+        }
+    return s + strlen(s);
+}
+
+// The options of model i from opts (",KEY=VALUE..."): exits 2 naming a bad one (main only).
+static void main_model_options(MainArgs *a, size_t i, const char *opts) {
+    static char chats[MAIN_MAX_MODELS][PATH_MAX]; // each model's chat template, as given
+    char err[KG_ERRLEN], value[PATH_MAX];
+    while (*opts) {
+        const char *eq = strchr(opts + 1, '='), *end = main_model_next_option(eq);
+        size_t len = (size_t)(end - eq - 1);
+        if (len >= sizeof value) {
+            fprintf(stderr, "kogpt2d: --model: an option's value of %zu bytes is too long\n", len);
+            exit(2);
+        }
+        memcpy(value, eq + 1, len);
+        value[len] = '\0';
+        if (!strncmp(opts + 1, "dtype=", 6)) {
+            if (kg_dtype_parse(value, &a->models[i].dtype, err)) {
+                fprintf(stderr, "kogpt2d: --model ...,dtype=: %s\n", err);
+                exit(2);
+            }
+            a->models[i].dtype_set = 1;
+        } else if (!strncmp(opts + 1, "ctx-size=", 9)) {
+            a->models[i].ctx_size = main_num("--model ...,ctx-size=", value, 1, GPT2_MAX_CTX);
+        } else {
+            a->models[i].chat_template = memcpy(chats[i], value, len + 1);
+        }
+        opts = end;
+    }
+}
+
+// One --model [NAME=]DIR[,KEY=VALUE...] (an '=' before any '/' ends the name; the options are
+// main_model_options'). The variable, and the first flag, replace what came before
+// (SageMaker's default, then the variable); later flags add up.
 static void main_model_arg(MainArgs *a, const char *v, int from_env) {
     if (from_env || !a->models_from_flags) a->n_models = 0;
     a->models_from_flags |= !from_env;
@@ -224,18 +269,27 @@ static void main_model_arg(MainArgs *a, const char *v, int from_env) {
         fprintf(stderr, "kogpt2d: --model: at most %d models\n", MAIN_MAX_MODELS);
         exit(2);
     }
-    const char *eq = strchr(v, '='), *slash = strchr(v, '/');
+    const char *eq = strchr(v, '='), *slash = strchr(v, '/'), *opts = main_model_next_option(v);
     char *name = NULL;
-    if (eq && (!slash || eq < slash)) {
-        if (eq == v || !eq[1]) {
+    if (eq && eq < opts && (!slash || eq < slash)) {
+        if (eq == v || eq + 1 == opts) {
             fprintf(stderr, "kogpt2d: --model: expected NAME=DIR, got '%s'\n", v);
             exit(2);
         }
         if (!(name = strndup(v, (size_t)(eq - v)))) exit(1); // lives as long as the process
         v = eq + 1;
     }
-    a->models[a->n_models].name = name;
-    a->models[a->n_models++].dir = v;
+    static char dirs[MAIN_MAX_MODELS][PATH_MAX]; // the DIR before the options, as given
+    size_t i = a->n_models++, len = (size_t)(opts - v);
+    if (len >= sizeof dirs[i]) {
+        fprintf(stderr, "kogpt2d: --model: a directory name of %zu bytes is too long\n", len);
+        exit(2);
+    }
+    memset(&a->models[i], 0, sizeof a->models[i]);
+    a->models[i].name = name;
+    a->models[i].dir = memcpy(dirs[i], v, len);
+    dirs[i][len] = '\0';
+    main_model_options(a, i, opts);
 }
 
 // One flag's value v into a (from: the flag or the variable, for its error message). Exits

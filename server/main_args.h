@@ -32,9 +32,14 @@ typedef struct {
     } key_args[MAIN_MAX_KEY_ARGS];
     size_t n_key_args;
     AuthKeys keys;
-    // --model in order: its name (NULL: not given) and directory (or ORG/NAME)
+    // --model in order: its name (NULL: not given), directory (or ORG/NAME) and its own options
+    // (--model NAME=DIR,dtype=T,ctx-size=N,chat-template=FILE), which win over the flags
     struct {
         const char *name, *dir;
+        int dtype_set;             // dtype was given for this model
+        KgDtype dtype;             // (dtype_set) else the --dtype flag's
+        long ctx_size;             // 0: --ctx-size's
+        const char *chat_template; // NULL: --chat-template's
     } models[MAIN_MAX_MODELS];
     size_t n_models;
     int models_from_flags; // a --model flag gave them (the first flag replaces a variable's)

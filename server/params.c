@@ -146,6 +146,24 @@ int api_fields(const ApiRequest *q, const ApiField *fields, size_t n, void *out,
     return KG_OK;
 }
 
+int api_known_fields(const cJSON *j_obj, const ApiField *fields, size_t n, const char *what,
+                     char *err) {
+    for (const cJSON *j = j_obj ? j_obj->child : NULL; j; j = j->next) {
+        size_t i = 0;
+        while (i < n && strcmp(j->string, fields[i].name))
+            i++;
+        if (i < n) continue;
+        char known[KG_ERRLEN] = "";
+        size_t len = 0;
+        for (size_t k = 0; k < n && len < sizeof known; k++)
+            len += (size_t)snprintf(known + len, sizeof known - len, "%s%s", k ? ", " : "",
+                                    fields[k].name);
+        return kg_err(err, KG_EINVAL, "%s: unknown field '%.*s' (fields: %s)", what,
+                      api_quote_len(j->string, 64), j->string, known);
+    }
+    return KG_OK;
+}
+
 // --- the sampling fields ---
 
 // A seed when the client gave none: different for every request.
@@ -339,6 +357,29 @@ cJSON *api_token_json(const Tokenizer *tok, int id) {
         return NULL;
     }
     return j;
+}
+
+char *api_token_logprob_text(const Tokenizer *tok, int id, char **bytes, size_t *n) {
+    char *b = NULL;
+    size_t len = 0, bad;
+    if (tok_token_bytes(tok, id, &b, &len, NULL)) return NULL;
+    int text = json_utf8_valid(b, len, &bad) && !memchr(b, '\0', len);
+    char *out = malloc(text ? len + 1 : 6 + 4 * len + 1); // "bytes:" and "\xNN" a byte
+    if (out && text) {
+        memcpy(out, b, len);
+        out[len] = '\0';
+    } else if (out) {
+        size_t o = (size_t)sprintf(out, "bytes:");
+        for (size_t i = 0; i < len; i++)
+            o += (size_t)sprintf(out + o, "\\x%02x", (unsigned char)b[i]);
+    }
+    if (out && bytes) {
+        *bytes = b;
+        *n = len;
+    } else {
+        free(b);
+    }
+    return out;
 }
 
 int api_add_timings(cJSON *j_obj, const SchedStats *st) {

@@ -35,6 +35,10 @@ static const SrvRoute ROUTES[] = {
     {"POST", "/generate_stream", ep_tgi_generate_stream,
      SRV_ROUTE_JSON | SRV_ROUTE_WORK | SRV_ROUTE_TGI},
     {"GET", "/info", ep_tgi_info, SRV_ROUTE_TGI},
+    // TGI's compat route, where huggingface_hub's InferenceClient posts when given a URL; a GET
+    // of / is still the Explorer's page (the fallback)
+    {"POST", "/", ep_tgi_compat,
+     SRV_ROUTE_JSON | SRV_ROUTE_WORK | SRV_ROUTE_TGI | SRV_ROUTE_GET_FALLBACK},
     // SageMaker's container contract (ep_sagemaker.c): /ping is /readyz
     {"GET", "/ping", ep_readyz, SRV_ROUTE_OPEN},
     {"POST", "/invocations", ep_invocations, SRV_ROUTE_JSON | SRV_ROUTE_WORK | SRV_ROUTE_TGI},

@@ -43,3 +43,17 @@ endif()
 if(_browser_skip_regex)
   set_tests_properties(test_browser_explorer PROPERTIES SKIP_REGULAR_EXPRESSION "${_browser_skip_regex}")
 endif()
+
+# Issue 36: the Explorer's views of how the model reaches its guess (the lens grid, the attention
+# marks) and the loose ends (a link ending in pending bytes, rank-bucket colours, the model
+# picker's style), against the real daemon only (skips without one).
+if(KG_NODE)
+  add_test(NAME test_browser_explain
+    COMMAND ${KG_NODE} ${CMAKE_CURRENT_SOURCE_DIR}/browser/explain.test.mjs
+    WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/browser)
+  set_tests_properties(test_browser_explain PROPERTIES LABELS "browser" SKIP_RETURN_CODE 77
+    TIMEOUT 300 ENVIRONMENT "${_browser_env}")
+  if(_browser_model)
+    set_tests_properties(test_browser_explain PROPERTIES FIXTURES_REQUIRED browser_model)
+  endif()
+endif()

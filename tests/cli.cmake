@@ -43,6 +43,13 @@ add_test(NAME test_readme_cli_examples
 set_tests_properties(test_readme_cli_examples PROPERTIES SKIP_RETURN_CODE 77 LABELS cli
   TIMEOUT 300 ENVIRONMENT "${_cli_env}")
 
+# kogpt2 score (issue 36 item 3): per line, models/eval_bpb.sh's figures and /v1/score's summed
+# logprob; skipped lines in place; JSONL, stdin and batching give the same figures
+if(TARGET kogpt2d AND TARGET kogpt2-train)
+  add_test(NAME test_cli_score COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_score.py)
+  set_tests_properties(test_cli_score PROPERTIES SKIP_RETURN_CODE 77 LABELS "cli;server;e2e"
+    TIMEOUT 600 ENVIRONMENT "${_cli_env}")
+endif()
 # bytes with a NUL in them (issue 32 item 2's class): tokenize --jsonl's "\u0000" line, a
 # Hugging Face ref holding a NUL
 add_test(NAME test_cli_nul COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_nul.py)

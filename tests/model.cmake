@@ -93,3 +93,17 @@ set_tests_properties(test_gpt2_quant test_gpt2_quant_kogpt2_f32 PROPERTIES
 # bit for bit, and the broken quantized files the loader must refuse
 kg_test(test_gpt2_convert SOURCES test_gpt2_convert.c LIBS kgmodel LABELS model)
 set_tests_properties(test_gpt2_convert PROPERTIES TIMEOUT 300)
+
+# The logit lens and the attention view (issue 36): the captures of the forward against a
+# hand-written float64 PyTorch GPT-2 returning hidden states and attention probabilities, on the
+# default model (its own tokenizer encodes the prompt) and the KoGPT2-base shape (random f32).
+set(KG_EXPLAIN_TESTDATA "${CMAKE_BINARY_DIR}/testdata/explain")
+set(_explain_models default=${CMAKE_SOURCE_DIR}/models/default kogpt2=${KG_GPT2_TESTDATA}/kogpt2_f32)
+if(PYTHON3)
+  kg_fixture(explain_testdata COMMAND ${PYTHON3} ${CMAKE_SOURCE_DIR}/tests/ref/explain_ref.py
+    ${KG_EXPLAIN_TESTDATA} ${_explain_models} LABELS "model;parity" TIMEOUT 600)
+  set_tests_properties(explain_testdata PROPERTIES FIXTURES_REQUIRED gpt2_testdata)
+endif()
+kg_test(test_gpt2_explain SOURCES test_gpt2_explain.c LIBS kgmodel LABELS "model;parity"
+  ARGS ${KG_EXPLAIN_TESTDATA} ${_explain_models})
+set_tests_properties(test_gpt2_explain PROPERTIES FIXTURES_REQUIRED explain_testdata TIMEOUT 300)

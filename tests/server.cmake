@@ -53,9 +53,13 @@ kg_test(test_chat_template SOURCES test_chat_template.c LIBS kgchattemplate PkgC
 # vs /v1/next-token, and its ranks vs `kogpt2 next --top-k V` on the default model (issue 26
 # item 12); bad_input: every bad body class; transport: static files, bad HTTP, framing,
 # slowloris; lifecycle: a busy port, SIGTERM and SIGHUP, a model file truncated while served;
-# auth_cors: API keys, CORS, 429.
+# auth_cors: API keys, CORS, 429; explain: /v1/next-token's lens and attention view on the
+# default model against a hand-written torch GPT-2 (tests/ref/explain_ref.py; issue 36 items 1,
+# 2); logprobs: a byte-fallback candidate in the top logprob lists as its text or OpenAI's
+# "bytes:\xNN", never its <0xNN> piece (issue 36 item 4); tgi: TGI's compat route POST /
+# (issue 36 item 4).
 set(KG_SERVER_E2E health tokenize next_token generate completions chat responses tgi_sagemaker
-  score bad_input transport lifecycle auth_cors)
+  score bad_input transport lifecycle auth_cors explain logprobs tgi)
 if(TARGET kogpt2d AND PYTHON3)
   foreach(_family ${KG_SERVER_E2E})
     add_test(NAME test_server_${_family}
@@ -63,6 +67,7 @@ if(TARGET kogpt2d AND PYTHON3)
     set_tests_properties(test_server_${_family} PROPERTIES SKIP_RETURN_CODE 77
       LABELS "server;e2e" TIMEOUT 300 ENVIRONMENT "KG_BUILD_DIR=${CMAKE_BINARY_DIR}")
   endforeach()
+  set_tests_properties(test_server_explain PROPERTIES LABELS "server;e2e;parity")
   # an operator's kogpt2d (issue 29): request ids, API keys, --version, KOGPT2_* variables,
   # --log-format json, kogpt2_build_info
   add_test(NAME test_server_ops COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_server_ops.py)

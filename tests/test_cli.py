@@ -211,6 +211,27 @@ def test_server():
                 print("%s -> %s %d tokens: %r" % (what, cli.get("finish_reason"),
                                                    len(cli.get("tokens", [])),
                                                    cli.get("text", "")[:40]))
+        # a prompt ending inside a character (issue 36): "오늘" and the first one or two of the
+        # three bytes of "진"; both start their text stream and UTF-8 mask from those bytes
+        # (tok_stream_prime), so the text goes on with the character, alike
+        ids = d.json("POST", "/v1/tokenize", {"text": "오늘"})[1]["tokens"]
+        jin = [0xEC, 0xA7]
+        pieces = [s["piece"] for s in d.json("POST", "/v1/score", {"tokens": [2] + [b + 3 for b in jin]})[1]["scores"][1:]]
+        check(pieces == ["<0xEC>", "<0xA7>"], "the byte tokens of 진 are <0xEC> <0xA7>: %r" % pieces)
+        for k in (1, 2):
+            tokens = ids + [b + 3 for b in jin[:k]]
+            for body, flags in cases[:1] + cases[2:3]:
+                status, srv = d.json("POST", "/v1/generate", dict(body, tokens=tokens))
+                rc, out, err = run("generate", "--device", device, "--json", "--tokens",
+                                   ",".join(map(str, tokens)), *flags)
+                cli = json.loads(out) if rc == 0 else {}
+                what = "%r + %d byte(s) of 진 %s" % ("오늘", k, " ".join(flags))
+                check(status == 200 and rc == 0 and cli.get("text") == srv.get("text") and
+                      cli.get("tokens") == srv.get("tokens") and
+                      not cli.get("text", "\ufffd").startswith("\ufffd"),
+                      "%s: CLI %r, kogpt2d %r (%s)" % (what, cli.get("text", "")[:30],
+                                                       srv.get("text", "")[:30], err[-200:]))
+                print("%s -> %r" % (what, cli.get("text", "")[:30]))
     finally:
         rc = d.stop()
         check(rc == 0, "kogpt2d exits 0 (rc %r)" % rc)

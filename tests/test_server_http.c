@@ -109,14 +109,19 @@ static void test_static_resolve(const char *root) {
 
 static void test_metrics(void) {
     static const char *const EP[] = {"/v1/next-token", "/healthz"};
-    metrics_init(EP, 2);
+    static const char *const MODELS[] = {"a", "b\"c"}; // a name that must be escaped
+    metrics_init(EP, 2, MODELS, 2);
     metrics_request("/v1/next-token", 200, 0.003);
     metrics_request("/v1/next-token", 200, 0.2);
     metrics_request("/v1/next-token", 422, 0.0001);
     metrics_request("/nope", 404, 0.0001);
-    metrics_tokens("/v1/next-token", 10, 4, 3, 20.0);
-    metrics_first_token(0.004);
-    MetricsGauges g = {.queue_depth = 2, .ready = 1};
+    metrics_tokens("/v1/next-token", "a", 10, 4, 3, 20.0);
+    metrics_tokens("/v1/next-token", "b\"c", 7, 0, 0, 0.0);
+    metrics_first_token("a", 0.004);
+    MetricsGauges g = {
+        .engines = {{.model = "a", .queue_depth = 2}, {.model = "b\"c", .running = 3}},
+        .n_engines = 2,
+        .ready = 1};
     size_t len;
     char *t = metrics_render(&g, &len);
     REQUIRE(t != NULL, "render");
@@ -126,14 +131,23 @@ static void test_metrics(void) {
     CHECK(strstr(t, "kogpt2_requests_total{endpoint=\"other\",code=\"404\"} 1\n"));
     CHECK(strstr(t, "endpoint=\"/v1/next-token\",le=\"0.005\"} 2\n")); // cumulative
     CHECK(strstr(t, "endpoint=\"/v1/next-token\",le=\"+Inf\"} 3\n"));
-    CHECK(strstr(t, "kogpt2_cached_prompt_tokens_total{endpoint=\"/v1/next-token\"} 4\n"));
-    CHECK(strstr(t, "kogpt2_generated_tokens_total{endpoint=\"/v1/next-token\"} 3\n"));
-    CHECK(strstr(t, "kogpt2_time_to_first_token_seconds_bucket{le=\"0.005\"} 1\n"));
-    CHECK(strstr(t, "kogpt2_time_per_output_token_seconds_count 1\n")); // 20 ms over 2 tokens
-    CHECK(strstr(t, "kogpt2_time_per_output_token_seconds_bucket{le=\"0.01\"} 1\n"));
+    // per model (issue 36): each engine's counters and gauges under its name, never summed
+    CHECK(strstr(t,
+                 "kogpt2_cached_prompt_tokens_total{endpoint=\"/v1/next-token\",model=\"a\"} 4\n"));
+    CHECK(strstr(t, "kogpt2_generated_tokens_total{endpoint=\"/v1/next-token\",model=\"a\"} 3\n"));
+    CHECK(strstr(t, "kogpt2_prompt_tokens_total{endpoint=\"/v1/next-token\",model=\"a\"} 10\n"));
+    CHECK(
+        strstr(t, "kogpt2_prompt_tokens_total{endpoint=\"/v1/next-token\",model=\"b\\\"c\"} 7\n"));
+    CHECK(strstr(t, "kogpt2_time_to_first_token_seconds_bucket{model=\"a\",le=\"0.005\"} 1\n"));
+    CHECK(strstr(t, "kogpt2_time_to_first_token_seconds_count{model=\"b\\\"c\"} 0\n"));
+    CHECK(strstr(t, "kogpt2_time_per_output_token_seconds_count{model=\"a\"} 1\n")); // 2 tokens
+    CHECK(strstr(t, "kogpt2_time_per_output_token_seconds_bucket{model=\"a\",le=\"0.01\"} 1\n"));
+    CHECK(strstr(t, "kogpt2_decode_seconds_total{model=\"a\"} 0.020000\n"));
+    CHECK(strstr(t, "kogpt2_queue_depth{model=\"a\"} 2\n"));
+    CHECK(strstr(t, "kogpt2_queue_depth{model=\"b\\\"c\"} 0\n"));
+    CHECK(strstr(t, "kogpt2_running_jobs{model=\"b\\\"c\"} 3\n"));
     CHECK(strstr(t, "# TYPE process_resident_memory_bytes gauge\n"));
     CHECK(strstr(t, "\nprocess_open_fds "));
-    CHECK(strstr(t, "kogpt2_queue_depth 2\n"));
     free(t);
 }
 

@@ -28,10 +28,12 @@ def post(d, path, body):
     return j if status == 200 else {}
 
 
-def metric(d, name):
-    """The value of a /metrics line starting with name and a space, or None."""
+def metric(d, name, state=None):
+    """The value of name's /metrics line for the one model served (labelled model="..."; with
+    state, its state="..." line), or None."""
     text = d.request("GET", "/metrics")[2].decode()
-    m = re.search(r"^%s (\S+)$" % re.escape(name), text, re.M)
+    labels = r'\{model="[^"]*"%s\}' % (',state="%s"' % state if state else "")
+    m = re.search(r"^%s%s (\S+)$" % (re.escape(name), labels), text, re.M)
     return float(m.group(1)) if m else None
 
 
@@ -43,10 +45,11 @@ def test_reports_and_sharing(model):
         check(m.get("kv_dtype") == "F32" and m.get("kv_block_tokens") == 16 and
               m.get("kv_cache_bytes", 0) > 0 and "kv_cache_used_bytes" in m,
               "/v1/models reports the KV cache: %r" % m)
-        for name in ('kogpt2_kv_blocks{state="used"}', 'kogpt2_kv_blocks{state="cached"}',
-                     'kogpt2_kv_blocks{state="free"}', "kogpt2_kv_cache_bytes",
-                     "kogpt2_kv_block_refs", "kogpt2_kv_preemptions_total"):
-            check(metric(d, name) is not None, "/metrics has %s" % name)
+        for name, state in (("kogpt2_kv_blocks", "used"), ("kogpt2_kv_blocks", "cached"),
+                            ("kogpt2_kv_blocks", "free"), ("kogpt2_kv_cache_bytes", None),
+                            ("kogpt2_kv_block_refs", None), ("kogpt2_kv_preemptions_total", None)):
+            check(metric(d, name, state) is not None,
+                  "/metrics has %s%s per model" % (name, "{state=%s}" % state if state else ""))
         ids = post(d, "/v1/tokenize", {"text": TEXT})["tokens"]
         first = post(d, "/v1/next-token", {"tokens": ids, "top_k": 3})
         again = post(d, "/v1/next-token", {"tokens": ids, "top_k": 3})

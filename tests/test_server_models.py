@@ -12,6 +12,7 @@ naming no model gets the first, and its answers are those of a daemon serving th
 (greedy candidates, tokens, the 404's message with one name); two models with one name are
 refused at start-up."""
 import json
+import re
 import os
 import sys
 import tempfile
@@ -142,8 +143,29 @@ def test_two(model, tiny, single):
         check(status == 200 and len(ev) >= 3 and ev[-1].get("tokens") == whole.get("tokens"),
               "generate stream on tiny: tiny's greedy tokens %r: %d %r" %
               (whole.get("tokens"), status, ev[-1:]))
+        # /metrics (issue 36): each engine's figures labelled by its model, never summed
         status, _, data = d.request("GET", "/metrics")
-        check(status == 200 and b"kogpt2_" in data, "/metrics answers for the daemon")
+        text = data.decode()
+
+        def series(name, **labels):
+            want = ",".join('%s="%s"' % kv for kv in labels.items())
+            m = re.search(r"^%s\{%s\} (\S+)$" % (re.escape(name), re.escape(want)), text, re.M)
+            return float(m.group(1)) if m else None
+        tokens = {m: series("kogpt2_generated_tokens_total", endpoint="/v1/generate", model=m)
+                  for m in ("base", "tiny")}
+        n_tiny = 2 * len(whole.get("tokens", []))  # the stream and the whole reply above
+        check(status == 200 and None not in tokens.values() and tokens["tiny"] >= n_tiny > 0 and
+              series("kogpt2_generated_tokens_total", endpoint="/v1/generate") is None,
+              "/metrics counts /v1/generate's tokens per model (tiny's >= %d), no summed series: %r"
+              % (n_tiny, tokens))
+        gauges = [series(g, model=m) for g in ("kogpt2_queue_depth", "kogpt2_running_jobs",
+                                                "kogpt2_cache_bytes", "kogpt2_cache_capacity_bytes")
+                  for m in ("base", "tiny")]
+        check(all(v is not None for v in gauges) and series("kogpt2_queue_depth") is None,
+              "/metrics has each engine's gauges per model, no summed series: %r" % gauges)
+        check(series("kogpt2_decode_seconds_total", model="tiny") > 0 and
+              re.search(r'^kogpt2_time_to_first_token_seconds_count\{model="tiny"\} [1-9]', text, re.M),
+              "decode time and time to first token per model")
     finally:
         d.stop()
 
@@ -152,6 +174,41 @@ def test_same_name(model, tiny):
     r = lib.kogpt2d_run(model, "--model", "default=" + tiny, "--port", "0")
     check(r.returncode == 2 and "two models are named 'default'" in r.stderr,
           "two models with one name are refused: %d %r" % (r.returncode, r.stderr))
+
+
+def test_per_model_options(model):
+    """--model NAME=DIR,dtype=T,ctx-size=N,chat-template=FILE (issue 36): each model its own."""
+    tmp = tempfile.mkdtemp(prefix="kg_models_opt_")
+    tpl = os.path.join(tmp, "only,contents.jinja")  # a comma in the path: still one value
+    with open(tpl, "w") as f:
+        f.write("{% for m in messages %}{{ m.content }}{% endfor %}")
+    d = lib.Daemon(model, "--model", "a=%s,dtype=f32,ctx-size=128" % model,
+                   "--model", "b=%s,chat-template=%s,dtype=q8_0" % (model, tpl),
+                   "--device", "cpu", "--ctx-size", "256")
+    try:
+        listed = {m["id"]: m for m in d.json("GET", "/v1/models")[1]["data"]}
+        a, b = listed.get("a", {}), listed.get("b", {})
+        check(a.get("n_ctx") == 128 and a.get("dtype", "").lower() == "f32" and
+              b.get("n_ctx") == 256 and b.get("dtype", "").lower() == "q8_0",
+              "per-model dtype and ctx-size, the flag's elsewhere: %r"
+              % ({k: (v.get("n_ctx"), v.get("dtype")) for k, v in listed.items()}))
+        long = {"tokens": [100] * 200, "top_k": 1}
+        check(d.json("POST", "/v1/next-token", dict(long, model="a"))[0] == 422
+              and "candidates" in post(d, "/v1/next-token", dict(long, model="b")),
+              "a 200-token prompt: 422 on a (ctx-size=128), answered on b (256)")
+        chat = {"messages": [{"role": "user", "content": "안녕하세요"}], "max_tokens": 1}
+        ua = post(d, "/v1/chat/completions", dict(chat, model="a")).get("usage", {})
+        ub = post(d, "/v1/chat/completions", dict(chat, model="b")).get("usage", {})
+        n_plain = len(d.json("POST", "/v1/tokenize", {"text": "안녕하세요", "model": "b"})[1]["tokens"])
+        check(ub.get("prompt_tokens") == n_plain and ua.get("prompt_tokens", 0) > n_plain,
+              "b renders chat with its own template (the content alone: %d tokens), a with the "
+              "model's: %r %r" % (n_plain, ua, ub))
+    finally:
+        d.stop()
+    for opt, what in [("dtype=f99", "dtype"), ("ctx-size=0", "ctx-size")]:
+        r = lib.kogpt2d_run(model, "--model", "x=%s,%s" % (model, opt), "--port", "0")
+        check(r.returncode == 2 and what in r.stderr,
+              "a bad per-model %s is refused: %d %r" % (what, r.returncode, r.stderr[-200:]))
 
 
 def test_models():
@@ -164,7 +221,8 @@ def test_models():
 
 
 def main():
-    return lib.run_tests([("two models in one daemon", test_models)])
+    return lib.run_tests([("two models in one daemon", test_models),
+                          ("per-model options", lambda: test_per_model_options(lib.default_model()))])
 
 
 if __name__ == "__main__":

@@ -95,7 +95,11 @@ static void test_sampling_values(void) {
     api_sampling_free(&s);
     CHECK(sampling("{\"logprobs\": true}", &s, &p, err) == KG_OK && s.n_logprobs == 1);
     api_sampling_free(&s);
-    CHECK(sampling("{\"logprobs\": false, \"top_logprobs\": 5}", &s, &p, err) == KG_OK);
+    // top_logprobs without logprobs would be ignored: refused by name, as OpenAI does
+    CHECK(sampling("{\"logprobs\": false, \"top_logprobs\": 5}", &s, &p, err) == KG_EINVAL && p &&
+          !strcmp(p, "top_logprobs"));
+    api_sampling_free(&s);
+    CHECK(sampling("{\"logprobs\": false, \"top_logprobs\": 0}", &s, &p, err) == KG_OK);
     CHECK(s.n_logprobs == 0);
     api_sampling_free(&s);
 

@@ -6,7 +6,8 @@
 // when a job arrives) leaves its cache as it was; a pool too small for the batch preempts
 // and recomputes jobs without changing what they generate. Without a model: the generated text's
 // stop strings and held-back bytes (gentext.h), the batch planner's budgets (sched_plan.h),
-// /v1/score's memo (score_memo.h).
+// /v1/score's memo (score_memo.h). A next-token answer's lens and attention view equal the
+// model's capture run directly, alone and batched with generations.
 //
 // A small random model (2 layers, C 64, V the tokenizer's) with the default model's tokenizer
 // (models/default, shipped). Tolerances: logprobs of batched/cached runs within 1e-4
@@ -19,6 +20,8 @@
 
 #include "check.h"
 #include "model/gpt2.h"
+#include "model/gpt2_capture.h"
+#include "model/logits.h"
 #include "model/sampler.h"
 #include "server/engine/gentext.h"
 #include "server/engine/sched.h"
@@ -179,6 +182,192 @@ static int g_cancel_asked;
 static int cancel_at_third_ask(void *ctx) {
     (void)ctx;
     return ++g_cancel_asked == 3;
+}
+
+// --- the lens and the attention view of a next-token answer (issue 36) ---
+
+#define EX_K 5 // lens tokens per stage
+
+// What a next-token job with lens and attention answered: each stage's top ids and logprobs, the
+// answer's first candidate's rank per stage, the attention (L, NH, P); cached tokens.
+typedef struct {
+    int top[16][EX_K];
+    float lp[16][EX_K];
+    size_t rank0[16], stages, first_stage, cached;
+    float att[2 * 4 * 64];
+    size_t n_att;
+} Explained;
+
+static void run_explain(Sched *s, const SchedParams *p, Explained *e) {
+    SchedSeq *j = submit(s, p);
+    memset(e, 0, sizeof *e);
+    SchedState st = SCHED_RUNNING;
+    while (st == SCHED_RUNNING) {
+        SchedToken t;
+        if (!sched_seq_read(j, &t, 1, &st)) {
+            usleep(1000);
+            continue;
+        }
+        const SchedExplain *x = t.explain;
+        REQUIRE(x && x->lens.n_stages <= 16 && x->lens.k == EX_K, "no explain in the answer");
+        e->stages = x->lens.n_stages;
+        e->first_stage = x->lens.first_top_stage;
+        for (size_t k = 0; k < e->stages; k++) {
+            e->rank0[k] = x->lens.rank[k * x->lens.n_tracked];
+            for (size_t i = 0; i < EX_K; i++) {
+                e->top[k][i] = x->lens.top[k * EX_K + i].id;
+                e->lp[k][i] = x->lens.top[k * EX_K + i].logprob;
+            }
+        }
+        e->n_att = x->layers * x->heads * (x->attention_pos + 1);
+        REQUIRE(e->n_att <= sizeof e->att / sizeof e->att[0], "attention too large");
+        memcpy(e->att, x->attention, e->n_att * sizeof *e->att);
+    }
+    SchedStats stats;
+    sched_seq_stats(j, &stats);
+    e->cached = stats.cached_tokens;
+    CHECK(st == SCHED_DONE_LENGTH);
+    sched_seq_release(j);
+}
+
+// 1 when a and b agree: the same top ids per stage, logprobs within tol, attention within 1e-5.
+static int same_explained(const Explained *a, const Explained *b, float tol, float *worst) {
+    int ok = a->stages == b->stages && a->n_att == b->n_att && a->first_stage == b->first_stage;
+    *worst = 0;
+    for (size_t k = 0; ok && k < a->stages; k++)
+        for (size_t i = 0; i < EX_K; i++) {
+            ok &= a->top[k][i] == b->top[k][i] && a->rank0[k] == b->rank0[k];
+            *worst = fmaxf(*worst, fabsf(a->lp[k][i] - b->lp[k][i]));
+        }
+    for (size_t i = 0; ok && i < a->n_att; i++)
+        ok &= fabsf(a->att[i] - b->att[i]) <= 1e-5f;
+    return ok && *worst <= tol;
+}
+
+// The engine's explain answers: alone, cold, = the model's capture run directly; the same while
+// generations share its passes (batched, prompt chunks of 32); a lens on a cached prompt runs its
+// last token again; what the engine refuses.
+static void test_explain(Sched *s, const Gpt2 *m, const Tokenizer *tok) {
+    const char *text =
+        "대한민국의 수도는 서울이다. 서울은 한강을 끼고 있으며 인구는 약 천만 명이다. "
+        "부산은 남쪽의 항구 도시이고, 제주도는 섬이다. 여러분 2019년 수고하셨습니다. "
+        "올해에는 더 좋은 일이 가득하길 바랍니다.";
+    int *ids;
+    size_t n;
+    char err[KG_ERRLEN];
+    REQUIRE(!tok_encode(tok, text, strlen(text), &ids, &n, err), "%s", err);
+    REQUIRE(n > 32 && n <= 64, "the prompt has %zu tokens, want 33..64 (two prefill chunks)", n);
+    const size_t pos = n - 3; // the attention of a position before the last
+    SchedParams p = next_params(ids, n);
+    p.speculate = 0;
+    p.lens = 1;
+    p.lens_k = EX_K;
+    p.attention = 1;
+    p.attention_pos = pos;
+    Explained alone, batched, direct = {0};
+    run_explain(s, &p, &alone);
+    // the model's own capture, one pass over the prompt
+    Gpt2State st;
+    KvSeq kv;
+    Gpt2Capture c;
+    REQUIRE(!gpt2_state_init(&st, m, 64, 1, err) && !kv_init(&kv, m, err) &&
+                !gpt2_capture_init(&c, m, 1, n - 1, 1, pos, err),
+            "%s", err);
+    Gpt2Capture *const caps[1] = {&c};
+    st.captures = caps;
+    REQUIRE(!gpt2_prefill(m, &st, &kv, ids, n, 1, err), "%s", err);
+    KgCandidate best;
+    logits_topk(st.logits_host, m->config.vocab_size, 1.0f, 1, &best);
+    Gpt2Lens l;
+    REQUIRE(!gpt2_capture_lens(m, &c, m->config.vocab_size, EX_K, &best.id, 1, &l, err), "%s", err);
+    direct.stages = l.n_stages;
+    direct.first_stage = l.first_top_stage;
+    for (size_t k = 0; k < l.n_stages; k++) {
+        direct.rank0[k] = l.rank[k];
+        for (size_t i = 0; i < EX_K; i++) {
+            direct.top[k][i] = l.top[k * EX_K + i].id;
+            direct.lp[k][i] = l.top[k * EX_K + i].logprob;
+        }
+    }
+    direct.n_att = m->config.n_layer * m->config.n_head * (pos + 1);
+    REQUIRE(!gpt2_capture_attention(m, &c, direct.att, err), "%s", err);
+    gpt2_lens_free(&l);
+    gpt2_capture_free(&c, m);
+    kv_free(&kv);
+    gpt2_state_free(&st, m);
+    float worst;
+    CHECK(same_explained(&alone, &direct, TOL, &worst));
+    printf("explain in the engine vs the model's capture: lens logprobs within %.2e (tol %.0e)\n",
+           worst, TOL);
+    CHECK(alone.cached == 0); // the attention needs every key: no cached prefix
+
+    // beside three generations that share its passes
+    const char *gen[3] = {"오늘 날씨가", "한국어 모델은", "옛날 옛적에 호랑이가"};
+    SchedSeq *jobs[3];
+    int *gids[3];
+    for (int i = 0; i < 3; i++) {
+        size_t gn;
+        REQUIRE(!tok_encode(tok, gen[i], strlen(gen[i]), &gids[i], &gn, err), "%s", err);
+        SchedParams g = {.kind = SCHED_GENERATE,
+                         .tokens = gids[i],
+                         .n_tokens = gn,
+                         .temperature = 0,
+                         .max_tokens = 24,
+                         .top_p = 1,
+                         .ignore_eos = 1};
+        jobs[i] = submit(s, &g);
+    }
+    run_explain(s, &p, &batched);
+    for (int i = 0; i < 3; i++) {
+        Result r;
+        wait_done(jobs[i], &g_w, &r);
+        sched_seq_release(jobs[i]);
+        free(gids[i]);
+    }
+    CHECK(same_explained(&batched, &direct, TOL, &worst));
+    printf("explain batched with 3 generations: lens logprobs within %.2e\n", worst);
+
+    // the lens alone on a prompt the cache holds whole: its last token runs again
+    SchedParams plain = next_params(ids, n);
+    plain.speculate = 0;
+    Result r;
+    run_job(s, &plain, &r);
+    run_job(s, &plain, &r);
+    CHECK(r.stats.cached_tokens == n);
+    SchedParams lens_only = plain;
+    lens_only.lens = 1;
+    lens_only.lens_k = EX_K;
+    SchedSeq *j = submit(s, &lens_only);
+    SchedState state = SCHED_RUNNING;
+    int got_lens = 0;
+    while (state == SCHED_RUNNING) {
+        SchedToken t;
+        if (!sched_seq_read(j, &t, 1, &state)) {
+            usleep(1000);
+            continue;
+        }
+        got_lens =
+            t.explain && t.explain->lens.n_stages == direct.stages && !t.explain->attention &&
+            t.explain->lens.top[(direct.stages - 1) * EX_K].id == direct.top[direct.stages - 1][0];
+    }
+    SchedStats stats;
+    sched_seq_stats(j, &stats);
+    sched_seq_release(j);
+    CHECK(got_lens && stats.cached_tokens == n - 1);
+
+    // refused: an explain on a generation, a position past the prompt, a top_k of 0
+    SchedParams bad = p;
+    bad.kind = SCHED_GENERATE;
+    bad.max_tokens = 1;
+    bad.top_p = 1;
+    CHECK(sched_submit(s, &bad, on_notify, &g_w, &j, err) == KG_EINVAL);
+    bad = p;
+    bad.attention_pos = n;
+    CHECK(sched_submit(s, &bad, on_notify, &g_w, &j, err) == KG_ERANGE);
+    bad = p;
+    bad.lens_k = 0;
+    CHECK(sched_submit(s, &bad, on_notify, &g_w, &j, err) == KG_EINVAL);
+    free(ids);
 }
 
 // A pass stopped by Gpt2State.cancel (at its third ask: before this 2-layer model's LM head)
@@ -750,6 +939,7 @@ int main(void) {
     test_text_and_stop(s, tok);
     test_limits(s, m.config.n_ctx);
     test_prompt_scoring(s, &m, tok);
+    test_explain(s, &m, tok);
     sched_free(s);
     test_queue_full(&m, tok);
     test_preemption(&m, tok);

@@ -41,4 +41,6 @@ set_tests_properties(test_train_resume test_train_kill test_train_signal test_tr
   ENVIRONMENT "${KG_TRAIN_ENV};KG_MPI=${KG_TRAIN_MPI};KG_PYTHON=${PYTHON3}" TIMEOUT 120)
 # the link-cut test waits out --dist-timeout and the hosts' TCP giving up, twice
 set_tests_properties(test_train_cutlink PROPERTIES TIMEOUT 240)
+# four evaluations of the default model on the held-out text (~60 s on an idle 2-core machine)
+set_tests_properties(test_train_bpb PROPERTIES TIMEOUT 300)
 set_tests_properties(${KG_TRAIN_TESTS} PROPERTIES FIXTURES_REQUIRED train_testdata)

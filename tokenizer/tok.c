@@ -395,6 +395,19 @@ static void stream_emit(TokStream *s, int flush, const char **text, size_t *len)
     *len = o->len;
 }
 
+int tok_stream_prime(TokStream *s, const int *ids, size_t n, size_t *from, char *err) {
+    size_t f = n - 1; // a character has at most 4 bytes
+    while (f > 0 && n - f < 4 && tok_byte(s->t, ids[f]) >= 0 && tok_byte(s->t, ids[f - 1]) >= 0)
+        f--;
+    *from = f;
+    const char *text;
+    size_t len;
+    int rc = KG_OK;
+    for (size_t i = f; i < n && !rc; i++)
+        rc = tok_stream_push(s, ids[i], &text, &len, err);
+    return rc;
+}
+
 int tok_stream_push(TokStream *s, int id, const char **text, size_t *len, char *err) {
     *text = "";
     *len = 0;

@@ -103,5 +103,13 @@ int tok_stream_push(TokStream *s, int id, const char **text, size_t *len, char *
 // Returns whatever is still held back at the end of the stream (an incomplete character
 // is emitted as U+FFFD, as the reference decoders do).
 int tok_stream_flush(TokStream *s, const char **text, size_t *len, char *err);
+// Starts a generation's stream after the prompt ids[0..n) (n >= 1): pushes, its text dropped,
+// the prompt's last token, so that the first generated piece keeps its leading space as inside
+// the whole decoded text; or, when the prompt ends in byte tokens, up to its last 4 tokens from
+// the first of those bytes, so that a prompt ending inside a character (the Explorer's clicked
+// bytes) goes on with that character. *from is the first token pushed: a sampler's UTF-8 state
+// takes the same tokens (sampler_utf8.h). kogpt2d's engine and kogpt2 generate both start so.
+// KG_OK, or tok_stream_push's error.
+int tok_stream_prime(TokStream *s, const int *ids, size_t n, size_t *from, char *err);
 
 #endif

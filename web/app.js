@@ -24,6 +24,10 @@
 // likely tokens there, and a histogram counts the prompt's ranks in top 10 / 100 / 1000 /
 // beyond. On a phone the candidates come before the token colours (on the first screen), and
 // pressing and holding a candidate peeks at it (a tap still chooses).
+//
+// Issue 36: how the model reached its guess (explain.js: the layer-by-layer grid and the
+// attention marks); token colours in the histogram's rank buckets (top 10 / 100 / 1000 /
+// beyond); a link ending in pending bytes reloads to the same state.
 'use strict';
 
 const $ = (id) => document.getElementById(id);
@@ -45,6 +49,8 @@ const state = {
   focus: 0,      // which candidate has the keyboard focus
   viewTemp: 1,   // the next-token request's temperature (the view only)
   scores: null,  // /v1/score's scores of state.tokens
+  lens: null,    // explain.lens of state.tokens: {layers, candidates, answer}
+  lensFor: null, // the tokens the last lens request was for, once it has answered or failed
   // the choices made from a root prompt: paths of {id, text} (a path shares a prefix with
   // earlier ones up to its branch point); at: the path shown and how far along it
   tree: { root: null, paths: [], at: [0, 0] },
@@ -224,6 +230,7 @@ async function fetchNext() {
     if (Array.isArray(j.tokens)) state.tokens = j.tokens;
     state.cands = (j.candidates || []).slice().sort((a, b) => b.prob - a.prob).slice(0, TOP_K);
     state.candsFor = state.tokens;
+    state.lens = null;  // the grid of the previous prompt; fetchLens brings this one's
     state.dist = { entropy: j.entropy_bits, mass: j.candidates_mass };
     if (state.focus >= state.cands.length) state.focus = 0;
     treeSync();
@@ -233,6 +240,7 @@ async function fetchNext() {
     renderTree();
     syncUrl();
     fetchScores(my);
+    fetchLens(my);
     const t = j.timings || {};
     const n = j.prompt_tokens ?? (state.tokens || []).length;
     $('stats').textContent = [
@@ -257,6 +265,8 @@ async function fetchNext() {
 // The figures of an answer that no longer describes the prompt: token colours, stats, entropy.
 function forgetAnswer() {
   state.scores = null;
+  state.lens = null;
+  renderLens();
   state.dist = null;
   renderToks();
   renderDist();
@@ -320,6 +330,7 @@ function render() {
     ? `${state.cands.length} candidates. Most likely: ${top.display ?? top.text ?? top.piece}, ${pct(top.prob)}.` : '';
   if (hadFocus && state.cands.length) list.querySelectorAll('.cand')[state.focus].focus();
   refreshPeek();
+  renderLens();
 }
 
 // The path as it is now, for Undo.
@@ -370,10 +381,12 @@ function renderPending() {
 
 // ---- how surprising each prompt token was (/v1/score) ----------------------------------
 
-const RANK_CLASS = (r) => (r === 1 ? 'r1' : r != null && r <= 10 ? 'r10' : r != null && r <= 100 ? 'r100' : 'rx');
-const RANK_WORD = (r) => `rank ${r}`;  // exact over the whole vocabulary
+// GLTR's buckets, the histogram's own: the colour of a token is the bar it counts in
 const HIST_BUCKETS = [['10', 10], ['100', 100], ['1000', 1000], ['beyond', Infinity]];
+const RANK_CLASS = (r) => 'r' + (r == null ? 'x' : HIST_BUCKETS.find(([, upto]) => r <= upto)[0].replace('beyond', 'x'));
+const RANK_WORD = (r) => `rank ${r}`;  // exact over the whole vocabulary
 const shown = (t) => String(t ?? '').replace(/\n/g, '↵').replace(/\t/g, '⇥');
+const visible = (t) => shown(t).replace(/ /g, '__');  // a token in a sentence, spaces as the pieces show them
 
 async function fetchScores(my) {
   if (!state.tokens || !state.tokens.length) return;
@@ -429,6 +442,7 @@ function renderToks() {
   const back = had >= 0 && box.children[Math.min(had, box.children.length - 1)];
   if (back) back.focus();
   renderHist();
+  renderAttention();
 }
 
 // The tooltip of prompt token i: its sentence, then the model's most likely tokens there.
@@ -448,8 +462,8 @@ function showTip(el, i) {
   const r = el.getBoundingClientRect();
   const w = Math.min(320, window.innerWidth - 16);
   tip.style.maxWidth = w + 'px';
-  tip.style.left = Math.max(8, Math.min(r.left, window.innerWidth - w - 8)) + 'px';
-  tip.style.top = (r.bottom + 6) + 'px';
+  // placed by a transform: moving from token to token is then no layout shift
+  tip.style.transform = `translate(${Math.max(8, Math.min(r.left, window.innerWidth - w - 8))}px, ${r.bottom + 6}px)`;
   el.setAttribute('aria-describedby', 'tip');
 }
 function hideTip(el) {
@@ -481,6 +495,7 @@ function refreshPeek() {
 async function peek(i) {
   const c = state.cands[i];
   if (!c || !state.tokens || state.candsFor !== state.tokens) return;
+  renderLens();  // the grid follows the candidate peeked at
   const tokens = state.tokens.concat(c.id);
   const key = tokens.join(',') + '@' + state.viewTemp;
   peekFor = key;
@@ -660,23 +675,39 @@ function syncUrl() {
   if (url !== location.pathname + location.search) history.replaceState(null, '', url);
 }
 
+// The path a link's ids make, from their own bytes (/v1/score's): the bytes of a last character
+// not complete yet and the anchor, as clicking those tokens made them, and the text (the link's,
+// or else the complete part decoded). null when the server cannot say or the two disagree.
+async function pathOfTokens(tokens, text) {
+  try {
+    const j = await (await api('/v1/score', { tokens })).json();
+    const p = addSteps({ text: '', tokens: [], pend: [] },
+      j.scores.map(({ id, text: t, display, bytes }) => ({ id, text: t, display, bytes })));
+    const done = tokens.slice(0, tokens.length - p.pend.length);  // a pending byte is a byte token
+    const whole = text ?? (done.length ? (await (await api('/v1/detokenize', { tokens: done })).json()).text : '');
+    const cut = p.text.length - whole.length;  // the decoder drops the space a text starts with
+    if (cut < 0 || p.text.slice(cut) !== whole) return null;
+    return { text: whole, pend: p.pend, anchor: p.anchor && { text: p.anchor.text.slice(cut), tokens: p.anchor.tokens } };
+  } catch (e) {
+    showError(e.message);
+    return null;
+  }
+}
+
 async function loadFromUrl() {
   const p = new URLSearchParams(location.search);
   const ids = (p.get('t') || '').split(',').filter((s) => s.trim() !== '').map(Number);
   const tokens = ids.length && ids.every((n) => Number.isInteger(n) && n >= 0) ? ids : null;
-  let text = p.get('text') || '';
-  if (tokens && !p.has('text')) {
-    try {
-      text = (await (await api('/v1/detokenize', { tokens })).json()).text || '';
-    } catch (e) {
-      showError(e.message);
-    }
-  }
+  let text = p.get('text') || '', pend = [], anchor = null;
+  // ids ending inside a character (clicked bytes) or a link without its text: the path from the
+  // ids' bytes, so the box never shows U+FFFD and the pending bytes are pending again
+  const path = tokens && (await pathOfTokens(tokens, p.has('text') ? text : null));
+  if (path && (path.pend.length || !p.has('text'))) ({ text, pend, anchor } = path);
   state.viewTemp = clampTemp(Number(p.get('vt')) || 1);
   $('view-temp').value = state.viewTemp;
   $('view-temp-out').textContent = state.viewTemp.toFixed(2);
   await treeFromUrl(p, text, tokens);
-  setPrompt(text, tokens);
+  setPrompt(text, tokens, pend, anchor);
 }
 
 // ---- generation ------------------------------------------------------------------------
@@ -790,6 +821,8 @@ function switchModel(id) {
   state.undo = [];
   state.tree = { root: null, paths: [], at: [0, 0] };
   state.scores = null;
+  state.lens = null;
+  attCache.clear();
   renderTree();
   renderToks();
   setPrompt(state.text, null);
@@ -967,6 +1000,14 @@ function wire() {
   toks.addEventListener('mouseout', (e) => { const t = e.target.closest('.tok'); if (t) hideTip(t); });
   toks.addEventListener('focusin', onTip);
   toks.addEventListener('focusout', (e) => hideTip(e.target.closest('.tok')));
+  // where it looks: the token under the pointer or the keyboard focus
+  const onAtt = (e) => { const t = e.target.closest('.tok'); if (t && state.tokens) attentionOf(Number(t.dataset.i)); };
+  toks.addEventListener('mouseover', onAtt);
+  toks.addEventListener('focusin', onAtt);
+  toks.addEventListener('mouseleave', () => { if (!toks.contains(document.activeElement)) attentionOff(); });
+  toks.addEventListener('focusout', (e) => { if (!toks.contains(e.relatedTarget)) attentionOff(); });
+  $('att-layer').addEventListener('change', renderAttention);
+  $('att-head').addEventListener('change', renderAttention);
   toks.addEventListener('keydown', (e) => {
     const t = e.target.closest('.tok');
     if (!t) return;
@@ -988,6 +1029,7 @@ function wire() {
   const offPeek = () => {
     const f = $('cands').contains(document.activeElement) && document.activeElement.closest('.cand');
     peekAt = f ? Number(f.dataset.i) : -1;
+    renderLens();
   };
   $('cands').addEventListener('mouseleave', offPeek);
   $('cands').addEventListener('focusout', (e) => { if (!$('cands').contains(e.relatedTarget)) offPeek(); });

@@ -5,7 +5,8 @@
 // Beside it (sched_engine.h): what a job does with its logits (sched_logits.c), the
 // speculative next clicks (sched_spec.c), a job's record and the caller's reads
 // (sched_seq.c), which rows go into a step (the batch planner, sched_plan.c), a generation's
-// text (gentext.c), the remembered logits (logits_memo.c); the blocks are model/kv.c's.
+// text (gentext.c), the remembered logits (logits_memo.c), a next-token answer's lens and
+// attention view (sched_explain.c); the blocks are model/kv.c's.
 #define _GNU_SOURCE // pthread_setname_np
 #include "sched.h"
 
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "sched_engine.h"
+#include "sched_explain.h"
 
 static void sched_set_cached(SchedSeq *j, size_t n) {
     pthread_mutex_lock(&j->out.mu); // the caller may read the figures at any time
@@ -30,14 +32,18 @@ static size_t sched_blocks_held_back(const Sched *s) { return s->n_active; }
 // j's KV from the longest cached prefix of what it must hold (the whole prompt, so that a
 // prompt cached whole with its logits remembered runs nothing; the positions a preempted job
 // lost). Returns the cached positions; *logits the remembered row when the prompt is whole.
+// A lens or attention view must see its positions run in the job's own passes: the lens its
+// last token (never a remembered row), the attention every key it reads (nothing cached).
 static size_t sched_match_prefix(Sched *s, SchedSeq *j, const float **logits) {
     const SchedParams *p = &j->in.p;
     KvSeq *kv = &j->work.kv;
     *logits = NULL;
     if (!j->work.admitted) { // the prompt, first time in: its last token must run, or be known
-        if (p->score_prompt) return 0; // every position's logits are needed: nothing cached
+        // every position's logits are needed, or every position's keys: nothing cached
+        if (p->score_prompt || p->attention) return 0;
         size_t got = kv_seq_match(kv, p->tokens, p->n_tokens);
-        if (got == p->n_tokens) *logits = logits_memo_get(s->memo, p->tokens, p->n_tokens);
+        if (got == p->n_tokens && !p->lens)
+            *logits = logits_memo_get(s->memo, p->tokens, p->n_tokens);
         if (got == p->n_tokens && !*logits) kv_seq_truncate(kv, --got);
         return got;
     }
@@ -67,6 +73,7 @@ static int sched_admit_first(Sched *s, SchedSeq *j) {
     j->out.stats.prompt_tokens = p->n_tokens;
     pthread_mutex_unlock(&j->out.mu);
     if (p->kind == SCHED_GENERATE && sched_start_generation(s, j)) return KG_ENOMEM;
+    if ((p->lens || p->attention) && sched_explain_capture(s->m, j)) return KG_ENOMEM;
     if (p->score_prompt) {
         if (!(j->work.prompt_stream = tok_stream_new(s->tok))) {
             sched_seq_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, "out of memory");
@@ -106,6 +113,7 @@ static int sched_admit(Sched *s, SchedSeq *j) {
 // A finished job leaves the engine: its blocks go back, its figures counted, its owner woken.
 static void sched_drop(Sched *s, SchedSeq *j) {
     kv_seq_release(&j->work.kv);
+    sched_explain_release(s->m, j);
     pthread_mutex_lock(&s->shared.mu);
     s->shared.n_busy--;
     s->shared.gauges.cached_tokens_total += j->out.stats.cached_tokens;
@@ -271,7 +279,11 @@ static void sched_draw_decodes(Sched *s, size_t n_seq) {
 static void sched_step(Sched *s) {
     size_t rows, n_seq = sched_plan_with_blocks(s, &rows);
     char err[KG_ERRLEN];
+    for (size_t i = 0; i < n_seq; i++) // what the lens and attention views keep, where asked
+        s->captures[i] = s->plan[i].job->work.capture;
+    s->st.captures = s->captures;
     int rc = n_seq ? gpt2_forward(s->m, &s->st, s->seqs, n_seq, err) : KG_OK;
+    s->st.captures = NULL; // (the speculative pass has none)
     if (!rc) sched_draw_decodes(s, n_seq);
     for (size_t i = 0; i < n_seq; i++)
         sched_consume(s, &s->plan[i], &s->seqs[i], rc, err);
@@ -352,6 +364,7 @@ static void sched_free_memory(Sched *s) {
     free(s->penalized);
     free(s->draws);
     free(s->plan);
+    free(s->captures);
     free(s->active);
     gpt2_state_free(&s->st, s->m);
     free(s);
@@ -383,11 +396,13 @@ static int sched_alloc_buffers(Sched *s, char *err) {
                               c->vocab_size);
     s->seqs = calloc(sched_max_seqs(&s->opt), sizeof *s->seqs);
     s->plan = calloc(s->opt.max_batch, sizeof *s->plan);
+    s->captures = calloc(s->opt.max_batch, sizeof *s->captures);
     size_t threads = s->m->be->threads > 0 ? (size_t)s->m->be->threads : 1;
     s->penalized = malloc(threads * c->vocab_size * sizeof *s->penalized);
     s->draws = calloc(s->opt.max_batch, sizeof *s->draws);
     s->active = calloc(s->opt.max_batch, sizeof *s->active);
-    if (!s->memo || !s->seqs || !s->plan || !s->active || !s->penalized || !s->draws)
+    if (!s->memo || !s->seqs || !s->plan || !s->captures || !s->active || !s->penalized ||
+        !s->draws)
         return kg_err(err, KG_ENOMEM, "engine: out of memory");
     return KG_OK;
 }
@@ -472,6 +487,13 @@ static int sched_check_params(const Sched *s, const SchedParams *p, char *err) {
         return kg_err(err, KG_EINVAL, "top_p must be in (0, 1]");
     if (p->score_prompt && p->kind != SCHED_GENERATE)
         return kg_err(err, KG_EINVAL, "only a generation scores its prompt");
+    if ((p->lens || p->attention) && p->kind != SCHED_NEXT_TOKEN)
+        return kg_err(err, KG_EINVAL, "only a next-token answer has a lens or attention view");
+    if (p->lens && (p->lens_k == 0 || p->lens_k > s->V))
+        return kg_err(err, KG_EINVAL, "lens: top_k must be in 1..%zu", s->V);
+    if (p->attention && p->attention_pos >= p->n_tokens)
+        return kg_err(err, KG_ERANGE, "attention: position %zu is past the prompt's %zu tokens",
+                      p->attention_pos, p->n_tokens);
     for (size_t i = 0; i < p->n_stop; i++)
         if (!p->stop[i] || !p->stop[i][0])
             return kg_err(err, KG_EINVAL, "stop strings must not be empty");

@@ -27,7 +27,8 @@
 // sched_seq_* calls below; the batch planner, which rows of which sequences go into a step (a new
 // batching policy goes there), is sched_plan.c; a generation's text, stop strings and
 // held-back bytes are gentext.c; the remembered logits logits_memo.c, and /v1/score's memo
-// of finished scores score_memo.c.
+// of finished scores score_memo.c; a next-token answer's lens and attention view
+// (SchedParams.lens, .attention) are sched_explain.c.
 //
 // Threads: sched_* functions may be called from any thread. A sequence's notify callback runs
 // on the engine thread; it must only wake the sequence's owner (e.g. MHD_resume_connection).
@@ -38,6 +39,7 @@
 #include <stdint.h>
 
 #include "model/gpt2.h"
+#include "model/gpt2_capture.h"
 #include "model/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -99,7 +101,28 @@ typedef struct {
     // cache them (the Explorer's likely next click). Off by default: it costs a forward pass
     // that a request arriving meanwhile waits for.
     int speculate;
+    // next-token only: how the answer was made (model/gpt2_capture.h), off by default. lens:
+    // the logit lens at the prompt's last position, lens_k (1..V) tokens per stage, following
+    // the answer's first SCHED_LENS_TRACK candidates through the stages; attention: every
+    // layer's attention at prompt position attention_pos over the positions up to it. The
+    // prompt then runs in the job's own passes: the lens needs its last token to run (a prompt
+    // cached whole runs that token again), the attention all of it from the first (no cached
+    // prefix). The answer's entry carries the result (SchedToken.explain).
+    int lens;
+    size_t lens_k;
+    int attention;
+    size_t attention_pos;
 } SchedParams;
+
+// The answer's candidates a lens follows through the stages (at most).
+#define SCHED_LENS_TRACK 20
+
+// What a next-token job asked to see of its answer (SchedParams.lens, .attention).
+typedef struct {
+    Gpt2Lens lens;    // n_stages 0 when not asked
+    float *attention; // (L, NH, attention_pos + 1) softmax probabilities; NULL when not asked
+    size_t layers, heads, attention_pos;
+} SchedExplain;
 
 typedef enum {
     SCHED_RUNNING,
@@ -127,6 +150,7 @@ typedef struct {
     // a next-token entry: the entropy (nats) of the whole distribution its candidates come
     // from, at the job's temperature; else 0
     double entropy;
+    const SchedExplain *explain; // a next-token entry's lens and attention, when asked; or NULL
 } SchedToken;
 
 // Timing and cache figures of a job, for the response's "timings" and the metrics.

@@ -58,8 +58,9 @@ struct Sched {
     size_t n_active;
     // jobs preempted to free blocks, the earliest admitted first: re-admitted before the queue
     SchedSeq *preempted;
-    Gpt2Seq *seqs;        // (max(max_batch, SCHED_SPEC_CANDIDATES)) a step's sequences
-    SchedPlanEntry *plan; // (max_batch) each sequence's job and first logits row
+    Gpt2Seq *seqs;          // (max(max_batch, SCHED_SPEC_CANDIDATES)) a step's sequences
+    SchedPlanEntry *plan;   // (max_batch) each sequence's job and first logits row
+    Gpt2Capture **captures; // (max_batch) each sequence's capture in a step, or NULL
     Speculation spec;
     // (threads, V) per host thread: a row with a job's penalties and UTF-8 mask, sampled
     // instead of the raw one

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "sched_engine.h"
+#include "sched_explain.h"
 
 // Candidates (n_candidates of them, temperature t) as a malloc'd array, or NULL when
 // n_candidates is 0. On the host, from the row gpt2_forward brought back: the sampler reads
@@ -26,11 +27,18 @@ static KgCandidate *sched_candidates(const Sched *s, const float *logits, size_t
 
 static void sched_answer_next_token(Sched *s, SchedSeq *j, const float *logits) {
     const SchedParams *p = &j->in.p;
-    int oom;
+    int oom, rc;
+    char err[KG_ERRLEN];
     KgCandidate *candidates = sched_candidates(s, logits, p->n_candidates, p->temperature, &oom);
     // the exact entropy needs the whole row, which only the engine holds: once per answer
     double entropy = logits_entropy(logits, s->V, p->temperature > 0 ? p->temperature : 1.0f);
-    if (oom || sched_seq_emit_answer(j, candidates, p->n_candidates, entropy)) {
+    SchedExplain *explain = oom ? NULL : sched_explain_make(s->m, s->V, j, candidates, &rc, err);
+    if (!oom && rc) {
+        free(candidates);
+        sched_seq_finish(j, SCHED_DONE_ERROR, rc, err);
+        return;
+    }
+    if (oom || sched_seq_emit_answer(j, candidates, p->n_candidates, entropy, explain)) {
         sched_seq_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, "out of memory");
         return;
     }

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "base/kg.h"
+#include "sched_explain.h"
 
 double sched_seq_now_ms(void) {
     struct timespec ts;
@@ -19,6 +20,7 @@ void sched_seq_free(SchedSeq *j) {
     for (size_t i = 0; i < j->out.n; i++) {
         free((char *)j->out.tokens[i].text);
         free((KgCandidate *)j->out.tokens[i].candidates);
+        sched_explain_free((SchedExplain *)j->out.tokens[i].explain);
     }
     free(j->out.tokens);
     free(j->in.tokens);
@@ -102,6 +104,7 @@ end:
     if (rc) {
         free((char *)t->text);
         free((KgCandidate *)t->candidates);
+        sched_explain_free((SchedExplain *)t->explain);
     }
     return rc;
 }
@@ -128,12 +131,13 @@ int sched_seq_emit_score(SchedSeq *j, int id, float logprob, char *text, size_t 
                                            .rank = rank});
 }
 
-int sched_seq_emit_answer(SchedSeq *j, KgCandidate *candidates, size_t n_candidates,
-                          double entropy) {
+int sched_seq_emit_answer(SchedSeq *j, KgCandidate *candidates, size_t n_candidates, double entropy,
+                          SchedExplain *explain) {
     return sched_seq_push(j, &(SchedToken){.id = -1,
                                            .candidates = candidates,
                                            .n_candidates = n_candidates,
-                                           .entropy = entropy});
+                                           .entropy = entropy,
+                                           .explain = explain});
 }
 
 void sched_seq_finish(SchedSeq *j, SchedState state, int code, const char *msg) {

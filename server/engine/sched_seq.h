@@ -42,6 +42,7 @@ typedef struct {
     TokStream *stream;        // generated ids to text
     TokStream *prompt_stream; // score_prompt: the prompt's text, token by token
     GenText text;             // the generated text, its stop strings, the bytes held back
+    Gpt2Capture *capture;     // next-token with lens or attention: what its passes keep
     double t_start, t_first;  // ms: admitted, first token sampled (0: not yet)
 } SchedSeqWork;
 
@@ -92,10 +93,10 @@ int sched_seq_emit(SchedSeq *j, int id, float logprob, char *text, size_t text_l
 // the first token, which nothing predicts).
 int sched_seq_emit_score(SchedSeq *j, int id, float logprob, char *text, size_t text_len,
                          KgCandidate *candidates, size_t n_candidates, size_t rank);
-// Appends a next-token job's answer: its candidates (taken, freed on failure) and the
-// entropy of the distribution they come from. KG_OK or KG_ENOMEM.
-int sched_seq_emit_answer(SchedSeq *j, KgCandidate *candidates, size_t n_candidates,
-                          double entropy);
+// Appends a next-token job's answer: its candidates and explain (both taken, freed on failure;
+// explain may be NULL) and the entropy of the distribution they come from. KG_OK or KG_ENOMEM.
+int sched_seq_emit_answer(SchedSeq *j, KgCandidate *candidates, size_t n_candidates, double entropy,
+                          SchedExplain *explain);
 
 // Marks the job finished (only the first call counts) with its final figures; msg may be
 // NULL.

@@ -570,6 +570,7 @@ static const SrvRoute *srv_route_lookup(const SrvServer *s, const char *method, 
         const SrvRoute *route = &s->opt.routes[i];
         if (!srv_route_matches(route, url)) continue;
         if (!strcmp(route->method, m)) return route;
+        if (!strcmp(m, "GET") && (route->flags & SRV_ROUTE_GET_FALLBACK)) continue;
         *path_known = 1;
     }
     return NULL;

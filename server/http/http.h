@@ -69,7 +69,9 @@ enum {
     SRV_ROUTE_OPEN = 2,   // no API key needed (health, readiness, metrics)
     SRV_ROUTE_PREFIX = 4, // path is a prefix ("/v1/models/" matches "/v1/models/ID")
     SRV_ROUTE_WORK = 8,   // JSON parsing and the handler run on the work pool (see above)
-    SRV_ROUTE_TGI = 16    // errors in TGI's shape {"error", "error_type"}: its clients read it
+    SRV_ROUTE_TGI = 16,   // errors in TGI's shape {"error", "error_type"}: its clients read it
+    SRV_ROUTE_GET_FALLBACK = 32 // a GET (or HEAD) of the path is the fallback's, not a 405 (the
+                                // Explorer's page at "/" beside TGI's POST /)
 };
 
 typedef struct {

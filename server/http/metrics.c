@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,21 +41,31 @@ static void hist_observe(MetricsHist *h, const double *bounds, size_t n, double 
     h->sum += v;
 }
 
+// The token counters of kogpt2_{prompt,generated,cached_prompt}_tokens_total, in that order.
+enum { METRICS_PROMPT, METRICS_GENERATED, METRICS_CACHED, METRICS_N_TOKENS };
+
 typedef struct {
     const char *name;
     int codes[METRICS_MAX_CODES];
     uint64_t code_count[METRICS_MAX_CODES];
     size_t n_codes;
     MetricsHist duration;
-    uint64_t prompt_tokens, cached_tokens, generated_tokens;
+    uint64_t tokens[METRICS_MAX_MODELS][METRICS_N_TOKENS]; // per model
 } MetricsEndpoint;
+
+// One model's engine figures over time.
+typedef struct {
+    const char *name;
+    MetricsHist first_token, per_output_token;
+    double decode_seconds;
+} MetricsModel;
 
 static struct {
     pthread_mutex_t mu;
     MetricsEndpoint ep[METRICS_MAX_ENDPOINTS];
     size_t n_ep;
-    MetricsHist first_token, per_output_token;
-    double decode_seconds;
+    MetricsModel model[METRICS_MAX_MODELS];
+    size_t n_models;
     uint64_t rejected[METRICS_REJ_N];
     time_t start_time;
 } M = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -62,7 +73,8 @@ static struct {
 static const char *const METRICS_REJ_NAMES[METRICS_REJ_N] = {
     "max_connections", "per_ip", "closed", "shed", "request_timeout", "work_queue"};
 
-void metrics_init(const char *const *endpoints, size_t n) {
+void metrics_init(const char *const *endpoints, size_t n, const char *const *models,
+                  size_t n_models) {
     pthread_mutex_lock(&M.mu);
     memset(M.ep, 0, sizeof M.ep);
     M.n_ep = 0;
@@ -70,9 +82,11 @@ void metrics_init(const char *const *endpoints, size_t n) {
     M.ep[M.n_ep++].name = "static";
     for (size_t i = 0; i < n && M.n_ep < METRICS_MAX_ENDPOINTS; i++)
         M.ep[M.n_ep++].name = endpoints[i];
-    memset(&M.first_token, 0, sizeof M.first_token);
-    memset(&M.per_output_token, 0, sizeof M.per_output_token);
-    M.decode_seconds = 0;
+    memset(M.model, 0, sizeof M.model);
+    M.n_models = 0;
+    for (size_t i = 0; i < n_models && M.n_models < METRICS_MAX_MODELS; i++)
+        M.model[M.n_models++].name = models[i];
+    if (!M.n_models) M.model[M.n_models++].name = "default";
     memset(M.rejected, 0, sizeof M.rejected);
     M.start_time = time(NULL);
     pthread_mutex_unlock(&M.mu);
@@ -98,24 +112,34 @@ void metrics_request(const char *endpoint, int status, double seconds) {
     pthread_mutex_unlock(&M.mu);
 }
 
-void metrics_tokens(const char *endpoint, size_t prompt, size_t cached, size_t generated,
-                    double decode_ms) {
+// The model's slot (the first for an unknown name). Caller holds M.mu.
+static size_t metrics_model(const char *name) {
+    if (M.n_models == 0) M.model[M.n_models++].name = "default";
+    for (size_t i = 0; name && i < M.n_models; i++)
+        if (!strcmp(M.model[i].name, name)) return i;
+    return 0;
+}
+
+void metrics_tokens(const char *endpoint, const char *model, size_t prompt, size_t cached,
+                    size_t generated, double decode_ms) {
     pthread_mutex_lock(&M.mu);
     if (M.n_ep == 0) M.ep[M.n_ep++].name = "other";
-    MetricsEndpoint *e = metrics_find(endpoint);
-    e->prompt_tokens += prompt;
-    e->cached_tokens += cached;
-    e->generated_tokens += generated;
-    M.decode_seconds += decode_ms / 1e3;
+    size_t k = metrics_model(model);
+    uint64_t *t = metrics_find(endpoint)->tokens[k];
+    t[METRICS_PROMPT] += prompt;
+    t[METRICS_CACHED] += cached;
+    t[METRICS_GENERATED] += generated;
+    M.model[k].decode_seconds += decode_ms / 1e3;
     if (generated > 1) // the first token's time is the prefill's
-        hist_observe(&M.per_output_token, METRICS_TPOT_BUCKETS, METRICS_N_TPOT,
+        hist_observe(&M.model[k].per_output_token, METRICS_TPOT_BUCKETS, METRICS_N_TPOT,
                      decode_ms / 1e3 / (double)(generated - 1));
     pthread_mutex_unlock(&M.mu);
 }
 
-void metrics_first_token(double seconds) {
+void metrics_first_token(const char *model, double seconds) {
     pthread_mutex_lock(&M.mu);
-    hist_observe(&M.first_token, METRICS_BUCKETS, METRICS_N_BUCKETS, seconds);
+    size_t k = metrics_model(model);
+    hist_observe(&M.model[k].first_token, METRICS_BUCKETS, METRICS_N_BUCKETS, seconds);
     pthread_mutex_unlock(&M.mu);
 }
 
@@ -129,6 +153,18 @@ void metrics_reject(MetricsReject why, size_t n) {
 
 static int mb_gauge(KgBuf *b, const char *name, const char *help, double v) {
     return buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name, name, v);
+}
+
+// `model="NAME"` into out (cap bytes), NAME escaped as the text format wants (\\, \", \n): a
+// model's name is the operator's, any bytes. Returns out.
+static const char *mb_model_label(char *out, size_t cap, const char *name) {
+    size_t n = (size_t)snprintf(out, cap, "model=\"");
+    for (const char *p = name; *p && n + 4 < cap; p++) {
+        if (*p == '\\' || *p == '"' || *p == '\n') out[n++] = '\\';
+        out[n++] = *p == '\n' ? 'n' : *p;
+    }
+    snprintf(out + n, cap - n, "\"");
+    return out;
 }
 
 // One histogram's _bucket, _sum and _count lines; label is "" or `name="value"`.
@@ -177,46 +213,55 @@ static int metrics_render_requests(KgBuf *b) {
         "prompt",        "Prompt tokens of finished jobs.",
         "generated",     "Tokens generated.",
         "cached_prompt", "Prompt tokens served from the prefix cache."};
+    static const int SLOT[] = {METRICS_PROMPT, METRICS_GENERATED, METRICS_CACHED};
     for (size_t t = 0; t < 3; t++) {
         if (buf_printf(b,
                        "# HELP kogpt2_%s_tokens_total %s\n# TYPE kogpt2_%s_tokens_total counter\n",
                        TOKENS[2 * t], TOKENS[2 * t + 1], TOKENS[2 * t]))
             return KG_ENOMEM;
-        for (size_t i = 0; i < M.n_ep; i++) {
-            const MetricsEndpoint *e = &M.ep[i];
-            uint64_t v = t == 0   ? e->prompt_tokens
-                         : t == 1 ? e->generated_tokens
-                                  : e->cached_tokens;
-            if (buf_printf(b, "kogpt2_%s_tokens_total{endpoint=\"%s\"} %llu\n", TOKENS[2 * t],
-                           e->name, (unsigned long long)v))
-                return KG_ENOMEM;
-        }
+        for (size_t i = 0; i < M.n_ep; i++)
+            for (size_t k = 0; k < M.n_models; k++) {
+                char model[160];
+                if (buf_printf(b, "kogpt2_%s_tokens_total{endpoint=\"%s\",%s} %llu\n",
+                               TOKENS[2 * t], M.ep[i].name,
+                               mb_model_label(model, sizeof model, M.model[k].name),
+                               (unsigned long long)M.ep[i].tokens[k][SLOT[t]]))
+                    return KG_ENOMEM;
+            }
     }
     return KG_OK;
 }
 
-// Time to first token, time per output token, decode time, and what the limits turned away.
-// Caller holds M.mu.
+// Time to first token, time per output token and decode time per model, and what the limits
+// turned away. Caller holds M.mu.
 static int metrics_render_engine(KgBuf *b) {
     if (buf_printf(b, "# HELP kogpt2_time_to_first_token_seconds From a generation's submission "
                       "to its first token.\n# TYPE kogpt2_time_to_first_token_seconds histogram\n"))
         return KG_ENOMEM;
-    if (mb_hist(b, "kogpt2_time_to_first_token_seconds", "", &M.first_token, METRICS_BUCKETS,
-                METRICS_N_BUCKETS))
-        return KG_ENOMEM;
+    char model[160];
+    for (size_t k = 0; k < M.n_models; k++)
+        if (mb_hist(b, "kogpt2_time_to_first_token_seconds",
+                    mb_model_label(model, sizeof model, M.model[k].name), &M.model[k].first_token,
+                    METRICS_BUCKETS, METRICS_N_BUCKETS))
+            return KG_ENOMEM;
     if (buf_printf(b, "# HELP kogpt2_time_per_output_token_seconds Decode time per generated "
                       "token after the first, per job.\n"
                       "# TYPE kogpt2_time_per_output_token_seconds histogram\n"))
         return KG_ENOMEM;
-    if (mb_hist(b, "kogpt2_time_per_output_token_seconds", "", &M.per_output_token,
-                METRICS_TPOT_BUCKETS, METRICS_N_TPOT))
+    for (size_t k = 0; k < M.n_models; k++)
+        if (mb_hist(b, "kogpt2_time_per_output_token_seconds",
+                    mb_model_label(model, sizeof model, M.model[k].name),
+                    &M.model[k].per_output_token, METRICS_TPOT_BUCKETS, METRICS_N_TPOT))
+            return KG_ENOMEM;
+    if (buf_printf(b, "# HELP kogpt2_decode_seconds_total Time jobs spent decoding; decode tokens "
+                      "per second = rate(kogpt2_generated_tokens_total) / rate(this).\n"
+                      "# TYPE kogpt2_decode_seconds_total counter\n"))
         return KG_ENOMEM;
-    if (buf_printf(b,
-                   "# HELP kogpt2_decode_seconds_total Time jobs spent decoding; decode tokens per "
-                   "second = rate(kogpt2_generated_tokens_total) / rate(this).\n"
-                   "# TYPE kogpt2_decode_seconds_total counter\nkogpt2_decode_seconds_total %.6f\n",
-                   M.decode_seconds))
-        return KG_ENOMEM;
+    for (size_t k = 0; k < M.n_models; k++)
+        if (buf_printf(b, "kogpt2_decode_seconds_total{%s} %.6f\n",
+                       mb_model_label(model, sizeof model, M.model[k].name),
+                       M.model[k].decode_seconds))
+            return KG_ENOMEM;
     if (buf_printf(b, "# HELP kogpt2_rejected_total Requests and connections turned away by the "
                       "server's limits, by reason.\n# TYPE kogpt2_rejected_total counter\n"))
         return KG_ENOMEM;
@@ -269,41 +314,79 @@ static int metrics_render_process(KgBuf *b) {
                     "Start time of the process since the Unix epoch.", (double)M.start_time);
 }
 
-// The gauges sampled at scrape time, one (name, help, value) row each, in the page's order.
-static int metrics_render_gauges(KgBuf *b, const MetricsGauges *g) {
+// The engines' gauges: one (name, help, field) row each, a line per model.
+static int metrics_render_engines(KgBuf *b, const MetricsGauges *g) {
     const struct {
         const char *name, *help;
-        double v;
+        size_t offset;
     } ENGINE[] = {
-        {"kogpt2_queue_depth", "Jobs waiting for a batch slot.", (double)g->queue_depth},
-        {"kogpt2_running_jobs", "Jobs in the running batch.", (double)g->running},
-        {"kogpt2_batch_size", "Rows in the engine's last forward pass.", (double)g->batch_rows},
-        {"kogpt2_requests_in_flight", "HTTP requests begun and not completed.",
-         (double)g->in_flight},
+        {"kogpt2_queue_depth", "Jobs waiting for a batch slot.",
+         offsetof(MetricsEngine, queue_depth)},
+        {"kogpt2_running_jobs", "Jobs in the running batch.", offsetof(MetricsEngine, running)},
+        {"kogpt2_batch_size", "Rows in the engine's last forward pass.",
+         offsetof(MetricsEngine, batch_rows)},
         {"kogpt2_cache_bytes", "Prefix cache memory in use: its KV blocks and remembered logits.",
-         (double)g->cache_bytes},
+         offsetof(MetricsEngine, cache_bytes)},
         {"kogpt2_cache_capacity_bytes",
          "Prefix cache memory limit (--cache-mb of the KV cache, and the remembered logits).",
-         (double)g->cache_capacity},
-        {"kogpt2_cache_entries", "KV blocks held by the prefix cache.", (double)g->cache_entries},
+         offsetof(MetricsEngine, cache_capacity)},
+        {"kogpt2_cache_entries", "KV blocks held by the prefix cache.",
+         offsetof(MetricsEngine, cache_entries)},
         {"kogpt2_kv_cache_bytes", "The KV cache pools' size (memory is used as blocks fill).",
-         (double)g->kv_bytes},
+         offsetof(MetricsEngine, kv_bytes)},
         {"kogpt2_kv_block_refs",
          "Block table entries of the running sequences: above the used blocks when they share.",
-         (double)g->kv_block_refs},
+         offsetof(MetricsEngine, kv_block_refs)},
     };
-    for (size_t i = 0; i < sizeof ENGINE / sizeof *ENGINE; i++)
-        if (mb_gauge(b, ENGINE[i].name, ENGINE[i].help, ENGINE[i].v)) return KG_ENOMEM;
-    if (buf_printf(b,
-                   "# HELP kogpt2_kv_blocks KV cache blocks of 16 positions: held by sequences, "
-                   "kept for their prefix only, or free.\n# TYPE kogpt2_kv_blocks gauge\n"
-                   "kogpt2_kv_blocks{state=\"used\"} %zu\nkogpt2_kv_blocks{state=\"cached\"} %zu\n"
-                   "kogpt2_kv_blocks{state=\"free\"} %zu\n"
-                   "# HELP kogpt2_kv_preemptions_total Sequences whose KV blocks were taken back "
-                   "for a step and recomputed later.\n# TYPE kogpt2_kv_preemptions_total counter\n"
-                   "kogpt2_kv_preemptions_total %llu\n",
-                   g->kv_blocks_used, g->kv_blocks_cached, g->kv_blocks_free,
-                   (unsigned long long)g->kv_preemptions))
+    for (size_t i = 0; i < sizeof ENGINE / sizeof *ENGINE; i++) {
+        if (buf_printf(b, "# HELP %s %s Per model.\n# TYPE %s gauge\n", ENGINE[i].name,
+                       ENGINE[i].help, ENGINE[i].name))
+            return KG_ENOMEM;
+        for (size_t k = 0; k < g->n_engines; k++) {
+            const MetricsEngine *e = &g->engines[k];
+            char model[160];
+            size_t v = *(const size_t *)((const char *)e + ENGINE[i].offset);
+            if (buf_printf(b, "%s{%s} %zu\n", ENGINE[i].name,
+                           mb_model_label(model, sizeof model, e->model ? e->model : "default"), v))
+                return KG_ENOMEM;
+        }
+    }
+    if (buf_printf(b, "# HELP kogpt2_kv_blocks KV cache blocks of 16 positions: held by "
+                      "sequences, kept for their prefix only, or free. Per model.\n"
+                      "# TYPE kogpt2_kv_blocks gauge\n"))
+        return KG_ENOMEM;
+    for (size_t k = 0; k < g->n_engines; k++) {
+        const MetricsEngine *e = &g->engines[k];
+        char model[160];
+        mb_model_label(model, sizeof model, e->model ? e->model : "default");
+        if (buf_printf(b,
+                       "kogpt2_kv_blocks{%s,state=\"used\"} %zu\n"
+                       "kogpt2_kv_blocks{%s,state=\"cached\"} %zu\n"
+                       "kogpt2_kv_blocks{%s,state=\"free\"} %zu\n",
+                       model, e->kv_blocks_used, model, e->kv_blocks_cached, model,
+                       e->kv_blocks_free))
+            return KG_ENOMEM;
+    }
+    if (buf_printf(b, "# HELP kogpt2_kv_preemptions_total Sequences whose KV blocks were taken "
+                      "back for a step and recomputed later. Per model.\n"
+                      "# TYPE kogpt2_kv_preemptions_total counter\n"))
+        return KG_ENOMEM;
+    for (size_t k = 0; k < g->n_engines; k++) {
+        const MetricsEngine *e = &g->engines[k];
+        char model[160];
+        if (buf_printf(b, "kogpt2_kv_preemptions_total{%s} %llu\n",
+                       mb_model_label(model, sizeof model, e->model ? e->model : "default"),
+                       (unsigned long long)e->kv_preemptions))
+            return KG_ENOMEM;
+    }
+    return KG_OK;
+}
+
+// The gauges sampled at scrape time, in the page's order.
+static int metrics_render_gauges(KgBuf *b, const MetricsGauges *g) {
+    if (metrics_render_engines(b, g)) return KG_ENOMEM;
+    if (mb_gauge(b, "kogpt2_requests_in_flight", "HTTP requests begun and not completed.",
+                 (double)g->in_flight))
         return KG_ENOMEM;
     if (buf_printf(b,
                    "# HELP kogpt2_connections Open connections: admitted, or refused (answered "

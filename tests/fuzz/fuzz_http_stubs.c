@@ -160,8 +160,12 @@ static void fuzz_check_params(const SchedParams *p) {
     if (p->kind == SCHED_NEXT_TOKEN) { // (/v1/score ranks the whole vocabulary at a position)
         FUZZ_CHECK(p->n_candidates >= 1 && p->n_candidates <= fuzz_app->models[0].vocab_size &&
                    p->temperature > 0);
+        // explain (issue 36): the lens's tokens per layer, the attention's position in the prompt
+        FUZZ_CHECK(!p->lens || (p->lens_k >= 1 && p->lens_k <= 20));
+        FUZZ_CHECK(!p->attention || p->attention_pos < p->n_tokens);
         return;
     }
+    FUZZ_CHECK(!p->lens && !p->attention);
     // a prompt-scoring job (echo + logprobs; /v1/score's 100 ranks) may generate nothing
     FUZZ_CHECK(p->kind == SCHED_GENERATE &&
                p->n_logprobs <= (p->score_prompt ? API_MAX_CANDIDATES : API_MAX_LOGPROBS));

@@ -184,6 +184,10 @@ def http_seeds():
     req("next-token", {"text": "a", "tokens": [1]}, "both")
     req("next-token", {"top_k": 0, "text": "x"}, "bad_top_k")
     req("next-token", {"text": ""}, "empty")
+    req("next-token", {"tokens": [1, 2, 3, 4], "explain": {"lens": True, "top_k": 3,
+                                                          "attention": True, "position": 2}},
+        "explain")
+    req("next-token", {"text": "x", "explain": {"lens": True, "lense": 1}}, "explain_unknown")
     req("generate", {"text": "옛날 옛적에", "max_tokens": 32, "temperature": 0.8, "top_p": 0.95,
                      "seed": 7, "stop": ["\n", "다."], "stream": True}, "stream")
     req("generate", {"tokens": [10, 20], "max_tokens": 1, "temperature": 0, "top_k": 5,
