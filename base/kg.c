@@ -93,9 +93,9 @@ const char *kg_show(char *out, size_t cap, const char *s, size_t n) {
     return out;
 }
 
-static int is_dir(const char *path) {
+int kg_is_dir(const char *path) {
     struct stat st;
-    return path[0] && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 int kg_exe_dir(char *buf, size_t cap, char *err) {
@@ -115,11 +115,11 @@ char *kg_find_data_dir(const char *rel, char *buf, size_t cap) {
         static const char *const UP[] = {"", "../", "../share/kogpt2/"};
         for (size_t i = 0; i < sizeof UP / sizeof UP[0]; i++) {
             snprintf(buf, cap, "%s/%s%s", dir, UP[i], rel);
-            if (is_dir(buf)) return buf;
+            if (kg_is_dir(buf)) return buf;
         }
     }
     snprintf(buf, cap, "%s/%s", KG_SOURCE_DIR, rel);
-    return KG_SOURCE_DIR[0] && is_dir(buf) ? buf : NULL;
+    return KG_SOURCE_DIR[0] && kg_is_dir(buf) ? buf : NULL;
 }
 
 double kg_now_s(void) {

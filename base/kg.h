@@ -1,5 +1,6 @@
-// kg.h — error codes, the error-message convention, checked sizes and file helpers shared by
-// every module (base/: below model/ and tokenizer/, depends on nothing).
+// kg.h — error codes, the error-message convention, checked sizes, file helpers and the
+// monotonic clock, shared by every module (base/: below model/ and tokenizer/, depends on
+// nothing).
 //
 // Library code never prints or exits. A function that can fail returns KG_OK (0) or a
 // negative KG_E* code and writes one "what: why" line into the caller's buffer
@@ -67,8 +68,10 @@ int kg_exe_dir(char *buf, size_t cap, char *err);
 // buf and returns buf, or NULL when there is none.
 char *kg_find_data_dir(const char *rel, char *buf, size_t cap);
 
-// Seconds on the monotonic clock (durations, deadlines; never a date).
+// Seconds on the monotonic clock (CLOCK_MONOTONIC: never jumps with the wall clock), for every
+// duration, deadline and rate; never a date. kg_now_ms in milliseconds. Thread safe.
 double kg_now_s(void);
+static inline double kg_now_ms(void) { return kg_now_s() * 1e3; }
 
 // Whether the string s ends with suffix (file extensions: ".bin", ".gz", ".model").
 int kg_ends_with(const char *s, const char *suffix);
@@ -103,6 +106,9 @@ int kg_read_file(const char *path, size_t max, char **out, size_t *len, char *er
 // rename that follows publishes whole bytes. KG_EIO or KG_EFORMAT (src not a regular file)
 // with err filled; dst may then be partial (callers copy to a temporary name).
 int kg_copy_file(const char *src, const char *dst, char *err);
+
+// 1 when path names a directory (a symbolic link to one too), else 0 (also for "").
+int kg_is_dir(const char *path);
 
 // A name read from a file, made safe for a one-line message: s[0..n) cut to cap - 1 bytes,
 // every byte outside printable ASCII (a newline, a control byte) as '?'. Returns out.

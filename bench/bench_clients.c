@@ -26,6 +26,7 @@
 // is one token, except where a server held back the bytes of an incomplete UTF-8 character and
 // sent two tokens at once; a finished request's count comes from its usage (completion_tokens).
 #define _GNU_SOURCE
+#include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -37,9 +38,9 @@
 
 #include "base/kg.h"
 
-#include "bench_clients_http.h"
+#include "bench_daemon.h"
+#include "bench_http.h"
 #include "bench_util.h"
-#include "tests/testmodel.h"
 
 typedef struct {
     int port, llama, generate;
@@ -78,16 +79,18 @@ typedef struct {
     size_t requests, done, errors, tokens;
     Times ttft, gaps, latency;
     char first_error[256]; // what the first failed request got, for stderr
-    // the stream being read: its current line, and its first bytes (an error's body)
+    // the stream being read: its lines, and its first bytes (an error's body)
     double sent, last;
     size_t events, usage;
-    char line[8192], head[160];
-    size_t line_len, head_len;
+    BenchSse sse;
+    char head[160];
+    size_t head_len;
 } Client;
 
 // One "data: ..." line of a stream: a token event (a choice with text), the usage, or the end.
-static void client_event(Client *cl, const char *data) {
-    double t = bench_now();
+static void client_event(void *arg, const char *data) {
+    Client *cl = arg;
+    double t = kg_now_s();
     const char *usage = strstr(data, "\"completion_tokens\":");
     if (usage) cl->usage = strtoul(usage + 20, NULL, 10);
     const char *text = strstr(data, "\"text\":\"");
@@ -100,22 +103,13 @@ static void client_event(Client *cl, const char *data) {
     cl->events++;
 }
 
-// The stream's bytes: split into lines, each "data:" line handled.
+// The stream's bytes: its first kept, then split into lines, each "data:" line handled.
 static void client_stream(void *arg, const char *data, size_t n) {
     Client *cl = arg;
     size_t k = n < sizeof cl->head - 1 - cl->head_len ? n : sizeof cl->head - 1 - cl->head_len;
     memcpy(cl->head + cl->head_len, data, k);
     cl->head[cl->head_len += k] = '\0';
-    for (size_t i = 0; i < n; i++) {
-        char ch = data[i];
-        if (ch != '\n') {
-            if (cl->line_len < sizeof cl->line - 1) cl->line[cl->line_len++] = ch;
-            continue;
-        }
-        cl->line[cl->line_len] = '\0';
-        if (!strncmp(cl->line, "data: ", 6)) client_event(cl, cl->line + 6);
-        cl->line_len = 0;
-    }
+    bench_sse_data(&cl->sse, data, n);
 }
 
 // Request k's body for client id: a new prompt of random ids, a seed of its own.
@@ -159,8 +153,8 @@ static int client_connect(Client *cl) {
 // -2 when a next-token reply holds no candidates. The stream's events are counted as they come.
 static int client_send(Client *cl, const char *path, const char *body, char *reply) {
     const Load *ld = cl->load;
-    cl->sent = bench_now();
-    cl->events = cl->usage = cl->line_len = cl->head_len = 0;
+    cl->sent = kg_now_s();
+    cl->events = cl->usage = cl->sse.len = cl->head_len = 0;
     cl->head[0] = reply[0] = '\0';
     if (ld->generate)
         return bench_http_send(&cl->conn, path, body)
@@ -181,7 +175,7 @@ static void *client_main(void *arg) {
     const char *path = ld->generate ? "/v1/completions"
                        : ld->llama  ? "/completion"
                                     : "/v1/next-token";
-    while (body && reply && !atomic_load(&cl->cut) && bench_now() < cl->deadline) {
+    while (body && reply && !atomic_load(&cl->cut) && kg_now_s() < cl->deadline) {
         request_body(ld, cl->id, cl->requests++, body, cap);
         // a kept-alive connection that the server has closed since (llama-server closes it
         // after every stream) fails at once with nothing received: the request goes once more
@@ -197,7 +191,7 @@ static void *client_main(void *arg) {
             if (status != -1 || !reused || cl->head_len || reply[0]) break;
             client_close(cl);
         }
-        double t = bench_now();
+        double t = kg_now_s();
         if (ld->generate) // what arrived before the deadline, finished or cut
             cl->tokens += status == 200 && cl->usage && t <= cl->deadline ? cl->usage : cl->events;
         if (status == 200 && t <= cl->deadline) {
@@ -220,15 +214,8 @@ static void *client_main(void *arg) {
     return NULL;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 // Percentile p (0..1) of the sorted t, in milliseconds; 0 for none.
-static double pct_ms(const Times *t, double p) {
-    return t->n ? 1e3 * t->v[(size_t)(p * (double)(t->n - 1) + 0.5)] : 0;
-}
+static double pct_ms(const Times *t, double p) { return 1e3 * bench_pct(t->v, t->n, p); }
 
 // All clients' samples of one kind (the Times at byte offset field of a Client) in one sorted
 // list; the clients' own lists are freed.
@@ -240,67 +227,40 @@ static Times merged(Client *cl, int n, size_t field) {
             times_add(&all, t->v[k]);
         free(t->v);
     }
-    if (all.n) qsort(all.v, all.n, sizeof *all.v, cmp_double);
+    if (all.n) qsort(all.v, all.n, sizeof *all.v, bench_cmp_double);
     return all;
-}
-
-// CPU seconds pid has used (user + system, /proc/PID/stat), or -1.
-static double cpu_seconds(int pid) {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "r");
-    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    if (f) fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); // after the command name, which may hold spaces
-    unsigned long long utime, stime;
-    if (!p ||
-        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
-        return -1;
-    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
 }
 
 // Waits until pid is idle (under 2 % of a core over half a second: the requests cut at the
 // deadline are cancelled), at most max_s. The seconds waited.
 static double settle(int pid, double max_s) {
-    double t0 = bench_now(), cpu = cpu_seconds(pid);
-    while (cpu >= 0 && bench_now() - t0 < max_s) {
+    double t0 = kg_now_s(), cpu = bench_cpu_seconds(pid);
+    while (cpu >= 0 && kg_now_s() - t0 < max_s) {
         usleep(500000);
-        double now = cpu_seconds(pid);
+        double now = bench_cpu_seconds(pid);
         if (now - cpu < 0.01) break;
         cpu = now;
     }
-    return bench_now() - t0;
-}
-
-// VmRSS of pid in MiB, or -1.
-static double rss_mib(int pid) {
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", pid);
-    FILE *f = fopen(path, "r");
-    double kb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmRSS:", 6)) kb = atof(line + 6);
-    if (f) fclose(f);
-    return kb < 0 ? -1 : kb / 1024;
+    return kg_now_s() - t0;
 }
 
 static int run(const Load *ld, int clients, double seconds, int pid, const char *label) {
     Client *cl = calloc((size_t)clients, sizeof *cl);
     pthread_t *tid = calloc((size_t)clients, sizeof *tid);
     if (!cl || !tid) return 1;
-    double t0 = bench_now(), rss_peak = pid ? rss_mib(pid) : -1;
+    double t0 = kg_now_s(), rss_peak = pid ? bench_rss_bytes(pid) / 1048576 : -1;
     for (int i = 0; i < clients; i++) {
         cl[i].load = ld; // the rest is zero (calloc)
         cl[i].id = i;
         cl[i].deadline = t0 + seconds;
         cl[i].conn.fd = -1;
+        cl[i].sse = (BenchSse){.on_event = client_event, .arg = &cl[i]};
         atomic_init(&cl[i].live_fd, -1);
         if (pthread_create(&tid[i], NULL, client_main, &cl[i])) return 1;
     }
-    while (bench_now() < t0 + seconds) { // the server's memory while the load runs
+    while (kg_now_s() < t0 + seconds) { // the server's memory while the load runs
         usleep(100000);
-        double r = pid ? rss_mib(pid) : -1;
+        double r = pid ? bench_rss_bytes(pid) / 1048576 : -1; // MiB
         rss_peak = r > rss_peak ? r : rss_peak;
     }
     // cut what is still in flight, again until every client is done (one may have been
@@ -351,28 +311,13 @@ static int run(const Load *ld, int clients, double seconds, int pid, const char 
     return 0;
 }
 
-// A random f32 model of the shape with the shared v2 tokenizer, in dir.
+// A random f32 model of the shape with the shared v2 tokenizer, in dir (made here); 0 or 1.
 static int write_model(const char *dir, const char *shape) {
-    int base = !strcmp(shape, "base");
-    TestModelSpec sp = {.L = base ? 12 : 2,
-                        .C = base ? 768 : 64,
-                        .NH = base ? 12 : 2,
-                        .T = base ? 1024 : 256,
-                        .V = 51200,
-                        .dtype = KG_F32,
-                        .wte_std = 0.5f,
-                        .seed = 7};
-    const char *shared = getenv("KG_SHARED_DIR") ? getenv("KG_SHARED_DIR") : "../shared";
-    char tok[4096], dst[4096], err[KG_ERRLEN];
-    snprintf(tok, sizeof tok, "%s/data/kogpt2/v2/tokenizer.no_endoftext.json", shared);
-    if (kg_path_join(dst, sizeof dst, dir, "tokenizer.json") || mkdir(dir, 0755) ||
-        testmodel_write(dir, &sp, err) || kg_copy_file(tok, dst, err)) {
-        fprintf(stderr, "bench_clients: cannot write a model into %s: %s\n", dir, err);
+    if (mkdir(dir, 0755)) {
+        fprintf(stderr, "bench_clients: cannot make %s: %s\n", dir, strerror(errno));
         return 1;
     }
-    printf("%s: random %s shape (%zu layers, %zu wide, vocab 51200, f32)\n", dir, shape, sp.L,
-           sp.C);
-    return 0;
+    return bench_model_write(dir, shape) ? 1 : 0;
 }
 
 int main(int argc, char **argv) {

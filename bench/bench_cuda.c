@@ -67,13 +67,13 @@ static int run_train(KgBackend *be, const Gpt2Config *c, size_t B, size_t T, int
         KgAdamWStep a = kg_adamw_step(1e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, (uint64_t)step);
         float loss;
         if (profile && step == 6) cudaProfilerStart();
-        double t0 = bench_now();
+        double t0 = kg_now_s();
         gpt2_train_zero_grad(t);
         if ((rc = gpt2_train_forward(&m, t, in, tgt, &loss, err))) goto end;
         gpt2_train_backward(&m, t);
         be->ops->adamw_update(be, m.params, gpt2_train_grads(t), mom, var, P, &a);
         be->ops->synchronize(be);
-        double dt = bench_now() - t0;
+        double dt = kg_now_s() - t0;
         if (profile && step == 6) cudaProfilerStop();
         if (step > 1 && dt < *sec) *sec = dt;
     }
@@ -111,12 +111,12 @@ static int run_batched(KgBackend *be, const char *dir, size_t n_seq, double *tok
             goto end;
     double t0 = 0;
     for (int step = -8; step < 128; step++) { // 8 warm-up steps (cuBLAS picks its kernels)
-        if (step == 0) t0 = bench_now();
+        if (step == 0) t0 = kg_now_s();
         for (size_t i = 0; i < n_seq; i++)
             q[i] = (Gpt2Seq){&kv[i], &tok[i * 192 + 64 + (step + 8) % 128], 1, GPT2_LOGITS_LAST};
         if ((rc = gpt2_forward(&m, &s, q, n_seq, err))) goto end;
     }
-    *tok_s = 128.0 * (double)n_seq / (bench_now() - t0);
+    *tok_s = 128.0 * (double)n_seq / (kg_now_s() - t0);
 end:
     for (size_t i = 0; kv && i < n_seq; i++)
         kv_free(&kv[i]);

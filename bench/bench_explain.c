@@ -49,7 +49,7 @@ static double one(const Gpt2 *m, Gpt2State *s, KvSeq *kv, const KvSeq *warm, con
     float *att = attention ? malloc(L * NH * n * sizeof *att) : NULL;
     Gpt2Capture c;
     Gpt2Capture *const caps[1] = {&c};
-    double t0 = bench_now();
+    double t0 = kg_now_s();
     int rc = lens || attention ? gpt2_capture_init(&c, m, lens, n - 1, attention, n - 1, err) : 0;
     s->captures = lens || attention ? caps : NULL;
     if (!rc && k >= 4) { // warm: the last token on the cached others, shared as the engine does
@@ -66,7 +66,7 @@ static double one(const Gpt2 *m, Gpt2State *s, KvSeq *kv, const KvSeq *warm, con
     Gpt2Lens l = {0};
     if (!rc && lens) rc = gpt2_capture_lens(m, &c, m->config.vocab_size, 5, tracked, 10, &l, err);
     if (!rc && attention) rc = gpt2_capture_attention(m, &c, att, err);
-    double ms = (bench_now() - t0) * 1e3;
+    double ms = (kg_now_s() - t0) * 1e3;
     gpt2_lens_free(&l);
     if (lens || attention) gpt2_capture_free(&c, m);
     free(att);

@@ -6,7 +6,9 @@ then reads VmRSS from /proc/PID/status and counts the CUDA libraries in /proc/PI
 table gives each binary's median over the rounds. Figures only.
 
 Usage: bench/bench_idle_rss.py [--rounds 5] [--model models/default] [--device cpu]
-                               NAME=PATH/TO/kogpt2d ...
+                               [--dtype D] NAME=PATH/TO/kogpt2d ...
+--dtype passes kogpt2d --dtype D (weights converted at load, e.g. q8_0: issue 34 item 5, the
+file's pages given back once converted).
 """
 import argparse
 import http.client
@@ -42,12 +44,14 @@ def request(port, method, path, body=None):
         c.close()
 
 
-def measure(exe, model, device):
+def measure(exe, model, device, dtype):
     """(VmRSS MiB, CUDA library files mapped) of exe serving model, idle after one request."""
     port = free_port()
-    p = subprocess.Popen([exe, "--model", model, "--host", "127.0.0.1", "--port", str(port),
-                          "--device", device, "--threads", "2", "--quiet"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    argv = [exe, "--model", model, "--host", "127.0.0.1", "--port", str(port),
+            "--device", device, "--threads", "2", "--quiet"]
+    if dtype:
+        argv += ["--dtype", dtype]
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(600):
             if p.poll() is not None:
@@ -76,6 +80,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--model", default=os.path.join(ROOT, "models", "default"))
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default=None, help="kogpt2d --dtype (default: as stored)")
     ap.add_argument("binaries", nargs="+", metavar="NAME=PATH")
     a = ap.parse_args()
     bins = [b.split("=", 1) for b in a.binaries]
@@ -84,13 +89,13 @@ def main():
     for r in range(a.rounds):
         load = open("/proc/loadavg").read().split()[:3]
         for name, exe in bins:
-            mib, libs[name] = measure(exe, a.model, a.device)
+            mib, libs[name] = measure(exe, a.model, a.device, a.dtype)
             rss[name].append(mib)
             print("round %d (load %s) %-12s VmRSS %7.1f MiB  CUDA libraries mapped: %s"
                   % (r + 1, " ".join(load), name, mib, " ".join(libs[name]) or "none"),
                   flush=True)
-    print("\nidle kogpt2d --device %s on %s, median of %d rounds:" % (a.device, a.model,
-                                                                   a.rounds))
+    print("\nidle kogpt2d --device %s%s on %s, median of %d rounds:"
+          % (a.device, " --dtype " + a.dtype if a.dtype else "", a.model, a.rounds))
     for name, _ in bins:
         print("  %-12s %7.1f MiB  (min %.1f, max %.1f)  CUDA libraries: %s"
               % (name, statistics.median(rss[name]), min(rss[name]), max(rss[name]),

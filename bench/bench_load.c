@@ -27,11 +27,6 @@
 
 #include "bench_util.h"
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 // Seconds of one parse of the directory's single weights file, mapped beforehand; -1 for a
 // sharded directory.
 static double parse_time(const char *dir, char *err) {
@@ -46,9 +41,9 @@ static double parse_time(const char *dir, char *err) {
     size_t size;
     if (!single || kg_map_file(path, &map, &size, err)) return -1;
     SafeTensors st;
-    double t0 = bench_now();
+    double t0 = kg_now_s();
     int rc = pytorch ? pytorch_parse(&st, map, size, err) : safetensors_parse(&st, map, size, err);
-    double t = bench_now() - t0;
+    double t = kg_now_s() - t0;
     if (!rc) safetensors_close(&st);
     munmap(map, size);
     return rc ? -1 : t;
@@ -80,20 +75,20 @@ int main(int argc, char **argv) {
             const char *dir = argv[optind + d];
             t_parse[d * runs + r] = parse_time(dir, err);
             WeightSrc w;
-            double t0 = bench_now();
+            double t0 = kg_now_s();
             if (wsrc_open_dir(&w, dir, err)) {
                 fprintf(stderr, "bench_load: %s\n", err);
                 return 1;
             }
-            t_src[d * runs + r] = bench_now() - t0;
+            t_src[d * runs + r] = kg_now_s() - t0;
             wsrc_close(&w);
             Gpt2 m;
-            t0 = bench_now();
+            t0 = kg_now_s();
             if (gpt2_open(&m, dir, be, KG_DTYPE_AUTO, err)) {
                 fprintf(stderr, "bench_load: %s\n", err);
                 return 1;
             }
-            t_open[d * runs + r] = bench_now() - t0;
+            t_open[d * runs + r] = kg_now_s() - t0;
             snprintf(what[d], KG_ERRLEN, "%s", m.src.what);
             gpt2_close(&m);
         }
@@ -101,9 +96,9 @@ int main(int argc, char **argv) {
     printf("%-36s %8s %8s %8s %8s %8s %8s\n", "directory", "median", "best", "median", "best",
            "median", "best");
     for (int d = 0; d < n_dirs; d++) {
-        qsort(t_parse + d * runs, (size_t)runs, sizeof *t_parse, cmp_double);
-        qsort(t_src + d * runs, (size_t)runs, sizeof *t_src, cmp_double);
-        qsort(t_open + d * runs, (size_t)runs, sizeof *t_open, cmp_double);
+        qsort(t_parse + d * runs, (size_t)runs, sizeof *t_parse, bench_cmp_double);
+        qsort(t_src + d * runs, (size_t)runs, sizeof *t_src, bench_cmp_double);
+        qsort(t_open + d * runs, (size_t)runs, sizeof *t_open, bench_cmp_double);
         const char *dir = argv[optind + d], *tail = strlen(dir) > 36 ? dir + strlen(dir) - 36 : dir;
         printf("%-36s %8.3f %8.3f %8.2f %8.2f %8.1f %8.1f\n", tail,
                1e3 * t_parse[d * runs + runs / 2], 1e3 * t_parse[d * runs],

@@ -11,13 +11,15 @@
 // temporary directory, and starts kogpt2d from beside this binary on 127.0.0.1. With a
 // list of dtypes every figure is measured once per dtype, one after the other in one run
 // (issue 16: `--shape base --dtype f32,q8_0,q4_0`); without, the weights stay as stored.
-#define _GNU_SOURCE // strcasestr (bench_http.h)
+#define _GNU_SOURCE // mkdtemp, usleep
 #include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
 #include <pthread.h>
 
+#include "bench_daemon.h"
 #include "bench_http.h"
+#include "bench_util.h"
 
 // --- load ---
 
@@ -33,11 +35,11 @@ typedef struct {
 // A cold prompt each time: n_prompt random ids, so no prefix is shared between requests.
 static void *client_main(void *arg) {
     Client *cl = arg;
-    Conn *c = malloc(sizeof *c);
-    conn_open(c, cl->port);
+    BenchConn *c = malloc(sizeof *c);
+    bench_conn_open(c, cl->port);
     uint64_t rng = 0x9E3779B97F4A7C15ull * (uint64_t)(cl->id + 1);
     char body[8192];
-    while (now_s() < cl->until && cl->n < cl->cap) {
+    while (kg_now_s() < cl->until && cl->n < cl->cap) {
         // as the Explorer asks: with speculation (the daemon may have it turned off)
         int o = snprintf(body, sizeof body, "{\"top_k\":10,\"speculate\":true,\"tokens\":[");
         for (size_t i = 0; i < cl->n_prompt; i++) {
@@ -46,17 +48,17 @@ static void *client_main(void *arg) {
                           (unsigned long long)(10 + rng % (cl->vocab - 10)));
         }
         snprintf(body + o, sizeof body - (size_t)o, "]}");
-        double t0 = now_s();
-        int st = conn_request(c, "/v1/next-token", body, NULL, 0);
+        double t0 = kg_now_s();
+        int st = bench_http_request(c, "/v1/next-token", body, NULL, 0);
         if (st != 200) {
             cl->errors++;
-            close(c->fd);
-            conn_open(c, cl->port);
+            bench_conn_close(c);
+            bench_conn_open(c, cl->port);
             continue;
         }
-        cl->lat[cl->n++] = now_s() - t0;
+        cl->lat[cl->n++] = kg_now_s() - t0;
     }
-    close(c->fd);
+    bench_conn_close(c);
     free(c);
     return NULL;
 }
@@ -64,7 +66,7 @@ static void *client_main(void *arg) {
 static void bench_next_token(int port, int clients, double seconds, size_t n_prompt, size_t vocab) {
     Client *cl = calloc((size_t)clients, sizeof *cl);
     pthread_t *tid = calloc((size_t)clients, sizeof *tid);
-    double t0 = now_s();
+    double t0 = kg_now_s();
     for (int i = 0; i < clients; i++) {
         cl[i] = (Client){.port = port,
                          .id = i,
@@ -81,7 +83,7 @@ static void bench_next_token(int port, int clients, double seconds, size_t n_pro
         total += cl[i].n;
         errors += cl[i].errors;
     }
-    double dt = now_s() - t0;
+    double dt = kg_now_s() - t0;
     double *all = malloc((total ? total : 1) * sizeof *all);
     size_t k = 0;
     for (int i = 0; i < clients; i++) {
@@ -89,11 +91,11 @@ static void bench_next_token(int port, int clients, double seconds, size_t n_pro
         k += cl[i].n;
         free(cl[i].lat);
     }
-    qsort(all, total, sizeof *all, cmp_double);
+    qsort(all, total, sizeof *all, bench_cmp_double);
     printf("next-token  %2d clients  %8.1f req/s  p50 %7.2f ms  p99 %7.2f ms  (%zu requests, "
            "%zu errors, %zu-token cold prompts)\n",
-           clients, (double)total / dt, 1e3 * pct(all, total, 0.5), 1e3 * pct(all, total, 0.99),
-           total, errors, n_prompt);
+           clients, (double)total / dt, 1e3 * bench_pct(all, total, 0.5),
+           1e3 * bench_pct(all, total, 0.99), total, errors, n_prompt);
     free(all);
     free(cl);
     free(tid);
@@ -103,8 +105,8 @@ static void bench_next_token(int port, int clients, double seconds, size_t n_pro
 static int pause_ms = 300; // a user's pause between clicks (--pause-ms)
 
 static void bench_clicks(int port, const char *label, size_t vocab) {
-    Conn c;
-    conn_open(&c, port);
+    BenchConn c;
+    bench_conn_open(&c, port);
     char body[16384], out[1 << 16];
     int ids[128];
     size_t n = 0;
@@ -118,9 +120,9 @@ static void bench_clicks(int port, const char *label, size_t vocab) {
         for (size_t i = 0; i < n; i++)
             o += snprintf(body + o, sizeof body - (size_t)o, "%s%d", i ? "," : "", ids[i]);
         snprintf(body + o, sizeof body - (size_t)o, "]}");
-        double t0 = now_s();
-        if (conn_request(&c, "/v1/next-token", body, out, sizeof out) != 200) break;
-        double dt = now_s() - t0;
+        double t0 = kg_now_s();
+        if (bench_http_request(&c, "/v1/next-token", body, out, sizeof out) != 200) break;
+        double dt = kg_now_s() - t0;
         const char *cand = strstr(out, "\"candidates\":[{\"id\":");
         const char *tot = strstr(out, "\"total_ms\":");
         if (!cand || !tot) break;
@@ -131,13 +133,14 @@ static void bench_clicks(int port, const char *label, size_t vocab) {
         usleep((useconds_t)pause_ms * 1000); // lets the engine precompute likely clicks
         ids[n++] = atoi(cand + 20);
     }
-    close(c.fd);
-    qsort(lat, (size_t)clicks, sizeof *lat, cmp_double);
-    qsort(server, (size_t)clicks, sizeof *server, cmp_double);
+    bench_conn_close(&c);
+    qsort(lat, (size_t)clicks, sizeof *lat, bench_cmp_double);
+    qsort(server, (size_t)clicks, sizeof *server, bench_cmp_double);
     printf("click %-28s p50 %6.2f ms  p90 %6.2f ms  p99 %6.2f ms client; server p50 %6.2f ms "
            "(%d clicks)\n",
-           label, 1e3 * pct(lat, (size_t)clicks, 0.5), 1e3 * pct(lat, (size_t)clicks, 0.9),
-           1e3 * pct(lat, (size_t)clicks, 0.99), 1e3 * pct(server, (size_t)clicks, 0.5), clicks);
+           label, 1e3 * bench_pct(lat, (size_t)clicks, 0.5),
+           1e3 * bench_pct(lat, (size_t)clicks, 0.9), 1e3 * bench_pct(lat, (size_t)clicks, 0.99),
+           1e3 * bench_pct(server, (size_t)clicks, 0.5), clicks);
 }
 
 typedef struct {
@@ -146,26 +149,26 @@ typedef struct {
 
 static void *gen_main(void *arg) {
     GenArg *g = arg;
-    Conn c;
-    conn_open(&c, g->port);
+    BenchConn c;
+    bench_conn_open(&c, g->port);
     char body[256];
     snprintf(body, sizeof body,
              "{\"tokens\":[%d,%d,%d],\"max_tokens\":%d,\"ignore_eos\":true,\"seed\":%d}",
              100 + g->port % 7, 200, 300, g->tokens, g->port);
-    conn_request(&c, "/v1/generate", body, NULL, 0);
-    close(c.fd);
+    bench_http_request(&c, "/v1/generate", body, NULL, 0);
+    bench_conn_close(&c);
     return NULL;
 }
 
 static void bench_generate(int port, int clients, int tokens) {
     pthread_t tid[64];
     GenArg a = {port, tokens};
-    double t0 = now_s();
+    double t0 = kg_now_s();
     for (int i = 0; i < clients; i++)
         pthread_create(&tid[i], NULL, gen_main, &a);
     for (int i = 0; i < clients; i++)
         pthread_join(tid[i], NULL);
-    double dt = now_s() - t0;
+    double dt = kg_now_s() - t0;
     printf("generate    %2d clients  %8.1f tokens/s  (%d x %d tokens in %.2f s)\n", clients,
            clients * tokens / dt, clients, tokens, dt);
 }
@@ -183,7 +186,7 @@ static pid_t daemon_start(const char *exe, const char *model, int port, int thre
     }
     if (extra1) extra[n++] = extra1;
     if (extra2) extra[n++] = extra2;
-    return daemon_start_argv(exe, model, port, threads, extra);
+    return bench_daemon_start(exe, model, port, threads, extra);
 }
 
 static void bench_daemon(const char *exe, const char *model, int port, int threads,
@@ -195,13 +198,13 @@ static void bench_daemon(const char *exe, const char *model, int port, int threa
     bench_clicks(port, "(prefix cache + speculation)", vocab);
     bench_generate(port, 1, 32);
     bench_generate(port, 8, 32);
-    daemon_stop(pid);
+    bench_daemon_stop(pid);
     pid = daemon_start(exe, model, port, threads, dtype, "--no-speculate", NULL);
     bench_clicks(port, "(prefix cache only)", vocab);
-    daemon_stop(pid);
+    bench_daemon_stop(pid);
     pid = daemon_start(exe, model, port, threads, dtype, "--cache-mb", "0");
     bench_clicks(port, "(no prefix cache)", vocab);
-    daemon_stop(pid);
+    bench_daemon_stop(pid);
 }
 
 int main(int argc, char **argv) {
@@ -241,10 +244,10 @@ int main(int argc, char **argv) {
     snprintf(exe, sizeof exe, "%s/kogpt2d", dirname(self));
     char dir[] = "/tmp/kg_bench_srv_XXXXXX";
     if (!model) {
-        if (bench_model_write(dir, shape)) return 1;
+        if (!mkdtemp(dir) || bench_model_write(dir, shape)) return 1;
         model = dir;
     }
-    int port = free_port();
+    int port = bench_free_port();
     char *save, *dtype = dtypes[0] ? strtok_r(dtypes, ",", &save) : NULL;
     do {
         if (dtype) printf("--dtype %s\n", dtype);

@@ -18,14 +18,16 @@
 //             median
 //   memory    32 streams of --prompt-token random prompts generating 124 tokens each (--prompt
 //             900: to ~1,024 positions): peak RSS against the idle RSS and /metrics' KV blocks in
-//             use x block bytes
+//             use x block bytes, and against the blocks held (in use + cached: the pool hands
+//             out a freed block before an untouched one, so their peak is every block whose
+//             pages were ever written)
 //   shared    32 streams whose prompts share a 400-token system prompt (then 16 tokens of
 //             their own): /metrics' KV blocks used and the table entries naming them, at peak
 //   threads   32 streams; each thread's CPU time over S seconds, as a share of the wall time
 //             (/proc/PID/task/*/stat), by thread name
 //
 // Every scenario prints one `result` line of name=value pairs (grep-able across rounds).
-#define _GNU_SOURCE // strcasestr (bench_http.h)
+#define _GNU_SOURCE // mkdtemp, usleep
 #include <ctype.h>
 #include <dirent.h>
 #include <getopt.h>
@@ -34,7 +36,9 @@
 #include <math.h>
 #include <pthread.h>
 
+#include "bench_daemon.h"
 #include "bench_http.h"
+#include "bench_util.h"
 
 #define MAX_CLIENTS   64
 #define MAX_GAPS      (1 << 18)
@@ -79,64 +83,58 @@ static void random_prompt(char *body, size_t cap, Stream *s) {
     snprintf(body + o, cap - (size_t)o, "]}");
 }
 
-// One streaming request: the time of every token event, read as it arrives.
-static void stream_request(Stream *s, Conn *c, const char *body) {
-    double t0 = now_s(), last = 0;
-    if (conn_send(c, "/v1/generate", body)) {
+// The stream being read: when it was sent, its last token's time, its token events so far.
+typedef struct {
+    Stream *s;
+    double t0, last;
+    size_t n;
+} StreamRead;
+
+// One event of a /v1/generate stream, timed as it arrives: a token ({"id":...}), or the
+// final event ({"done":true,...}), which is not a token.
+static void stream_event(void *arg, const char *data) {
+    StreamRead *r = arg;
+    Stream *s = r->s;
+    if (strncmp(data, "{\"id\":", 6)) return;
+    double t = kg_now_s();
+    if (r->n == 0 && s->n_ttft < MAX_GAPS) s->ttft[s->n_ttft++] = t - r->t0;
+    if (r->n > 0 && s->n_gaps < MAX_GAPS) {
+        s->gap[s->n_gaps] = t - r->last;
+        s->gap_end[s->n_gaps] = t;
+        s->gap_pos[s->n_gaps++] = s->n_prompt + r->n - 1;
+    }
+    r->last = t;
+    r->n++;
+}
+
+// One streaming request on c: the time of every token event, read as it arrives.
+static void stream_request(Stream *s, BenchConn *c, const char *body) {
+    StreamRead r = {.s = s, .t0 = kg_now_s()};
+    BenchSse sse = {.on_event = stream_event, .arg = &r};
+    if (bench_http_send(c, "/v1/generate", body) ||
+        bench_http_read(c, bench_sse_data, &sse) != 200) {
         s->errors++;
         return;
     }
-    size_t n = 0, carry = 0;
-    int done = 0;
-    while (!done) {
-        ssize_t got = recv(c->fd, c->buf + carry, sizeof c->buf - carry - 1, 0);
-        if (got <= 0) {
-            s->errors++;
-            return;
-        }
-        double t = now_s();
-        size_t len = carry + (size_t)got;
-        c->buf[len] = '\0';
-        const char *p = c->buf;
-        for (const char *e; (e = strstr(p, "data: {\"id\":")); p = e + 12) {
-            if (n == 0 && s->n_ttft < MAX_GAPS) s->ttft[s->n_ttft++] = t - t0;
-            if (n > 0 && s->n_gaps < MAX_GAPS) {
-                s->gap[s->n_gaps] = t - last;
-                s->gap_end[s->n_gaps] = t;
-                s->gap_pos[s->n_gaps++] = s->n_prompt + n - 1;
-            }
-            last = t;
-            n++;
-        }
-        done = strstr(p, "\"done\":true") != NULL;
-        carry = strlen(p) < 64 ? strlen(p) : 64; // a marker cut by the read stays for the next
-        memmove(c->buf, c->buf + len - carry, carry);
-    }
-    s->tokens += n;
+    s->tokens += r.n;
     s->requests++;
-    // the rest of the chunked reply (its last chunk) before the next request on this socket
-    struct timeval tv = {0, 20000};
-    setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    while (!strstr(c->buf, "\r\n0\r\n\r\n") && recv(c->fd, c->buf, sizeof c->buf - 1, 0) > 0) {
-    }
-    tv.tv_usec = 0;
-    setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 }
 
 static void *stream_main(void *arg) {
     Stream *s = arg;
-    Conn *c = malloc(sizeof *c);
+    BenchConn *c = malloc(sizeof *c);
     char *body = malloc(16384);
-    conn_open(c, s->port);
+    bench_conn_open(c, s->port);
     do {
+        size_t errors = s->errors;
         random_prompt(body, 16384, s);
         stream_request(s, c, body);
-        if (s->errors) { // a fresh connection after a failure
-            close(c->fd);
-            conn_open(c, s->port);
+        if (s->errors != errors || c->fd < 0) { // a fresh connection after a failure
+            bench_conn_close(c);
+            bench_conn_open(c, s->port);
         }
-    } while (now_s() < s->until);
-    close(c->fd);
+    } while (kg_now_s() < s->until);
+    bench_conn_close(c);
     free(c);
     free(body);
     return NULL;
@@ -186,7 +184,7 @@ static size_t gaps_collect(const Stream *st, int n, double from, double to, doub
     for (int i = 0; i < n; i++)
         for (size_t g = 0; g < st[i].n_gaps && k < ALL_GAPS; g++)
             if (st[i].gap_end[g] >= from && st[i].gap_end[g] <= to) out[k++] = st[i].gap[g];
-    qsort(out, k, sizeof *out, cmp_double);
+    qsort(out, k, sizeof *out, bench_cmp_double);
     return k;
 }
 
@@ -203,54 +201,38 @@ static int grows_at(size_t pos, size_t n_prompt, int paged) {
 
 // --- the daemon's side ---
 
-// Resident bytes of pid now (VmRSS).
-static size_t rss_bytes(pid_t pid) {
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    size_t kb = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmRSS:", 6)) kb = strtoul(line + 6, NULL, 10);
-    if (f) fclose(f);
-    return kb * 1024;
-}
-
-// CPU seconds (user + system) pid has used so far: throughput per CPU second is what a busy
-// shared machine leaves comparable across runs that got different shares of it.
-static double cpu_seconds(pid_t pid) {
-    char path[64], line[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    unsigned long ut = 0, st = 0;
-    if (f && fgets(line, sizeof line, f)) {
-        const char *p = strrchr(line, ')');
-        if (p) sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st);
-    }
-    if (f) fclose(f);
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
-// The value of metric `name` (a whole line's first token) in /metrics, or -1.
-static double metric(int port, const char *name) {
+// The value of metric `name` in /metrics summed over its series (one per model: kogpt2d labels
+// them model="..."), only those whose labels hold `label` when it is not NULL
+// (`state="used"`); -1 when there is none.
+static double metric(int port, const char *name, const char *label) {
     static char out[1 << 16];
-    Conn c;
+    BenchConn c;
     double v = -1;
-    if (conn_open(&c, port) == 0 && conn_request(&c, "/metrics", NULL, out, sizeof out) == 200) {
+    if (bench_conn_open(&c, port) == 0 &&
+        bench_http_request(&c, "/metrics", NULL, out, sizeof out) == 200) {
         size_t nl = strlen(name);
-        for (const char *p = out; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-            if (!strncmp(p, name, nl) && p[nl] == ' ') v = atof(p + nl + 1);
+        for (const char *p = out; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+            if (strncmp(p, name, nl) || (p[nl] != ' ' && p[nl] != '{')) continue;
+            const char *end = strchr(p + nl, ' '), *eol = strchr(p, '\n');
+            if (!end || (eol && end > eol)) continue;
+            if (label) {
+                const char *hit = strstr(p + nl, label);
+                if (!hit || hit > end) continue;
+            }
+            v = (v < 0 ? 0 : v) + atof(end + 1);
+        }
     }
-    close(c.fd);
+    bench_conn_close(&c);
     return v;
 }
 
 // A KV block's bytes as the daemon reports them: its pool's bytes over its blocks (/metrics);
 // 0 for a daemon without a paged cache.
 static double block_bytes(int port) {
-    double blocks = metric(port, "kogpt2_kv_blocks{state=\"used\"}") +
-                    metric(port, "kogpt2_kv_blocks{state=\"cached\"}") +
-                    metric(port, "kogpt2_kv_blocks{state=\"free\"}");
-    double bytes = metric(port, "kogpt2_kv_cache_bytes");
+    double blocks = metric(port, "kogpt2_kv_blocks", "state=\"used\"") +
+                    metric(port, "kogpt2_kv_blocks", "state=\"cached\"") +
+                    metric(port, "kogpt2_kv_blocks", "state=\"free\"");
+    double bytes = metric(port, "kogpt2_kv_cache_bytes", NULL);
     return blocks > 0 && bytes > 0 ? bytes / blocks : 0;
 }
 
@@ -264,16 +246,16 @@ static void scenario_streams(pid_t pid, int port, double seconds, int paged) {
         int n = SIZES[k];
         Stream st[MAX_CLIENTS];
         pthread_t tid[MAX_CLIENTS];
-        double t0 = now_s(), cpu0 = cpu_seconds(pid);
+        double t0 = kg_now_s(), cpu0 = bench_cpu_seconds(pid);
         streams_new(st, n, port, t0 + seconds, 20, 0, g_max_tokens);
         streams_run(st, n, tid);
         streams_join(tid, n);
-        double dt = now_s() - t0, cpu = cpu_seconds(pid) - cpu0;
+        double dt = kg_now_s() - t0, cpu = bench_cpu_seconds(pid) - cpu0;
         size_t tokens = 0, errors = 0, n_ttft = 0;
         for (int i = 0; i < n; i++)
             tokens += st[i].tokens, errors += st[i].errors;
         size_t ng = gaps_collect(st, n, 0, 1e30, g_all);
-        double med = pct(g_all, ng, 0.5), p99 = pct(g_all, ng, 0.99);
+        double med = bench_pct(g_all, ng, 0.5), p99 = bench_pct(g_all, ng, 0.99);
         // Each gap against growth: in the step that produced its token (streams run in lockstep,
         // one token each per step: events within 2 ms), did any stream need more KV? Counted
         // for the slow gaps (over 3x the median) and for all, so that a share that only
@@ -296,12 +278,12 @@ static void scenario_streams(pid_t pid, int port, double seconds, int paged) {
         for (int i = 0; i < n; i++)
             for (size_t t = 0; t < st[i].n_ttft && n_ttft < MAX_CLIENTS * 1024; t++)
                 ttft[n_ttft++] = st[i].ttft[t];
-        qsort(ttft, n_ttft, sizeof *ttft, cmp_double);
+        qsort(ttft, n_ttft, sizeof *ttft, bench_cmp_double);
         printf("result %s scenario=streams clients=%d tok_s=%.1f cpu_s=%.1f tok_per_cpu_s=%.1f "
                "ttft_p50_ms=%.1f gap_p50_ms=%.1f gap_p99_ms=%.1f slow_gaps=%zu/%zu "
                "slow_with_growth=%zu growth_share_slow=%.2f growth_share_all=%.2f errors=%zu\n",
                g_label, n, (double)tokens / dt, cpu, cpu > 0 ? (double)tokens / cpu : 0,
-               1e3 * pct(ttft, n_ttft, 0.5), 1e3 * med, 1e3 * p99, slow, ng, slow_grow,
+               1e3 * bench_pct(ttft, n_ttft, 0.5), 1e3 * med, 1e3 * p99, slow, ng, slow_grow,
                slow ? (double)slow_grow / slow : 0, all ? (double)all_grow / all : 0, errors);
         fflush(stdout);
         free(ttft);
@@ -322,18 +304,18 @@ static void *arrivals_main(void *arg) {
     char *body = malloc(16384);
     Stream one = {.id = 99, .n_prompt = g_prompt, .max_tokens = 1, .rng = 77};
     sleep(6); // the streams reach their pace first
-    while (now_s() + 2 < a->until && a->n_windows < 16) {
-        Conn c;
-        conn_open(&c, a->port);
+    while (kg_now_s() + 2 < a->until && a->n_windows < 16) {
+        BenchConn c;
+        bench_conn_open(&c, a->port);
         one.rng += 1; // another prompt each time: nothing cached
         random_prompt(body, 16384, &one);
         memcpy(strstr(body, "\"stream\":true") + 9, "null", 4); // not streamed (null: default)
-        double t0 = now_s();
-        if (conn_request(&c, "/v1/generate", body, NULL, 0) != 200)
+        double t0 = kg_now_s();
+        if (bench_http_request(&c, "/v1/generate", body, NULL, 0) != 200)
             fprintf(stderr, "bench_serving: the long prompt was refused\n");
         a->windows[a->n_windows][0] = t0;
-        a->windows[a->n_windows++][1] = now_s();
-        close(c.fd);
+        a->windows[a->n_windows++][1] = kg_now_s();
+        bench_conn_close(&c);
         sleep(8);
     }
     free(body);
@@ -344,7 +326,7 @@ static void scenario_prefill(int port, double seconds) {
     const int n = 16;
     Stream st[MAX_CLIENTS];
     pthread_t tid[MAX_CLIENTS], arr;
-    double t0 = now_s();
+    double t0 = kg_now_s();
     Arrivals a = {.port = port, .until = t0 + seconds};
     streams_new(st, n, port, t0 + seconds, 20, 0, g_max_tokens);
     streams_run(st, n, tid);
@@ -352,7 +334,7 @@ static void scenario_prefill(int port, double seconds) {
     pthread_join(arr, NULL);
     streams_join(tid, n);
     size_t ng = gaps_collect(st, n, t0 + 5, 1e30, g_all); // the steady pace, after a warm-up
-    double med = pct(g_all, ng, 0.5);
+    double med = bench_pct(g_all, ng, 0.5);
     // the gaps while a long prompt is in (from its submission to half a second after its
     // answer), and the others after the warm-up: what the streams see without one
     double *in = malloc(MAX_GAPS * sizeof *in), *out = malloc(MAX_GAPS * sizeof *out);
@@ -369,14 +351,14 @@ static void scenario_prefill(int port, double seconds) {
             if (during && k < MAX_GAPS) in[k++] = st[i].gap[g];
             if (!during && t >= t0 + 5 && o < MAX_GAPS) out[o++] = st[i].gap[g];
         }
-    qsort(in, k, sizeof *in, cmp_double);
-    qsort(out, o, sizeof *out, cmp_double);
+    qsort(in, k, sizeof *in, bench_cmp_double);
+    qsort(out, o, sizeof *out, bench_cmp_double);
     printf("result %s scenario=prefill streams=16 prompt=%zu prompts=%d prompt_ms=%.0f "
            "gap_p50_ms=%.1f without_p99_ms=%.1f during_p50_ms=%.1f during_p99_ms=%.1f "
            "during_max_ms=%.1f p99_over_median=%.2f\n",
-           g_label, g_prompt, a.n_windows, prompt_ms, 1e3 * med, 1e3 * pct(out, o, 0.99),
-           1e3 * pct(in, k, 0.5), 1e3 * pct(in, k, 0.99), k ? 1e3 * in[k - 1] : 0,
-           med > 0 ? pct(in, k, 0.99) / med : 0);
+           g_label, g_prompt, a.n_windows, prompt_ms, 1e3 * med, 1e3 * bench_pct(out, o, 0.99),
+           1e3 * bench_pct(in, k, 0.5), 1e3 * bench_pct(in, k, 0.99), k ? 1e3 * in[k - 1] : 0,
+           med > 0 ? bench_pct(in, k, 0.99) / med : 0);
     fflush(stdout);
     free(in);
     free(out);
@@ -388,15 +370,17 @@ typedef struct {
     int port;
     volatile int stop;
     size_t peak_rss;
-    double peak_used, peak_refs;
+    double peak_used, peak_refs, peak_held; // KV blocks: in use, table entries, used + cached
 } Sampler;
 
 static void *sampler_main(void *arg) {
     Sampler *s = arg;
     while (!s->stop) {
-        size_t r = rss_bytes(s->pid);
-        double used = metric(s->port, "kogpt2_kv_blocks{state=\"used\"}");
-        double refs = metric(s->port, "kogpt2_kv_block_refs");
+        size_t r = (size_t)bench_rss_bytes(s->pid);
+        double used = metric(s->port, "kogpt2_kv_blocks", "state=\"used\"");
+        double refs = metric(s->port, "kogpt2_kv_block_refs", NULL);
+        double held = used + metric(s->port, "kogpt2_kv_blocks", "state=\"cached\"");
+        if (held > s->peak_held) s->peak_held = held;
         if (r > s->peak_rss) s->peak_rss = r;
         if (used > s->peak_used) {
             s->peak_used = used;
@@ -412,7 +396,7 @@ static void *sampler_main(void *arg) {
 static void scenario_memory(pid_t pid, int port, const char *name, size_t n_prompt, size_t n_shared,
                             size_t max_tokens) {
     const int n = 32;
-    size_t idle = rss_bytes(pid);
+    size_t idle = (size_t)bench_rss_bytes(pid);
     Stream st[MAX_CLIENTS];
     pthread_t tid[MAX_CLIENTS], smp;
     Sampler sm = {.pid = pid, .port = port};
@@ -425,13 +409,17 @@ static void scenario_memory(pid_t pid, int port, const char *name, size_t n_prom
     size_t tokens = 0, errors = 0;
     for (int i = 0; i < n; i++)
         tokens += st[i].tokens, errors += st[i].errors;
-    double kv = sm.peak_used > 0 ? sm.peak_used * block_bytes(port) : 0;
+    double bb = block_bytes(port);
+    double kv = sm.peak_used > 0 ? sm.peak_used * bb : 0;
+    double held = sm.peak_held > 0 ? sm.peak_held * bb : 0;
     printf("result %s scenario=%s streams=%d prompt=%zu shared=%zu max_tokens=%zu idle_rss_mb=%.1f "
            "peak_rss_mb=%.1f kv_used_blocks=%.0f kv_block_refs=%.0f kv_used_mb=%.1f "
-           "rss_over_idle_plus_kv_mb=%.1f tokens=%zu errors=%zu\n",
+           "rss_over_idle_plus_kv_mb=%.1f kv_held_blocks=%.0f kv_held_mb=%.1f "
+           "rss_over_idle_plus_held_mb=%.1f tokens=%zu errors=%zu\n",
            g_label, name, n, n_prompt, n_shared, max_tokens, idle / 1048576.0,
            sm.peak_rss / 1048576.0, sm.peak_used, sm.peak_refs, kv / 1048576.0,
-           (sm.peak_rss - (double)idle - kv) / 1048576.0, tokens, errors);
+           (sm.peak_rss - (double)idle - kv) / 1048576.0, sm.peak_held, held / 1048576.0,
+           (sm.peak_rss - (double)idle - held) / 1048576.0, tokens, errors);
     fflush(stdout);
     streams_free(st, n);
 }
@@ -469,18 +457,18 @@ static void scenario_threads(pid_t pid, int port, double seconds) {
     const int n = 32;
     Stream st[MAX_CLIENTS];
     pthread_t tid[MAX_CLIENTS];
-    double t0 = now_s();
+    double t0 = kg_now_s();
     streams_new(st, n, port, t0 + seconds + 4, 20, 0, g_max_tokens);
     streams_run(st, n, tid);
     sleep(2); // every stream running
     long a[256], b[256];
     int ta[256], tb[256];
     char na[256][32], nb[256][32];
-    double w0 = now_s();
+    double w0 = kg_now_s();
     int n0 = thread_ticks(pid, a, ta, na, 256);
     sleep((unsigned)seconds);
     int n1 = thread_ticks(pid, b, tb, nb, 256);
-    double wall = now_s() - w0, hz = (double)sysconf(_SC_CLK_TCK);
+    double wall = kg_now_s() - w0, hz = (double)sysconf(_SC_CLK_TCK);
     streams_join(tid, n);
     size_t tokens = 0;
     for (int i = 0; i < n; i++)
@@ -541,23 +529,23 @@ int main(int argc, char **argv) {
         snprintf(exe, sizeof exe, "%s/kogpt2d", dirname(self));
     char dir[] = "/tmp/kg_bench_serving_XXXXXX";
     if (!model) {
-        if (bench_model_write(dir, shape)) return 1;
+        if (!mkdtemp(dir) || bench_model_write(dir, shape)) return 1;
         model = dir;
     }
     g_all = malloc(ALL_GAPS * sizeof *g_all);
     // the paged engine reports KV blocks; the old one has no such metric (growth by doubling)
     char *save;
     for (char *sc = strtok_r(scenarios, ",", &save); sc; sc = strtok_r(NULL, ",", &save)) {
-        int port = free_port();
-        pid_t pid = daemon_start_argv(exe, model, port, threads, extra);
-        int paged = metric(port, "kogpt2_kv_block_refs") >= 0;
+        int port = bench_free_port();
+        pid_t pid = bench_daemon_start(exe, model, port, threads, extra);
+        int paged = metric(port, "kogpt2_kv_block_refs", NULL) >= 0;
         static char models[1 << 16];
-        Conn c;
-        if (!conn_open(&c, port) &&
-            conn_request(&c, "/v1/models", NULL, models, sizeof models) == 200 &&
+        BenchConn c;
+        if (!bench_conn_open(&c, port) &&
+            bench_http_request(&c, "/v1/models", NULL, models, sizeof models) == 200 &&
             strstr(models, "\"vocab_size\":"))
             g_vocab = strtoul(strstr(models, "\"vocab_size\":") + 13, NULL, 10);
-        close(c.fd);
+        bench_conn_close(&c);
         if (!strcmp(sc, "streams"))
             scenario_streams(pid, port, seconds, paged);
         else if (!strcmp(sc, "prefill"))
@@ -570,7 +558,7 @@ int main(int argc, char **argv) {
             scenario_threads(pid, port, seconds);
         else
             fprintf(stderr, "bench_serving: unknown scenario '%s'\n", sc);
-        daemon_stop(pid);
+        bench_daemon_stop(pid);
     }
     free(g_all);
     return 0;

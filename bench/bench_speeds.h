@@ -38,9 +38,9 @@ static inline int bench_speeds_dtype(KgBackend *be, const char *dir, KgDtype dty
         // gpt2_prefill waits for the logits (on a GPU too): each run is timed whole
         for (int rep = 0; rep < (lens[i] < 512 ? 5 : 2); rep++) {
             kv_seq_truncate(&kv, 0);
-            double t0 = bench_now();
+            double t0 = kg_now_s();
             if ((rc = gpt2_prefill(&m, &s, &kv, tokens, lens[i], 1, err))) goto end;
-            double dt = bench_now() - t0;
+            double dt = kg_now_s() - t0;
             best[i] = dt < best[i] ? dt : best[i];
         }
     }
@@ -49,12 +49,12 @@ static inline int bench_speeds_dtype(KgBackend *be, const char *dir, KgDtype dty
     out->prefill512 = 512 / best[2];
     kv_seq_truncate(&kv, 0);
     if ((rc = gpt2_prefill(&m, &s, &kv, tokens, 64, 1, err))) goto end;
-    double t0 = bench_now();
+    double t0 = kg_now_s();
     for (int step = 0; step < 128; step++) {
         Gpt2Seq q = {&kv, &tokens[64 + step], 1, GPT2_LOGITS_LAST};
         if ((rc = gpt2_forward(&m, &s, &q, 1, err))) goto end;
     }
-    out->decode = 128.0 / (bench_now() - t0);
+    out->decode = 128.0 / (kg_now_s() - t0);
 end:
     kv_free(&kv);
     gpt2_state_free(&s, &m);

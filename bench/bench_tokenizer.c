@@ -9,20 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/kg.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct {
     char **line; // (n) NUL-terminated strings
     size_t n, cap, bytes;
 } Lines;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int read_lines(const char *path, Lines *ls) {
     FILE *f = fopen(path, "r");
@@ -75,7 +69,7 @@ int main(int argc, char **argv) {
     double best = 1e30;
     size_t tokens = 0;
     for (int r = 0; r < rounds; r++) {
-        double t0 = now();
+        double t0 = kg_now_s();
         tokens = 0;
         for (size_t i = 0; i < ls.n; i++) {
             int *ids;
@@ -87,7 +81,7 @@ int main(int argc, char **argv) {
             tokens += n;
             free(ids);
         }
-        double dt = now() - t0;
+        double dt = kg_now_s() - t0;
         if (dt < best) best = dt;
     }
     report(impl, (double)ls.bytes, best);
@@ -98,16 +92,16 @@ int main(int argc, char **argv) {
         p += sprintf(p, "%s\n", ls.line[i]);
     int *ids = NULL;
     size_t n = 0;
-    double t0 = now();
+    double t0 = kg_now_s();
     if (all && tok_encode(t, all, (size_t)(p - all), &ids, &n, err) == KG_OK) {
         char label[128];
         snprintf(label, sizeof(label), "%s, one call", impl);
-        report(label, (double)(p - all), now() - t0);
+        report(label, (double)(p - all), kg_now_s() - t0);
         char *text = NULL;
-        t0 = now();
+        t0 = kg_now_s();
         if (tok_decode(t, ids, n, &text, NULL, err) == KG_OK) {
             snprintf(label, sizeof(label), "%s, decode", impl);
-            report(label, (double)(p - all), now() - t0);
+            report(label, (double)(p - all), kg_now_s() - t0);
         }
         free(text);
     }

@@ -68,14 +68,14 @@ static int run_config(const Shape *s, int threads, int recompute, size_t B, size
     memset(r, 0, sizeof *r);
     for (int k = -1; k < steps; k++) { // k = -1: warm-up
         float loss;
-        double t0 = bench_now();
+        double t0 = kg_now_s();
         gpt2_train_zero_grad(t);
         if ((rc = gpt2_train_forward(&m, t, in, tg, &loss, err))) goto end;
-        double t1 = bench_now();
+        double t1 = kg_now_s();
         gpt2_train_backward(&m, t);
-        double t2 = bench_now();
+        double t2 = kg_now_s();
         adamw_step(&opt, m.params, gpt2_train_grads(t), tensors, nt, 1e-4f, 1.0f, &h);
-        double t3 = bench_now();
+        double t3 = kg_now_s();
         if (k >= 0) {
             r->ms_fwd += (t1 - t0) * 1e3 / steps;
             r->ms_bwd += (t2 - t1) * 1e3 / steps;

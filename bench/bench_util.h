@@ -1,5 +1,5 @@
-// bench_util.h — timing, random numbers and the machine's own limits (memory read bandwidth,
-// peak single-precision FLOP/s) for the benchmarks to compare against in the same run.
+// bench_util.h — timing, random numbers, percentiles and the machine's own limits (memory read
+// bandwidth, peak single-precision FLOP/s) for the benchmarks to compare against in the same run.
 #ifndef BENCH_UTIL_H
 #define BENCH_UTIL_H
 
@@ -8,19 +8,25 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static inline double bench_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "base/kg.h"
 
 static inline uint64_t bench_rand(uint64_t *s) {
     *s ^= *s << 13;
     *s ^= *s >> 7;
     *s ^= *s << 17;
     return *s;
+}
+
+// qsort's comparison of two doubles, ascending.
+static inline int bench_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+// The p-th quantile (0..1) of v (n values, sorted ascending; nearest rank); 0 when n is 0.
+static inline double bench_pct(const double *v, size_t n, double p) {
+    return n ? v[(size_t)(p * (double)(n - 1) + 0.5)] : 0;
 }
 
 typedef float bench_v16 __attribute__((vector_size(64)));
@@ -64,7 +70,7 @@ static inline double bench_read_bandwidth(int threads) {
     for (int rep = 0; rep < 3; rep++) {
         pthread_t th[64];
         BenchJob jobs[64];
-        double t0 = bench_now();
+        double t0 = kg_now_s();
         for (int t = 0; t < threads; t++) {
             jobs[t] = (BenchJob){buf + n / threads * t, n / threads, 0, 0};
             pthread_create(&th[t], NULL,
@@ -74,7 +80,7 @@ static inline double bench_read_bandwidth(int threads) {
         }
         for (int t = 0; t < threads; t++)
             pthread_join(th[t], NULL);
-        double bw = n * sizeof(float) / (bench_now() - t0);
+        double bw = n * sizeof(float) / (kg_now_s() - t0);
         best = bw > best ? bw : best;
     }
     free(buf);
@@ -130,14 +136,14 @@ static inline double bench_peak_flops(int threads) {
     BenchJob jobs[64];
     double best = 0;
     for (int rep = 0; rep < 3; rep++) {
-        double t0 = bench_now();
+        double t0 = kg_now_s();
         for (int t = 0; t < threads; t++) {
             jobs[t] = (BenchJob){NULL, 0, 0, iters};
             pthread_create(&th[t], NULL, job, &jobs[t]);
         }
         for (int t = 0; t < threads; t++)
             pthread_join(th[t], NULL);
-        double f = threads * (double)iters * per_iter / (bench_now() - t0);
+        double f = threads * (double)iters * per_iter / (kg_now_s() - t0);
         best = f > best ? f : best;
     }
     return best;

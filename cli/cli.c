@@ -1,7 +1,6 @@
-// cli.c — what the subcommands share: --version, flag values, getopt's errors, the model
-// flags and opening a model (commands.h).
+// cli.c — what the subcommands share: --version, the flag parse, lists of ids, the prompt,
+// and opening a model (commands.h).
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,48 +13,51 @@ const char *cli_version(char *out) {
     return out;
 }
 
-int cli_parse_ids(const char *s, int **ids, size_t *n, size_t *cap) {
+// Skips blanks (spaces, tabs, line ends); *any says whether there were some.
+static const char *skip_blanks(const char *s, int *any) {
+    size_t n = strspn(s, " \t\r\n");
+    if (any) *any = n > 0;
+    return s + n;
+}
+
+int cli_parse_ids(const char *s, int spaces_too, int **ids, size_t *n, size_t *cap) {
+    s = skip_blanks(s, NULL);
     while (*s) {
-        if (*s == ',' || *s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') {
-            s++;
-            continue;
-        }
         char *end;
         errno = 0;
-        long v = strtol(s, &end, 10);
-        if (end == s || errno || v < -2147483647L || v > 2147483647L ||
-            (*end && !strchr(", \t\r\n", *end)))
-            return -1;
+        long v = strtol(s, &end, 10); // s is at a non-blank: strtol skips none
+        if (end == s || errno || v < -2147483647L || v > 2147483647L) return -1;
         if (KG_GROW(*ids, cap, *n + 1, NULL)) return -1;
         (*ids)[(*n)++] = (int)v;
-        s = end;
+        int blank;
+        s = skip_blanks(end, &blank);
+        if (*s == ',') {
+            s = skip_blanks(s + 1, NULL);
+            if (!*s) return -1; // "1,": an empty last element
+        } else if (*s && !(spaces_too && blank)) {
+            return -1; // "1 2" where only commas separate, or "1x"
+        }
     }
     return 0;
 }
 
-// At most 40 bytes of a value, for a message.
-static int shown(const char *s) { return (int)strnlen(s, 40); }
-
-int cli_int(const char *flag, const char *s, long long min, long long max, long long *out,
-            char *err) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (end == s || *end || errno || v < min || v > max)
-        return kg_err(err, KG_EINVAL, "%s must be an integer in %lld..%lld, got '%.*s'", flag, min,
-                      max, shown(s), s);
-    *out = v;
-    return KG_OK;
-}
-
-int cli_num(const char *flag, const char *s, double min, double max, double *out, char *err) {
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || *end || !(v >= min && v <= max)) // NaN fails the range too
-        return kg_err(err, KG_EINVAL, "%s must be a number in %g..%g, got '%.*s'", flag, min, max,
-                      shown(s), s);
-    *out = v;
-    return KG_OK;
+int cli_flags_parse(const KgFlagTable *t, void *args, int argc, char **argv, int *first_arg) {
+    char err[KG_ERRLEN];
+    KgFlagsSeen seen = {.first_arg = argc};
+    int rc = kg_flags_defaults(t, args, err);
+    if (!rc) rc = kg_flags_parse(t, args, argc, argv, &seen, err);
+    *first_arg = seen.first_arg;
+    if (rc == KG_OK) return -1;
+    if (rc == KG_FLAGS_HELP) {
+        kg_flags_help(t, stdout);
+        return 0;
+    }
+    if (rc == KG_FLAGS_VERSION) {
+        puts(cli_version(err));
+        return 0;
+    }
+    fprintf(stderr, "%s: %s\n", t->program, err); // one line, as every usage error of kogpt2
+    return rc == KG_EINVAL ? 2 : 1;
 }
 
 const char *cli_prompt_error(int argc, char **argv, int first, const char *text, const char *tokens,
@@ -69,61 +71,6 @@ const char *cli_prompt_error(int argc, char **argv, int first, const char *text,
     else
         return NULL;
     return err;
-}
-
-const char *cli_opt_error(int c, char **argv, char *err) {
-    // optind is past the refused word, except inside a group of short options (-xz)
-    const char *word = optind > 0 ? argv[optind - 1] : "?";
-    int name_len = (int)strcspn(word, "="), is_long = !strncmp(word, "--", 2);
-    if (c == ':' && !is_long)
-        kg_err(err, KG_EINVAL, "-%c needs a value", optopt);
-    else if (c == ':')
-        kg_err(err, KG_EINVAL, "%.*s needs a value", name_len, word);
-    else if (is_long && optopt && word[name_len] == '=') // --json=1: a flag with no value
-        kg_err(err, KG_EINVAL, "%.*s takes no value", name_len, word);
-    else if (is_long || !optopt || optopt >= 128)
-        kg_err(err, KG_EINVAL, "unknown option '%.*s'", shown(word), word);
-    else
-        kg_err(err, KG_EINVAL, "unknown option '-%c'", optopt);
-    return err;
-}
-
-void cli_model_args_init(CliModelArgs *a) {
-    memset(a, 0, sizeof *a);
-    a->device = "auto";
-    a->dtype = KG_DTYPE_AUTO;
-    a->precision = KG_F32;
-}
-
-int cli_model_flag(CliModelArgs *a, int c, const char *value, char *err) {
-    char why[KG_ERRLEN];
-    long long threads;
-    switch (c) {
-    case CLI_OPT_MODEL:
-        a->model = value;
-        return 1;
-    case CLI_OPT_TOKENIZER:
-        a->tokenizer = value;
-        return 1;
-    case CLI_OPT_THREADS:
-        if (cli_int("--threads", value, 0, 4096, &threads, err)) return KG_EINVAL;
-        a->threads = (int)threads;
-        return 1;
-    case CLI_OPT_DTYPE:
-        if (kg_dtype_parse(value, &a->dtype, why))
-            return kg_err(err, KG_EINVAL, "--dtype: %s", why);
-        return 1;
-    case CLI_OPT_PRECISION: // f16 too would work on a GPU, but the CPU has no f16 kernels for it
-        if (kg_precision_parse(value, &a->precision, why))
-            return kg_err(err, KG_EINVAL, "--precision: %s", why);
-        return 1;
-    case CLI_OPT_DEVICE:
-        if (kg_device_check(value, err)) return KG_EINVAL; // its message names --device
-        a->device = value;
-        return 1;
-    default:
-        return 0;
-    }
 }
 
 int cli_model_resolve(CliModelArgs *a, char *err) {
@@ -149,7 +96,7 @@ int cli_prompt_ids(const CliModelArgs *a, const char *text, const char *tokens,
             return kg_err(err, KG_EINVAL, "n_prompt_tokens (more than %zu) exceeds n_ctx (%zu)",
                           c->n_ctx, c->n_ctx);
         if (rc) return rc;
-    } else if (cli_parse_ids(tokens, ids, n, &cap)) {
+    } else if (cli_parse_ids(tokens, 0, ids, n, &cap)) {
         return kg_err(err, KG_EINVAL, "--tokens: not a list of token ids: '%.*s'",
                       (int)strnlen(tokens, 60), tokens);
     }

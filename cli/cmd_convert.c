@@ -2,33 +2,65 @@
 // Hugging Face cache entry by repo id) written once as a clean model.safetensors directory,
 // so that every later load maps it in place; --dtype q8_0/q4_0 stores the layers quantized.
 // Progress goes to stderr: a redrawn line with an ETA on a terminal, a line per 10 % elsewhere.
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/flags.h"
 #include "base/kg.h"
 #include "commands.h"
 #include "model/gpt2.h"
 #include "model/hfcache.h"
 
-static void convert_usage(FILE *f) {
-    fprintf(f, "usage: kogpt2 convert --model SRC --out DIR [--dtype f32|f16|bf16|q8_0|q4_0]\n"
-               "                      [--force]\n"
-               "  --model SRC   a model directory (model.safetensors, *.index.json shards or\n"
-               "                pytorch_model.bin) or ORG/NAME[@REV] in the Hugging Face cache\n"
-               "  --out DIR     where model.safetensors, config.json and the tokenizer files go\n"
-               "                (created if missing; never SRC itself)\n"
-               "  --force       replace the model DIR already holds (else refused)\n"
-               "  --dtype T     convert every tensor to T (default: keep each tensor's dtype);\n"
-               "                q8_0/q4_0 store the layer matrices and the LM head in blocks, as\n"
-               "                --dtype q8_0/q4_0 quantizes at load, the rest as it is\n"
-               "  --version     print the version and exit\n"
-               "Progress goes to stderr in bytes of weights converted and written: one line\n"
-               "redrawn with the rate and an ETA on a terminal, else a line per 10 %%.\n");
-}
+typedef struct {
+    const char *model, *out;
+    KgDtype dtype;
+    int force;
+} ConvertArgs;
+
+static const KgFlag CONVERT_ROWS[] = {
+    {.name = "model",
+     .short_name = 'm',
+     .kind = KG_FLAG_STR,
+     .metavar = "SRC",
+     KG_FLAG_AT(ConvertArgs, model),
+     .help = "a model directory (model.safetensors, *.index.json shards or pytorch_model.bin) or "
+             "ORG/NAME[@REV] in the Hugging Face cache"},
+    {.name = "out",
+     .short_name = 'o',
+     .kind = KG_FLAG_STR,
+     .metavar = "DIR",
+     KG_FLAG_AT(ConvertArgs, out),
+     .help = "where model.safetensors, config.json and the tokenizer files go (created if "
+             "missing; never SRC itself)"},
+    {.name = "force",
+     .short_name = 'f',
+     .kind = KG_FLAG_SWITCH,
+     KG_FLAG_AT(ConvertArgs, force),
+     .help = "replace the model DIR already holds (else refused)"},
+    {.name = "dtype",
+     .short_name = 'd',
+     .kind = KG_FLAG_FUNC,
+     .metavar = "T",
+     KG_FLAG_AT(ConvertArgs, dtype),
+     .set = kg_dtype_flag,
+     .def = "auto",
+     .help = "convert every tensor to f32, f16, bf16, q8_0 or q4_0 (auto: keep each tensor's "
+             "dtype); q8_0/q4_0 store the layer matrices and the LM head in blocks, as --dtype "
+             "q8_0/q4_0 quantizes at load, the rest as it is"},
+    {.name = "help", .short_name = 'h', .kind = KG_FLAG_HELP, .help = "print this help and exit"},
+    {.name = "version", .kind = KG_FLAG_VERSION, .help = "print the version and exit"},
+};
+
+static const KgFlagTable CONVERT_FLAGS = {
+    .program = "kogpt2 convert",
+    .usage = "--model SRC --out DIR [--dtype f32|f16|bf16|q8_0|q4_0] [--force]",
+    .flags = CONVERT_ROWS,
+    .n_flags = sizeof CONVERT_ROWS / sizeof CONVERT_ROWS[0],
+    .notes = "Progress goes to stderr in bytes of weights converted and written: one line\n"
+             "redrawn with the rate and an ETA on a terminal, else a line per 10 %.\n"};
 
 static int same_dir(const char *a, const char *b) {
     struct stat sa, sb;
@@ -47,56 +79,19 @@ static const char *model_file_in(const char *dir) {
 }
 
 int cmd_convert(int argc, char **argv) {
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                         {"out", required_argument, 0, 'o'},
-                                         {"dtype", required_argument, 0, 'd'},
-                                         {"force", no_argument, 0, 'f'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {"version", no_argument, 0, 'V'},
-                                         {0, 0, 0, 0}};
-    const char *model = NULL, *out = NULL;
-    KgDtype dtype = KG_DTYPE_AUTO;
-    int force = 0, c;
+    ConvertArgs a = {0};
     char err[KG_ERRLEN];
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":m:o:d:fh", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm':
-            model = optarg;
-            break;
-        case 'o':
-            out = optarg;
-            break;
-        case 'd':
-            if (kg_dtype_parse(optarg, &dtype, err)) {
-                fprintf(stderr, "kogpt2 convert: --dtype: %s\n", err);
-                return 2;
-            }
-            break;
-        case 'f':
-            force = 1;
-            break;
-        case 'h':
-            convert_usage(stdout);
-            return 0;
-        case 'V':
-            puts(cli_version(err));
-            return 0;
-        default:
-            fprintf(stderr, "kogpt2 convert: %s\n", cli_opt_error(c, argv, err));
-            convert_usage(stderr);
-            return 2;
-        }
-    }
-    const char *wrong = optind != argc ? "unexpected argument"
-                        : !model       ? "no --model SRC given"
-                        : !out         ? "no --out DIR given"
-                                       : NULL;
+    int first, rc = cli_flags_parse(&CONVERT_FLAGS, &a, argc, argv, &first);
+    if (rc >= 0) return rc;
+    const char *model = a.model, *out = a.out;
+    KgDtype dtype = a.dtype;
+    const char *wrong = first != argc ? "unexpected argument"
+                        : !model      ? "no --model SRC given"
+                        : !out        ? "no --out DIR given"
+                                      : NULL;
     if (wrong) {
-        fprintf(stderr, "kogpt2 convert: %s%s%s%s\n", wrong, optind != argc ? " '" : "",
-                optind != argc ? argv[optind] : "", optind != argc ? "'" : "");
-        convert_usage(stderr);
+        fprintf(stderr, "kogpt2 convert: %s%s%s%s\n", wrong, first != argc ? " '" : "",
+                first != argc ? argv[first] : "", first != argc ? "'" : "");
         return 2;
     }
     char dir[PATH_MAX], what[KG_ERRLEN];
@@ -105,7 +100,7 @@ int cmd_convert(int argc, char **argv) {
         return 1;
     }
     // (--out SRC itself: gpt2_convert refuses it, --force or not, with that reason)
-    const char *held = force || same_dir(dir, out) ? NULL : model_file_in(out);
+    const char *held = a.force || same_dir(dir, out) ? NULL : model_file_in(out);
     if (held) {
         fprintf(stderr,
                 "kogpt2 convert: %s holds a model already (%s): --force replaces it, or choose "

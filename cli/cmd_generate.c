@@ -8,7 +8,6 @@
 // one wait for the next token), feed the token and go on until --max-tokens or n_ctx.
 #define _GNU_SOURCE // memmem
 #include <cjson/cJSON.h>
-#include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/flags.h"
 #include "base/kg.h"
 #include "commands.h"
 #include "model/sampler.h"
@@ -35,171 +35,160 @@ typedef struct {
     const char *stop[GEN_MAX_STOP];
     size_t n_stop;
     int ignore_eos, json;
-    int utf8_strict; // kogpt2d's utf8_strict (model/sampler_utf8.h): on unless --no-utf8-strict
-    int *ids;        // the prompt, once known (--tokens: parsed with the flags); malloc'd
+    int no_utf8_strict; // kogpt2d's utf8_strict (model/sampler_utf8.h) is on unless given
+    int *ids;           // the prompt, once known (--tokens: parsed with the flags); malloc'd
     size_t n_ids;
 } GenArgs;
 
-static void generate_usage(FILE *f) {
-    fprintf(
-        f,
-        "usage: kogpt2 generate [--model DIR] (--text TEXT | --tokens ID,ID,...) [--max-tokens N]\n"
-        "                       [--temperature X] [--top-k K] [--top-p P] [--seed S]\n"
-        "                       [--stop STR]... [--repetition-penalty X] [--frequency-penalty X]\n"
-        "                       [--presence-penalty X] [--ignore-eos] [--no-utf8-strict]\n"
-        "                       [--json] [--device D]\n"
-        "                       [--threads N] [--dtype T] [--precision P] [--tokenizer P]\n"
-        "  --text TEXT            the prompt as text\n"
-        "  --tokens LIST          the prompt as token ids, comma-separated\n"
-        "  --max-tokens N         tokens to generate at most, 1..n_ctx (default 32)\n"
-        "  --temperature X        0..100 (default 1; 0 is greedy: always the likeliest token)\n"
-        "  --top-k K              sample among the K likeliest, 0..V (default 0: no cut)\n"
-        "  --top-p P              sample among the likeliest with mass P, (0, 1] (default 1)\n"
-        "  --seed S               0..2^53-1: the same seed, prompt and flags give the same\n"
-        "                         text (default: a random seed, shown on stderr)\n"
-        "  --stop STR             end before the first STR in the text (up to 4, each 1..256\n"
-        "                         bytes); the text stops before it, nothing after is printed\n"
-        "  --repetition-penalty X (0, 100] (default 1: off); > 1 discourages any token seen in\n"
-        "                         the prompt or the text\n"
-        "  --frequency-penalty X  -2..2 (default 0): minus X per time a token was generated\n"
-        "  --presence-penalty X   -2..2 (default 0): minus X once a token was generated\n"
-        "  --ignore-eos           go on past the end-of-text token\n"
-        "  --no-utf8-strict       let the model draw byte tokens that never become a character\n"
-        "                         (by default they are masked, as kogpt2d's utf8_strict does)\n"
-        "  --json                 print no stream but one JSON object at the end: text, tokens,\n"
-        "                         finish_reason (length, stop or eos), prompt_tokens,\n"
-        "                         generated_tokens, usage, timings, seed (as kogpt2d's\n"
-        "                         /v1/generate and /v1/completions name them)\n"
-        "  --model DIR            a model directory or ORG/NAME[@REV] in the Hugging Face cache\n"
-        "                         (default: the project's models/default)\n"
-        "  --tokenizer P          tokenizer.json, *.model or a directory (default: --model)\n"
-        "  --device D             auto (a GPU when there is one, else the CPU), cpu, cuda[:N]\n"
-        "  --threads N            compute threads (default: one per core)\n"
-        "  --dtype T              auto|f32|f16|bf16|q8_0|q4_0: the weights in memory, as next\n"
-        "  --precision P          f32 (default) or bf16, as next\n"
-        "  --version              print the version and exit\n"
-        "Output: the generated text only (not the prompt), written as each token completes a\n"
-        "UTF-8 character, then one newline; on stderr the device, the model and a last line\n"
-        "with the token counts, tokens/s, finish_reason and seed.\n");
-}
-
-// --stop STR: KG_OK, or KG_EINVAL with err (too many, empty, too long).
-static int add_stop(GenArgs *a, const char *s, char *err) {
+// --stop STR (field: the GenArgs): KG_OK, or KG_EINVAL with err (too many, empty, too long).
+static int add_stop(void *field, const char *s, const char *from, char *err) {
+    GenArgs *a = field;
     if (a->n_stop == GEN_MAX_STOP)
-        return kg_err(err, KG_EINVAL, "--stop: at most %d stop strings", GEN_MAX_STOP);
-    if (!s[0]) return kg_err(err, KG_EINVAL, "--stop: a stop string must not be empty");
+        return kg_err(err, KG_EINVAL, "%s: at most %d stop strings", from, GEN_MAX_STOP);
+    if (!s[0]) return kg_err(err, KG_EINVAL, "%s: a stop string must not be empty", from);
     if (strlen(s) > GEN_MAX_STOP_LEN)
-        return kg_err(err, KG_EINVAL, "--stop: at most %d bytes per stop string", GEN_MAX_STOP_LEN);
+        return kg_err(err, KG_EINVAL, "%s: at most %d bytes per stop string", from,
+                      GEN_MAX_STOP_LEN);
     a->stop[a->n_stop++] = s;
     return KG_OK;
 }
 
-// A number in (0, max]: KG_OK, or KG_EINVAL with err naming the flag.
-static int positive_num(const char *flag, const char *v, double max, double *out, char *err) {
-    if (!cli_num(flag, v, 0, max, out, err) && *out > 0) return KG_OK;
-    return kg_err(err, KG_EINVAL, "%s must be a number in (0, %g], got '%.*s'", flag, max,
-                  (int)strnlen(v, 40), v);
-}
+// /v1/generate's sampling fields as flags, with its defaults and ranges.
+static const KgFlag GENERATE_ROWS[] = {
+    {.name = "text",
+     .short_name = 'x',
+     .kind = KG_FLAG_STR,
+     .metavar = "TEXT",
+     KG_FLAG_AT(GenArgs, text),
+     .help = "the prompt as text"},
+    {.name = "tokens",
+     .short_name = 't',
+     .kind = KG_FLAG_STR,
+     .metavar = "LIST",
+     KG_FLAG_AT(GenArgs, tokens),
+     .help = "the prompt as token ids, comma-separated"},
+    {.name = "max-tokens",
+     .short_name = 'n',
+     .kind = KG_FLAG_STR,
+     .metavar = "N",
+     KG_FLAG_AT(GenArgs, max_tokens_flag),
+     .def_text = "32",
+     .help = "tokens to generate at most, 1..n_ctx (checked once the model's n_ctx is known)"},
+    {.name = "temperature",
+     .short_name = 'e',
+     .kind = KG_FLAG_NUM,
+     .metavar = "X",
+     KG_FLAG_AT(GenArgs, temperature),
+     .def = "1",
+     .lo = 0,
+     .hi = 100,
+     .help = "0 is greedy: always the likeliest token"},
+    {.name = "top-k",
+     .short_name = 'k',
+     .kind = KG_FLAG_STR,
+     .metavar = "K",
+     KG_FLAG_AT(GenArgs, top_k_flag),
+     .def_text = "0: no cut",
+     .help = "sample among the K likeliest, 0..V (checked once the vocabulary V is known)"},
+    {.name = "top-p",
+     .short_name = 'p',
+     .kind = KG_FLAG_NUM,
+     .opts = KG_FLAG_OPEN_LOW,
+     .metavar = "P",
+     KG_FLAG_AT(GenArgs, top_p),
+     .def = "1",
+     .lo = 0,
+     .hi = 1,
+     .help = "sample among the likeliest with mass P (0 would keep no token)"},
+    {.name = "seed",
+     .short_name = 's',
+     .kind = KG_FLAG_INT,
+     .metavar = "S",
+     KG_FLAG_AT(GenArgs, seed),
+     .min = 0,
+     .max = (1ll << 53) - 1, // what a JSON number holds
+     .def_text = "a random seed, shown on stderr",
+     .help = "the same seed, prompt and flags give the same text"},
+    {.name = "stop",
+     .short_name = 'S',
+     .kind = KG_FLAG_FUNC,
+     .metavar = "STR",
+     .offset = 0,
+     .set = add_stop,
+     .help = "end before the first STR in the text (repeat it: up to 4, each 1..256 bytes); the "
+             "text stops before it, nothing after is printed"},
+    {.name = "repetition-penalty",
+     .short_name = 'r',
+     .kind = KG_FLAG_NUM,
+     .opts = KG_FLAG_OPEN_LOW,
+     .metavar = "X",
+     KG_FLAG_AT(GenArgs, repetition),
+     .def = "1",
+     .lo = 0,
+     .hi = 100, // a factor: 0 would divide by zero
+     .help = "> 1 discourages any token seen in the prompt or the text; 1: off"},
+    {.name = "frequency-penalty",
+     .short_name = 'f',
+     .kind = KG_FLAG_NUM,
+     .metavar = "X",
+     KG_FLAG_AT(GenArgs, frequency),
+     .def = "0",
+     .lo = -2,
+     .hi = 2,
+     .help = "minus X per time a token was generated"},
+    {.name = "presence-penalty",
+     .short_name = 'y',
+     .kind = KG_FLAG_NUM,
+     .metavar = "X",
+     KG_FLAG_AT(GenArgs, presence),
+     .def = "0",
+     .lo = -2,
+     .hi = 2,
+     .help = "minus X once a token was generated"},
+    {.name = "ignore-eos",
+     .short_name = 'I',
+     .kind = KG_FLAG_SWITCH,
+     KG_FLAG_AT(GenArgs, ignore_eos),
+     .help = "go on past the end-of-text token"},
+    {.name = "no-utf8-strict",
+     .short_name = 'U',
+     .kind = KG_FLAG_SWITCH,
+     KG_FLAG_AT(GenArgs, no_utf8_strict),
+     .help = "let the model draw byte tokens that never become a character (by default they are "
+             "masked, as kogpt2d's utf8_strict does)"},
+    {.name = "json",
+     .short_name = 'J',
+     .kind = KG_FLAG_SWITCH,
+     KG_FLAG_AT(GenArgs, json),
+     .help = "print no stream but one JSON object at the end: text, tokens, finish_reason "
+             "(length, stop or eos), prompt_tokens, generated_tokens, usage, timings, seed (as "
+             "kogpt2d's /v1/generate and /v1/completions name them)"},
+    CLI_MODEL_FLAGS(GenArgs),
+    {.name = "help", .short_name = 'h', .kind = KG_FLAG_HELP, .help = "print this help and exit"},
+    {.name = "version", .kind = KG_FLAG_VERSION, .help = "print the version and exit"},
+};
 
-// A flag that is neither a model flag nor a structural one: KG_OK, 1 when c is none of
-// them, or KG_EINVAL with err.
-static int generate_flag(GenArgs *a, int c, const char *v, char *err) {
-    const long long seed_max = (1ll << 53) - 1; // what a JSON number holds exactly
-    switch (c) {
-    case 't':
-        a->tokens = v;
-        return KG_OK;
-    case 'x':
-        a->text = v;
-        return KG_OK;
-    case 'n':
-        a->max_tokens_flag = v;
-        return KG_OK;
-    case 'k':
-        a->top_k_flag = v;
-        return KG_OK;
-    case 'e':
-        return cli_num("--temperature", v, 0, 100, &a->temperature, err);
-    case 'p': // 0 would keep no token
-        return positive_num("--top-p", v, 1, &a->top_p, err);
-    case 's':
-        return cli_int("--seed", v, 0, seed_max, &a->seed, err);
-    case 'S':
-        return add_stop(a, v, err);
-    case 'r': // a factor: 0 would divide by zero
-        return positive_num("--repetition-penalty", v, 100, &a->repetition, err);
-    case 'f':
-        return cli_num("--frequency-penalty", v, -2, 2, &a->frequency, err);
-    case 'y':
-        return cli_num("--presence-penalty", v, -2, 2, &a->presence, err);
-    case 'I':
-        a->ignore_eos = 1;
-        return KG_OK;
-    case 'J':
-        a->json = 1;
-        return KG_OK;
-    case 'U':
-        a->utf8_strict = 0;
-        return KG_OK;
-    default:
-        return 1;
-    }
-}
+static const KgFlagTable GENERATE_FLAGS = {
+    .program = "kogpt2 generate",
+    .usage = "[--model DIR] (--text TEXT | --tokens ID,ID,...) [--max-tokens N]\n"
+             "                       [--temperature X] [--top-k K] [--top-p P] [--seed S]\n"
+             "                       [--stop STR]... [options]",
+    .flags = GENERATE_ROWS,
+    .n_flags = sizeof GENERATE_ROWS / sizeof GENERATE_ROWS[0],
+    .notes = "Output: the generated text only (not the prompt), written as each token completes a\n"
+             "UTF-8 character, then one newline; on stderr the device, the model and a last line\n"
+             "with the token counts, tokens/s, finish_reason and seed.\n"};
 
 // The generate command's flags into a: -1 to go on, else the exit code (0 after --help or
 // --version, 2 after a usage error, with its line printed).
 static int parse_generate_args(int argc, char **argv, GenArgs *a) {
-    static const struct option opts[] = {CLI_MODEL_OPTIONS,
-                                         {"tokens", required_argument, 0, 't'},
-                                         {"text", required_argument, 0, 'x'},
-                                         {"max-tokens", required_argument, 0, 'n'},
-                                         {"temperature", required_argument, 0, 'e'},
-                                         {"top-k", required_argument, 0, 'k'},
-                                         {"top-p", required_argument, 0, 'p'},
-                                         {"seed", required_argument, 0, 's'},
-                                         {"stop", required_argument, 0, 'S'},
-                                         {"repetition-penalty", required_argument, 0, 'r'},
-                                         {"frequency-penalty", required_argument, 0, 'f'},
-                                         {"presence-penalty", required_argument, 0, 'y'},
-                                         {"ignore-eos", no_argument, 0, 'I'},
-                                         {"json", no_argument, 0, 'J'},
-                                         {"no-utf8-strict", no_argument, 0, 'U'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {"version", no_argument, 0, 'V'},
-                                         {0, 0, 0, 0}};
-    *a = (GenArgs){.max_tokens = 32,
-                   .seed = -1,
-                   .temperature = 1,
-                   .top_p = 1,
-                   .repetition = 1,
-                   .utf8_strict = 1};
-    cli_model_args_init(&a->model);
+    *a = (GenArgs){.max_tokens = 32, .seed = -1}; // seed -1: none given
     char err[KG_ERRLEN] = "";
-    int c, rc;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":m:T:j:d:P:D:t:x:n:e:k:p:s:S:r:f:y:IJUh", opts, NULL)) !=
-           -1) {
-        if ((rc = cli_model_flag(&a->model, c, optarg, err)) < 0) goto bad_value;
-        if (rc) continue;
-        if ((rc = generate_flag(a, c, optarg, err)) < 0) goto bad_value;
-        if (rc == KG_OK) continue;
-        if (c == 'h') {
-            generate_usage(stdout);
-            return 0;
-        }
-        if (c == 'V') {
-            puts(cli_version(err));
-            return 0;
-        }
-        fprintf(stderr, "kogpt2 generate: %s\n", cli_opt_error(c, argv, err));
-        generate_usage(stderr);
-        return 2;
-    }
-    const char *wrong = cli_prompt_error(argc, argv, optind, a->text, a->tokens, err);
+    int first, rc = cli_flags_parse(&GENERATE_FLAGS, a, argc, argv, &first);
+    if (rc >= 0) return rc;
+    const char *wrong = cli_prompt_error(argc, argv, first, a->text, a->tokens, err);
     if (wrong) {
         fprintf(stderr, "kogpt2 generate: %s\n", wrong);
-        generate_usage(stderr);
         return 2;
     }
     if ((rc = cli_model_resolve(&a->model, err))) {
@@ -207,10 +196,10 @@ static int parse_generate_args(int argc, char **argv, GenArgs *a) {
         return rc == KG_EINVAL ? 2 : 1;
     }
     const Gpt2Config *cfg = &a->model.config;
-    if ((a->max_tokens_flag && cli_int("--max-tokens", a->max_tokens_flag, 1, (long long)cfg->n_ctx,
-                                       &a->max_tokens, err)) ||
+    if ((a->max_tokens_flag && kg_flag_int("--max-tokens", a->max_tokens_flag, 1,
+                                           (long long)cfg->n_ctx, &a->max_tokens, err)) ||
         (a->top_k_flag &&
-         cli_int("--top-k", a->top_k_flag, 0, (long long)cfg->vocab_size, &a->top_k, err)) ||
+         kg_flag_int("--top-k", a->top_k_flag, 0, (long long)cfg->vocab_size, &a->top_k, err)) ||
         (a->tokens && cli_prompt_ids(&a->model, NULL, a->tokens, NULL, &a->ids, &a->n_ids, err)))
         goto bad_value;
     return -1;
@@ -270,12 +259,6 @@ typedef struct {
     double prefill_ms, decode_ms;
 } GenResult;
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 // Hands out text[released .. upto): to out (flushed at once: a reader sees each piece as it
 // comes), or nowhere when out is NULL (--json prints it all at the end).
 static int gen_release(GenText *g, size_t upto, FILE *out, char *err) {
@@ -305,7 +288,7 @@ static int generate(CliModel *cm, const GenArgs *a, uint64_t seed, GenText *g, G
     float *penalized = NULL;
     const char *piece;
     size_t piece_len;
-    double t0 = now_ms();
+    double t0 = kg_now_ms();
     int rc = !sampler || !stream ? kg_err(err, KG_ENOMEM, "out of memory") : KG_OK;
     if (!rc) rc = sampler_penalty_new(&penalty, V, &pen, err);
     if (!rc) rc = sampler_penalty_prompt(penalty, a->ids, a->n_ids, err);
@@ -317,7 +300,7 @@ static int generate(CliModel *cm, const GenArgs *a, uint64_t seed, GenText *g, G
     int byte_id[256];
     tok_byte_ids(cm->tok, V, byte_id);
     sampler_utf8_init(&utf8, byte_id);
-    const int strict = a->utf8_strict && utf8.any;
+    const int strict = !a->no_utf8_strict && utf8.any;
     size_t from = 0;
     if (!rc) rc = tok_stream_prime(stream, a->ids, a->n_ids, &from, err);
     for (size_t i = from; !rc && i < a->n_ids; i++)
@@ -327,7 +310,7 @@ static int generate(CliModel *cm, const GenArgs *a, uint64_t seed, GenText *g, G
         rc = kg_err(err, KG_ENOMEM, "out of memory");
     if (!rc) rc = kv_init(&kv, m, err);
     if (!rc) rc = gpt2_prefill(m, &cm->s, &kv, a->ids, a->n_ids, 1, err);
-    double t1 = now_ms();
+    double t1 = kg_now_ms();
     r->prefill_ms = t1 - t0;
     while (!rc) {
         const float *logits = cm->s.logits_host, *row = logits; // row 0: the last token's
@@ -376,7 +359,7 @@ static int generate(CliModel *cm, const GenArgs *a, uint64_t seed, GenText *g, G
         Gpt2Seq seq = {.kv = &kv, .tokens = &id, .n = 1, .logits = GPT2_LOGITS_LAST};
         rc = gpt2_forward(m, &cm->s, &seq, 1, err);
     }
-    r->decode_ms = now_ms() - t1;
+    r->decode_ms = kg_now_ms() - t1;
     if (rc == KG_ENOMEM && !err[0]) kg_err(err, rc, "out of memory");
     kv_free(&kv);
     free(penalized);

@@ -1,10 +1,10 @@
 // kogpt2 next — the top-k next tokens of a prompt, as a table or as JSON.
 #include <cjson/cJSON.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/flags.h"
 #include "base/kg.h"
 #include "commands.h"
 #include "model/gpt2.h"
@@ -22,30 +22,44 @@ typedef struct {
     size_t n_ids;
 } NextArgs;
 
-static void next_usage(FILE *f) {
-    fprintf(f, "usage: kogpt2 next [--model DIR] (--text TEXT | --tokens ID,ID,...) [--top-k K]\n"
-               "                   [--json] [--threads N] [--dtype auto|f32|f16|bf16|q8_0|q4_0]\n"
-               "                   [--device auto|cpu|cuda|cuda:N] [--precision f32|bf16]\n"
-               "  --model DIR      Hugging Face layout: config.json + model.safetensors,\n"
-               "                   shards or pytorch_model.bin; or ORG/NAME[@REV] in the\n"
-               "                   Hugging Face cache (default: the project's models/default)\n"
-               "  --text TEXT      the prompt as text (needs a tokenizer)\n"
-               "  --tokens LIST    the prompt as token ids, comma-separated\n"
-               "  --tokenizer P    tokenizer.json, *.model or a directory (default: --model)\n"
-               "  --top-k K        candidates to print, 1..V (default 10)\n"
-               "  --json           print {\"tokens\":[...],\"candidates\":[...]}\n"
-               "  --threads N      compute threads (default: one per core)\n"
-               "  --dtype T        weights in memory: auto keeps the file's (zero-copy);\n"
-               "                   q8_0/q4_0 quantize the layers and LM head (cpu only)\n"
-               "  --precision P    f32 (default) or bf16: the layers' matmuls on bf16 operands,\n"
-               "                   f32 sums: faster prompts with AVX512-BF16 (emulated, slower,\n"
-               "                   on other CPUs); logits move ~1e-3 relative\n"
-               "  --device D       auto (a GPU when there is one, else the CPU), cpu, cuda\n"
-               "  --version        print the version and exit\n"
-               "Plain output: one line per candidate: rank, id, probability, logprob and the\n"
-               "candidate's text as a JSON string (quotes, backslashes and control characters\n"
-               "escaped: a '\"' reads \"\\\"\"; non-ASCII as it is).\n");
-}
+static const KgFlag NEXT_ROWS[] = {
+    {.name = "text",
+     .short_name = 'x',
+     .kind = KG_FLAG_STR,
+     .metavar = "TEXT",
+     KG_FLAG_AT(NextArgs, text),
+     .help = "the prompt as text (needs a tokenizer)"},
+    {.name = "tokens",
+     .short_name = 't',
+     .kind = KG_FLAG_STR,
+     .metavar = "LIST",
+     KG_FLAG_AT(NextArgs, tokens),
+     .help = "the prompt as token ids, comma-separated"},
+    {.name = "top-k",
+     .short_name = 'k',
+     .kind = KG_FLAG_STR,
+     .metavar = "K",
+     KG_FLAG_AT(NextArgs, top_k_flag),
+     .def_text = "10",
+     .help = "candidates to print, 1..V (checked once the model's vocabulary V is known)"},
+    {.name = "json",
+     .short_name = 'J',
+     .kind = KG_FLAG_SWITCH,
+     KG_FLAG_AT(NextArgs, json),
+     .help = "print {\"tokens\":[...],\"candidates\":[...]}"},
+    CLI_MODEL_FLAGS(NextArgs),
+    {.name = "help", .short_name = 'h', .kind = KG_FLAG_HELP, .help = "print this help and exit"},
+    {.name = "version", .kind = KG_FLAG_VERSION, .help = "print the version and exit"},
+};
+
+static const KgFlagTable NEXT_FLAGS = {
+    .program = "kogpt2 next",
+    .usage = "[--model DIR] (--text TEXT | --tokens ID,ID,...) [--top-k K] [--json] [options]",
+    .flags = NEXT_ROWS,
+    .n_flags = sizeof NEXT_ROWS / sizeof NEXT_ROWS[0],
+    .notes = "Plain output: one line per candidate: rank, id, probability, logprob and the\n"
+             "candidate's text as a JSON string (quotes, backslashes and control characters\n"
+             "escaped: a '\"' reads \"\\\"\"; non-ASCII as it is).\n"};
 
 // Adds "piece" and "text" of id to j_c when there is a tokenizer. 0 on OOM.
 static int add_piece(cJSON *j_c, const Tokenizer *tok, int id) {
@@ -87,64 +101,24 @@ end:
 // The next command's flags into a: -1 to go on, else the exit code (0 after --help or
 // --version, 2 after a usage error, with its line printed).
 static int parse_next_args(int argc, char **argv, NextArgs *a) {
-    static const struct option opts[] = {CLI_MODEL_OPTIONS,
-                                         {"tokens", required_argument, 0, 't'},
-                                         {"text", required_argument, 0, 'x'},
-                                         {"top-k", required_argument, 0, 'k'},
-                                         {"json", no_argument, 0, 'J'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {"version", no_argument, 0, 'V'},
-                                         {0, 0, 0, 0}};
-    *a = (NextArgs){.top_k = 10};
-    cli_model_args_init(&a->model);
+    *a = (NextArgs){0};
     char err[KG_ERRLEN];
     long long top_k = 10;
-    int c, taken;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":m:t:x:T:k:j:d:D:P:Jh", opts, NULL)) != -1) {
-        if ((taken = cli_model_flag(&a->model, c, optarg, err)) < 0) goto bad_value;
-        if (taken) continue;
-        switch (c) {
-        case 't':
-            a->tokens = optarg;
-            break;
-        case 'x':
-            a->text = optarg;
-            break;
-        case 'k':
-            a->top_k_flag = optarg;
-            break;
-        case 'J':
-            a->json = 1;
-            break;
-        case 'h':
-            next_usage(stdout);
-            return 0;
-        case 'V':
-            puts(cli_version(err));
-            return 0;
-        default:
-            fprintf(stderr, "kogpt2 next: %s\n", cli_opt_error(c, argv, err));
-            next_usage(stderr);
-            return 2;
-        }
-    }
-    const char *wrong = cli_prompt_error(argc, argv, optind, a->text, a->tokens, err);
+    int first, rc = cli_flags_parse(&NEXT_FLAGS, a, argc, argv, &first);
+    if (rc >= 0) return rc;
+    const char *wrong = cli_prompt_error(argc, argv, first, a->text, a->tokens, err);
     if (wrong) {
         fprintf(stderr, "kogpt2 next: %s\n", wrong);
-        next_usage(stderr);
         return 2;
     }
-    int rc = cli_model_resolve(&a->model, err);
-    if (rc) {
+    if ((rc = cli_model_resolve(&a->model, err))) {
         fprintf(stderr, "kogpt2 next: %s\n", err);
         return rc == KG_EINVAL ? 2 : 1;
     }
     if (a->tokens && cli_prompt_ids(&a->model, NULL, a->tokens, NULL, &a->ids, &a->n_ids, err))
         goto bad_value;
-    if (a->top_k_flag &&
-        cli_int("--top-k", a->top_k_flag, 1, (long long)a->model.config.vocab_size, &top_k, err))
+    if (a->top_k_flag && kg_flag_int("--top-k", a->top_k_flag, 1,
+                                     (long long)a->model.config.vocab_size, &top_k, err))
         goto bad_value;
     a->top_k = (int)top_k;
     return -1;

@@ -16,7 +16,6 @@
 // {"line": N, "skipped": "empty" | "not UTF-8" | "NUL byte" | "over --max-line-bytes"}; a JSONL
 // line without the text field: {"line": N, "error": "..."}.
 #include <cjson/cJSON.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,115 +38,101 @@ typedef struct {
     int quiet;
 } ScoreArgs;
 
-static void score_usage(FILE *f) {
-    fprintf(
-        f,
-        "usage: kogpt2 score FILE [--model DIR] [--format auto|text|jsonl] [--field NAME]\n"
-        "                   [--out FILE] [--seq N] [--batch N] [--chunk N]\n"
-        "                   [--max-line-bytes N] [--quiet] [--device D] [--threads N]\n"
-        "                   [--dtype T] [--precision P] [--tokenizer P]\n"
-        "  FILE                   one document per line: text, or JSONL with --format jsonl\n"
-        "                         (auto: a .jsonl or .ndjson name); - reads stdin\n"
-        "  --field NAME           JSONL: the field that holds the text (default text)\n"
-        "  --out FILE             the JSONL output (default stdout): one object per line,\n"
-        "                         {line, tokens, bytes, logprob, mean_logprob,\n"
-        "                         bits_per_byte}, or {line, skipped} / {line, error}\n"
-        "  --seq N                predicted tokens per window, 1..n_ctx (default n_ctx), as\n"
-        "                         models/eval_bpb.sh's SEQ\n"
-        "  --batch N              windows scored together, 1..64 (default 4)\n"
-        "  --chunk N              rows of a window per forward pass, 1..256 (default 32)\n"
-        "  --max-line-bytes N     longer lines are skipped (default 1048576, as prepare)\n"
-        "  --quiet                no progress line on stderr\n"
-        "  --model DIR            a model directory or ORG/NAME[@REV] in the Hugging Face cache\n"
-        "                         (default: the project's models/default)\n"
-        "  --tokenizer P          tokenizer.json, *.model or a directory (default: --model)\n"
-        "  --device D             auto (a GPU when there is one, else the CPU), cpu, cuda[:N]\n"
-        "  --threads N            compute threads (default: one per core)\n"
-        "  --dtype T              auto|f32|f16|bf16|q8_0|q4_0: the weights in memory, as next\n"
-        "  --precision P          f32 (default) or bf16, as next\n"
-        "  --version              print the version and exit\n"
-        "stderr: the device, the model, a progress line with an ETA, and a summary (documents,\n"
-        "tokens, bytes, their bits per byte, tokens/s).\n");
-}
+static const KgFlagChoice SCORE_FORMATS[] = {{"auto", -1}, {"text", 0}, {"jsonl", 1}, {NULL, 0}};
 
-// A flag that is neither a model flag nor --help/--version: KG_OK, 1 when c is none of them,
-// or KG_EINVAL with err.
-static int score_flag(ScoreArgs *a, int c, const char *v, char *err) {
-    switch (c) {
-    case 'f':
-        if (!strcmp(v, "auto") || !strcmp(v, "text") || !strcmp(v, "jsonl")) {
-            a->jsonl = !strcmp(v, "auto") ? -1 : !strcmp(v, "jsonl");
-            return KG_OK;
-        }
-        return kg_err(err, KG_EINVAL, "--format must be auto, text or jsonl, got '%.*s'",
-                      (int)strnlen(v, 40), v);
-    case 'F':
-        a->field = v;
-        return KG_OK;
-    case 'o':
-        a->out = v;
-        return KG_OK;
-    case 's':
-        return cli_int("--seq", v, 1, 1 << 20, &a->seq, err); // n_ctx checked once it is known
-    case 'b':
-        return cli_int("--batch", v, 1, SCORE_MAX_BATCH, &a->batch, err);
-    case 'c':
-        return cli_int("--chunk", v, 1, SCORE_MAX_CHUNK, &a->chunk, err);
-    case 'L':
-        return cli_int("--max-line-bytes", v, 1, 1ll << 30, &a->max_line, err);
-    case 'q':
-        a->quiet = 1;
-        return KG_OK;
-    default:
-        return 1;
-    }
-}
+static const KgFlag SCORE_ROWS[] = {
+    {.name = "format",
+     .short_name = 'f',
+     .kind = KG_FLAG_CHOICE,
+     .metavar = "F",
+     KG_FLAG_AT(ScoreArgs, jsonl),
+     .choices = SCORE_FORMATS,
+     .def = "auto",
+     .help = "one document per line: text, or JSONL (auto: JSONL for a .jsonl or .ndjson name)"},
+    {.name = "field",
+     .short_name = 'F',
+     .kind = KG_FLAG_STR,
+     .metavar = "NAME",
+     KG_FLAG_AT(ScoreArgs, field),
+     .def = "text",
+     .help = "JSONL: the field that holds the text"},
+    {.name = "out",
+     .short_name = 'o',
+     .kind = KG_FLAG_STR,
+     .metavar = "FILE",
+     KG_FLAG_AT(ScoreArgs, out),
+     .def_text = "stdout",
+     .help = "the JSONL output: one object per line, {line, tokens, bytes, logprob, "
+             "mean_logprob, bits_per_byte}, or {line, skipped} / {line, error}"},
+    {.name = "seq",
+     .short_name = 's',
+     .kind = KG_FLAG_INT,
+     .metavar = "N",
+     KG_FLAG_AT(ScoreArgs, seq),
+     .def_text = "n_ctx",
+     .min = 1,
+     .max = 1 << 20, // n_ctx checked once it is known
+     .help = "predicted tokens per window, at most the model's n_ctx, as models/eval_bpb.sh's "
+             "SEQ"},
+    {.name = "batch",
+     .short_name = 'b',
+     .kind = KG_FLAG_INT,
+     .metavar = "N",
+     KG_FLAG_AT(ScoreArgs, batch),
+     .def = "4",
+     .min = 1,
+     .max = SCORE_MAX_BATCH,
+     .help = "windows scored together"},
+    {.name = "chunk",
+     .short_name = 'c',
+     .kind = KG_FLAG_INT,
+     .metavar = "N",
+     KG_FLAG_AT(ScoreArgs, chunk),
+     .def = "32",
+     .min = 1,
+     .max = SCORE_MAX_CHUNK,
+     .help = "rows of a window per forward pass"},
+    {.name = "max-line-bytes",
+     .short_name = 'L',
+     .kind = KG_FLAG_INT,
+     .metavar = "N",
+     KG_FLAG_AT(ScoreArgs, max_line),
+     .def = "1048576",
+     .min = 1,
+     .max = 1ll << 30,
+     .help = "longer lines are skipped (as prepare)"},
+    {.name = "quiet",
+     .short_name = 'q',
+     .kind = KG_FLAG_SWITCH,
+     KG_FLAG_AT(ScoreArgs, quiet),
+     .help = "no progress line on stderr"},
+    CLI_MODEL_FLAGS(ScoreArgs),
+    {.name = "help", .short_name = 'h', .kind = KG_FLAG_HELP, .help = "print this help and exit"},
+    {.name = "version", .kind = KG_FLAG_VERSION, .help = "print the version and exit"},
+};
+
+static const KgFlagTable SCORE_FLAGS = {
+    .program = "kogpt2 score",
+    .usage = "FILE [--model DIR] [--format auto|text|jsonl] [--field NAME] [--out FILE] [options]",
+    .flags = SCORE_ROWS,
+    .n_flags = sizeof SCORE_ROWS / sizeof SCORE_ROWS[0],
+    .notes = "FILE: one document per line; - reads stdin.\n"
+             "stderr: the device, the model, a progress line with an ETA, and a summary\n"
+             "(documents, tokens, bytes, their bits per byte, tokens/s).\n"};
 
 // The command's flags into a: -1 to go on, else the exit code (0 after --help or --version, 2
 // after a usage error, with its line printed).
 static int parse_score_args(int argc, char **argv, ScoreArgs *a) {
-    static const struct option opts[] = {CLI_MODEL_OPTIONS,
-                                         {"format", required_argument, 0, 'f'},
-                                         {"field", required_argument, 0, 'F'},
-                                         {"out", required_argument, 0, 'o'},
-                                         {"seq", required_argument, 0, 's'},
-                                         {"batch", required_argument, 0, 'b'},
-                                         {"chunk", required_argument, 0, 'c'},
-                                         {"max-line-bytes", required_argument, 0, 'L'},
-                                         {"quiet", no_argument, 0, 'q'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {"version", no_argument, 0, 'V'},
-                                         {0, 0, 0, 0}};
-    *a = (ScoreArgs){.field = "text", .jsonl = -1, .batch = 4, .chunk = 32, .max_line = 1 << 20};
-    cli_model_args_init(&a->model);
+    *a = (ScoreArgs){0};
     char err[KG_ERRLEN] = "";
-    int c, rc;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":m:T:j:d:P:D:f:F:o:s:b:c:L:qh", opts, NULL)) != -1) {
-        if ((rc = cli_model_flag(&a->model, c, optarg, err)) < 0) goto bad;
-        if (rc) continue;
-        if ((rc = score_flag(a, c, optarg, err)) < 0) goto bad;
-        if (rc == KG_OK) continue;
-        if (c == 'h') {
-            score_usage(stdout);
-            return 0;
-        }
-        if (c == 'V') {
-            puts(cli_version(err));
-            return 0;
-        }
-        fprintf(stderr, "kogpt2 score: %s\n", cli_opt_error(c, argv, err));
-        score_usage(stderr);
-        return 2;
-    }
-    if (optind + 1 != argc) {
+    int first, rc = cli_flags_parse(&SCORE_FLAGS, a, argc, argv, &first);
+    if (rc >= 0) return rc;
+    if (first + 1 != argc) {
         fprintf(stderr, "kogpt2 score: %s\n",
-                optind == argc ? "no FILE given" : "one FILE only (- for stdin)");
-        score_usage(stderr);
+                first == argc ? "no FILE given" : "one FILE only (- for stdin)");
         return 2;
     }
-    a->in = argv[optind];
+    a->in = argv[first];
     if (a->jsonl < 0) {
         const char *dot = strrchr(a->in, '.');
         a->jsonl = dot && (!strcmp(dot, ".jsonl") || !strcmp(dot, ".ndjson"));
@@ -156,16 +141,16 @@ static int parse_score_args(int argc, char **argv, ScoreArgs *a) {
         fprintf(stderr, "kogpt2 score: %s\n", err);
         return rc == KG_EINVAL ? 2 : 1;
     }
-    if (!a->seq) a->seq = (long long)a->model.config.n_ctx;
-    if (a->seq > (long long)a->model.config.n_ctx) {
-        kg_err(err, KG_EINVAL, "--seq must be an integer in 1..%zu (the model's n_ctx), got %lld",
-               a->model.config.n_ctx, a->seq);
-        goto bad;
+    long long n_ctx = (long long)a->model.config.n_ctx;
+    if (!a->seq) a->seq = n_ctx;
+    if (a->seq > n_ctx) {
+        fprintf(stderr,
+                "kogpt2 score: --seq must be an integer in 1..%lld (the model's n_ctx), "
+                "got %lld\n",
+                n_ctx, a->seq);
+        return 2;
     }
     return -1;
-bad:
-    fprintf(stderr, "kogpt2 score: %s\n", err);
-    return 2;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -197,12 +182,6 @@ static int read_doc(const ScoreArgs *a, ScoreRun *run, char *line, size_t len, S
 
 // ---------------------------------------------------------------------------------------
 // The command
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 // Reads every line of in, scores it with run and writes the results to out in order. KG_OK or an
 // error with err.
@@ -261,7 +240,7 @@ int cmd_score(int argc, char **argv) {
     }
     KgProgress pr;
     progress_start(&pr, a.quiet ? NULL : stderr, "score", total, 10);
-    double t0 = now_s();
+    double t0 = kg_now_s();
     if (!rc) rc = score_file(&a, &run, in, out, &pr, err);
     progress_end(&pr, pr.done);
     if (!rc && (fflush(out) || ferror(out)))
@@ -270,7 +249,7 @@ int cmd_score(int argc, char **argv) {
         fprintf(stderr, "kogpt2 score: %s\n", err);
     } else {
         const ScoreTotals *t = &run.totals;
-        double s = now_s() - t0;
+        double s = kg_now_s() - t0;
         fprintf(
             stderr,
             "kogpt2 score: %llu documents (%llu not scored), %llu tokens, %llu bytes: %.4f bits "

@@ -8,12 +8,12 @@
 // Without --tokenizer: the default model's (models/default), as next and generate use it.
 // The JSON names are the HTTP API's (/v1/tokenize: tokens, pieces; /v1/detokenize: text).
 #include <cjson/cJSON.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/buf.h"
+#include "base/flags.h"
 #include "base/kg.h"
 #include "base/kg_json.h"
 #include "commands.h"
@@ -23,85 +23,80 @@ typedef enum { OUT_PLAIN, OUT_IDS, OUT_JSON, OUT_JSONL } OutMode;
 
 typedef struct {
     const char *tokenizer;
+    int json, jsonl, ids; // the output flags: one at most
     OutMode mode;
     char dir[4096]; // the default tokenizer's directory, when --tokenizer is not given
 } TokArgs;
 
-static void usage(FILE *f, const char *cmd) {
-    if (!strcmp(cmd, "tokenize"))
-        fprintf(f, "usage: kogpt2 tokenize [--tokenizer FILE_OR_DIR] [--json | --ids | --jsonl] "
-                   "[TEXT...]\n"
-                   "  TEXT words are joined by single spaces; without TEXT, stdin is read whole.\n"
-                   "  (plain)   one line per token: id, tab, the piece as a JSON string (a piece\n"
-                   "            may hold a newline, a tab or a quote: they are escaped)\n"
-                   "  --ids     the ids only, comma-separated (the input of detokenize)\n"
-                   "  --json    {\"tokens\":[...],\"pieces\":[...]} (as POST /v1/tokenize)\n"
-                   "  --jsonl   stdin has one JSON string per line; one object per line out\n");
-    else
-        fprintf(f, "usage: kogpt2 detokenize [--tokenizer FILE_OR_DIR] [--json | --jsonl] "
-                   "[IDS...]\n"
-                   "  IDS are separated by commas and/or spaces; without IDS, stdin is read.\n"
-                   "  --json    {\"text\":\"...\"} (as POST /v1/detokenize)\n"
-                   "  --jsonl   stdin has one JSON array of ids per line; {\"text\"} per line\n");
-    fprintf(f, "  -t, --tokenizer  tokenizer.json, *.model / *.spiece, or a model directory\n"
-               "                   (default: the project's models/default, as next uses)\n"
-               "  --version        print the version and exit\n");
-}
+// The flags of tokenize and detokenize (--ids is tokenize's only: detokenize says so).
+static const KgFlag TOK_ROWS[] = {
+    {.name = "tokenizer",
+     .short_name = 't',
+     .kind = KG_FLAG_STR,
+     .metavar = "FILE_OR_DIR",
+     KG_FLAG_AT(TokArgs, tokenizer),
+     .def_text = "the project's models/default, as next uses",
+     .help = "tokenizer.json, *.model / *.spiece, or a model directory"},
+    {.name = "json",
+     .kind = KG_FLAG_SWITCH,
+     KG_FLAG_AT(TokArgs, json),
+     .help = "tokenize: {\"tokens\":[...],\"pieces\":[...]} (as POST /v1/tokenize); detokenize: "
+             "{\"text\":\"...\"} (as POST /v1/detokenize)"},
+    {.name = "ids",
+     .kind = KG_FLAG_SWITCH,
+     KG_FLAG_AT(TokArgs, ids),
+     .help = "tokenize only: the ids alone, comma-separated (the input of detokenize)"},
+    {.name = "jsonl",
+     .kind = KG_FLAG_SWITCH,
+     KG_FLAG_AT(TokArgs, jsonl),
+     .help = "stdin holds one JSON string (tokenize) or array of ids (detokenize) per line; one "
+             "object per line out"},
+    {.name = "help", .short_name = 'h', .kind = KG_FLAG_HELP, .help = "print this help and exit"},
+    {.name = "version", .kind = KG_FLAG_VERSION, .help = "print the version and exit"},
+};
 
-// Parses the shared flags; returns -1 to go on, else the exit code (0 after --help or
-// --version, 2 after a usage error, with its line printed).
-static int parse_args(int argc, char **argv, TokArgs *a) {
-    static const struct option OPTS[] = {
-        {"tokenizer", required_argument, 0, 't'},
-        {"json", no_argument, 0, 'j'},
-        {"jsonl", no_argument, 0, 'l'},
-        {"ids", no_argument, 0, 'i'},
-        {"help", no_argument, 0, 'h'},
-        {"version", no_argument, 0, 'V'},
-        {0, 0, 0, 0},
-    };
+static const KgFlagTable TOKENIZE_FLAGS = {
+    .program = "kogpt2 tokenize",
+    .usage = "[--tokenizer FILE_OR_DIR] [--json | --ids | --jsonl] [TEXT...]",
+    .flags = TOK_ROWS,
+    .n_flags = sizeof TOK_ROWS / sizeof TOK_ROWS[0],
+    .notes = "TEXT words are joined by single spaces; without TEXT, stdin is read whole. Plain\n"
+             "output: one line per token: id, tab, the piece as a JSON string (a piece may hold\n"
+             "a newline, a tab or a quote: they are escaped).\n"};
+
+static const KgFlagTable DETOKENIZE_FLAGS = {
+    .program = "kogpt2 detokenize",
+    .usage = "[--tokenizer FILE_OR_DIR] [--json | --jsonl] [IDS...]",
+    .flags = TOK_ROWS,
+    .n_flags = sizeof TOK_ROWS / sizeof TOK_ROWS[0],
+    .notes = "IDS are separated by commas and/or spaces; without IDS, stdin is read. Plain\n"
+             "output: the text and a newline.\n"};
+
+// Parses the shared flags; returns -1 to go on with *first where the TEXT or IDS words start,
+// else the exit code (0 after --help or --version, 2 after a usage error, with its line
+// printed).
+static int parse_args(int argc, char **argv, TokArgs *a, int *first) {
     const char *cmd = argv[0];
-    char err[KG_ERRLEN];
+    int tokenize = !strcmp(cmd, "tokenize");
     memset(a, 0, sizeof(*a));
-    optind = 1;
-    opterr = 0;
-    for (int c; (c = getopt_long(argc, argv, ":t:h", OPTS, NULL)) != -1;) {
-        switch (c) {
-        case 't':
-            a->tokenizer = optarg;
-            break;
-        case 'j':
-            a->mode = OUT_JSON;
-            break;
-        case 'l':
-            a->mode = OUT_JSONL;
-            break;
-        case 'i':
-            a->mode = OUT_IDS;
-            break;
-        case 'h':
-            usage(stdout, cmd);
-            return 0;
-        case 'V':
-            puts(cli_version(err));
-            return 0;
-        default:
-            fprintf(stderr, "kogpt2 %s: %s\n", cmd, cli_opt_error(c, argv, err));
-            usage(stderr, cmd);
-            return 2;
-        }
+    int rc = cli_flags_parse(tokenize ? &TOKENIZE_FLAGS : &DETOKENIZE_FLAGS, a, argc, argv, first);
+    if (rc >= 0) return rc;
+    const char *wrong = NULL;
+    char why[KG_ERRLEN];
+    if (a->ids && !tokenize)
+        wrong = "--ids is an output of tokenize only";
+    else if (a->json + a->jsonl + a->ids > 1)
+        wrong = "give one of --json, --ids and --jsonl";
+    else if (a->jsonl && *first < argc) {
+        snprintf(why, sizeof why, "--jsonl reads stdin: no %s arguments ('%s')",
+                 tokenize ? "TEXT" : "IDS", argv[*first]);
+        wrong = why;
     }
-    if (a->mode == OUT_IDS && strcmp(cmd, "tokenize")) {
-        fprintf(stderr, "kogpt2 %s: --ids is an output of tokenize only\n", cmd);
-        usage(stderr, cmd);
+    if (wrong) {
+        fprintf(stderr, "kogpt2 %s: %s\n", cmd, wrong);
         return 2;
     }
-    if (a->mode == OUT_JSONL && optind < argc) {
-        fprintf(stderr, "kogpt2 %s: --jsonl reads stdin: no %s arguments ('%s')\n", cmd,
-                strcmp(cmd, "tokenize") ? "IDS" : "TEXT", argv[optind]);
-        usage(stderr, cmd);
-        return 2;
-    }
+    a->mode = a->jsonl ? OUT_JSONL : a->json ? OUT_JSON : a->ids ? OUT_IDS : OUT_PLAIN;
     if (!a->tokenizer &&
         !(a->tokenizer = kg_find_data_dir("models/default", a->dir, sizeof a->dir))) {
         fprintf(stderr, "kogpt2 %s: no --tokenizer given and no default model (models/default)\n",
@@ -257,7 +252,7 @@ static Tokenizer *open_tokenizer(const char *cmd, const char *path) {
 
 int cmd_tokenize(int argc, char **argv) {
     TokArgs a;
-    int rc = parse_args(argc, argv, &a);
+    int first, rc = parse_args(argc, argv, &a, &first);
     if (rc >= 0) return rc;
     Tokenizer *t = open_tokenizer("tokenize", a.tokenizer);
     if (!t) return 1;
@@ -265,7 +260,7 @@ int cmd_tokenize(int argc, char **argv) {
         rc = tokenize_jsonl(t);
     } else {
         size_t len = 0;
-        char *text = optind < argc ? join_args(optind, argc, argv, &len) : read_all(stdin, &len);
+        char *text = first < argc ? join_args(first, argc, argv, &len) : read_all(stdin, &len);
         rc = text ? tokenize_one(t, text, len, a.mode) : 1;
         if (!text) fprintf(stderr, "kogpt2 tokenize: cannot read the text\n");
         free(text);
@@ -334,7 +329,7 @@ static int detokenize_jsonl(const Tokenizer *t) {
 
 int cmd_detokenize(int argc, char **argv) {
     TokArgs a;
-    int rc = parse_args(argc, argv, &a);
+    int first, rc = parse_args(argc, argv, &a, &first);
     if (rc >= 0) return rc;
     Tokenizer *t = open_tokenizer("detokenize", a.tokenizer);
     if (!t) return 1;
@@ -343,9 +338,10 @@ int cmd_detokenize(int argc, char **argv) {
     } else {
         int *ids = NULL;
         size_t n = 0, cap = 0, len;
-        char *text = optind < argc ? join_args(optind, argc, argv, &len) : read_all(stdin, &len);
-        if (!text || cli_parse_ids(text, &ids, &n, &cap)) {
-            fprintf(stderr, "kogpt2 detokenize: ids must be integers separated by commas\n");
+        char *text = first < argc ? join_args(first, argc, argv, &len) : read_all(stdin, &len);
+        if (!text || cli_parse_ids(text, 1, &ids, &n, &cap)) {
+            fprintf(stderr, "kogpt2 detokenize: ids must be integers separated by commas and/or "
+                            "spaces, none empty\n");
             rc = 1;
         } else {
             rc = detokenize_one(t, ids, n, a.mode);

@@ -33,10 +33,21 @@ static int parse_cuda(const char *s, int *gpu) {
     return 1;
 }
 
-int kg_device_check(const char *device, char *err) {
+// KG_OK for a device name, else KG_EINVAL with err naming from.
+static int device_check(const char *device, const char *from, char *err) {
     int gpu;
+    char shown[41];
     if (!strcmp(device, "auto") || !strcmp(device, "cpu") || parse_cuda(device, &gpu)) return KG_OK;
-    return kg_err(err, KG_EINVAL, "--device must be auto, cpu, cuda or cuda:N, not '%s'", device);
+    return kg_err(err, KG_EINVAL, "%s must be auto, cpu, cuda or cuda:N, not '%s'", from,
+                  kg_show(shown, sizeof shown, device, strlen(device)));
+}
+
+int kg_device_check(const char *device, char *err) { return device_check(device, "--device", err); }
+
+int kg_device_flag(void *field, const char *value, const char *from, char *err) {
+    int rc = device_check(value, from, err);
+    if (!rc) *(const char **)field = value;
+    return rc;
 }
 
 // What "auto" says when it falls back to the CPU (cap bytes into out). Where the machine has

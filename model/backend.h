@@ -268,8 +268,13 @@ int kg_cuda_device_count(char *why, size_t why_size);
 // (may be NULL). threads applies to the CPU. NULL with err filled on failure.
 KgBackend *kg_backend_new(const char *device, int threads, FILE *log, char *err);
 
-// "cpu", "cuda", "auto" or "cuda:N": KG_OK, else KG_EINVAL with err filled (for flag parsing).
+// "cpu", "cuda", "auto" or "cuda:N": KG_OK, else KG_EINVAL with err filled ("--device must
+// be auto, cpu, cuda or cuda:N, not 'gpu'").
 int kg_device_check(const char *device, char *err);
+
+// kg_device_check as a flag table's parser (base/flags.h, KG_FLAG_FUNC): field is a const char *
+// set to value; err names the flag or variable from.
+int kg_device_flag(void *field, const char *value, const char *from, char *err);
 
 void kg_backend_free(KgBackend *be);
 

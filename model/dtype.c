@@ -40,6 +40,18 @@ int kg_precision_parse(const char *name, KgDtype *out, char *err) {
                   kg_show(shown, sizeof shown, name, strlen(name)));
 }
 
+int kg_dtype_flag(void *field, const char *value, const char *from, char *err) {
+    char why[KG_ERRLEN];
+    if (kg_dtype_parse(value, field, why)) return kg_err(err, KG_EINVAL, "%s: %s", from, why);
+    return KG_OK;
+}
+
+int kg_precision_flag(void *field, const char *value, const char *from, char *err) {
+    char why[KG_ERRLEN];
+    if (kg_precision_parse(value, field, why)) return kg_err(err, KG_EINVAL, "%s: %s", from, why);
+    return KG_OK;
+}
+
 void kg_dtype_convert(void *dst, KgDtype to, const void *src, KgDtype from, size_t n) {
     for (size_t i = 0; i < n; i++) {
         float v = from == KG_F32   ? ((const float *)src)[i]

@@ -54,6 +54,11 @@ int kg_dtype_parse(const char *name, KgDtype *out, char *err);
 // the CPU has no f16 kernels for it.)
 int kg_precision_parse(const char *name, KgDtype *out, char *err);
 
+// The two above as a flag table's parsers (base/flags.h, KG_FLAG_FUNC): field is a KgDtype;
+// err names the flag or variable from ("--dtype: unknown dtype 'q9': auto, ...").
+int kg_dtype_flag(void *field, const char *value, const char *from, char *err);
+int kg_precision_flag(void *field, const char *value, const char *from, char *err);
+
 // dst (n, dtype to) = src (n, dtype from), rounding to nearest even; F32/F16/BF16 only.
 void kg_dtype_convert(void *dst, KgDtype to, const void *src, KgDtype from, size_t n);
 

@@ -6,17 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "base/kg.h"
 
 #define HF_MAX_PART 96 // huggingface_hub's limit on ORG and NAME
 #define HF_MAX_REV  255
-
-static int is_dir(const char *path) {
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
-}
 
 // s[0..n) is a repo-id part: letters, digits, '-', '_', '.', not "." or "..", no "--".
 static int repo_part(const char *s, size_t n) {
@@ -96,7 +90,7 @@ static int split_repo(const char *model, char *org, char *name, char *rev) {
 
 int hfcache_resolve(const char *model, char *dir, size_t cap, char *err) {
     char org[HF_MAX_PART + 1], name[HF_MAX_PART + 1], rev[HF_MAX_REV + 1];
-    if (is_dir(model) || !split_repo(model, org, name, rev)) {
+    if (kg_is_dir(model) || !split_repo(model, org, name, rev)) {
         if ((size_t)snprintf(dir, cap, "%s", model) >= cap)
             return kg_err(err, KG_EINVAL, "--model: path too long");
         return KG_OK;
@@ -112,7 +106,7 @@ int hfcache_resolve(const char *model, char *dir, size_t cap, char *err) {
         found = 1;
     }
     if (found) snprintf(path, sizeof path, "%s/snapshots/%s", repo, hash);
-    if (!found || !is_dir(path)) { // path: the ref or the snapshot that is not there
+    if (!found || !kg_is_dir(path)) { // path: the ref or the snapshot that is not there
         const char *at = strchr(model, '@');
         return kg_err(err, KG_EIO,
                       "%s: not a directory, and not in the Hugging Face cache (looked for %s); "

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/kg.h"
 #include "server/http/metrics.h"
 
 #define JOB_READ_BATCH 32 // tokens copied out of the engine per sched_seq_read
@@ -93,7 +94,7 @@ static void job_poll_choice(JobRequest *job, size_t i) {
             const SchedToken *t = &toks[k];
             if (!t->prompt && t->id >= 0 && !job->first_token_seen) {
                 job->first_token_seen = 1;
-                metrics_first_token(job->model->name, srv_now() - job->t_start);
+                metrics_first_token(job->model->name, kg_now_s() - job->t_start);
             }
             if (!t->prompt && t->id >= 0) c->n_generated++;
             // (an entry with no text adds nothing: its text may be NULL)
@@ -198,7 +199,7 @@ enum MHD_Result job_run(SrvReq *r, JobRequest *job, const SchedParams *params) {
     char err[KG_ERRLEN];
     r->ctx = job;
     r->done = job_done; // from here every path ends in job_done: it releases what was submitted
-    job->t_start = srv_now();
+    job->t_start = kg_now_s();
     for (size_t i = 0; i < job->n_choices; i++) {
         int rc = sched_submit(job->model->sched, &params[i], job_notify, r,
                               &job->choices[i].sched_seq, err);

@@ -173,7 +173,7 @@ static int main_load(const MainArgs *a, size_t i, ApiModel *served, MainModel *m
                          .cache_blocks = ((size_t)a->cache_mb << 20) / block_bytes,
                          .max_prompt = n_ctx,
                          .step_tokens = (size_t)a->batch_tokens,
-                         .speculate = a->speculate};
+                         .speculate = !a->no_speculate};
     if ((rc = sched_start(&mm->sched, gpt2, mm->tok, &sopt, err))) return rc;
     int eos = gpt2->config.eos_id >= 0 ? gpt2->config.eos_id : 0;
     if ((rc = main_warm_up(mm->sched, eos, err))) return rc;
@@ -268,7 +268,7 @@ static int main_next_signal(int timeout_ms) {
 // Waits until no request is in flight or the deadline (monotonic seconds) passes; a further
 // SIGTERM or SIGINT ends the wait at once (returns 1).
 static int main_wait_idle(SrvServer *srv, double deadline) {
-    while (srv_in_flight(srv) > 0 && srv_now() < deadline) {
+    while (srv_in_flight(srv) > 0 && kg_now_s() < deadline) {
         int sig = main_next_signal(10);
         if (sig) {
             log_msg(LOG_WARN, "%s again: ending the requests in flight now", strsignal(sig));
@@ -278,10 +278,9 @@ static int main_wait_idle(SrvServer *srv, double deadline) {
     return 0;
 }
 
-int main(int argc, char **argv) {
-    MainArgs a;
-    main_args_parse(&a, argc, argv);
-    log_setup("kogpt2d", a.log_format); // every line from here on goes through log.h
+// Serves as a says until SIGTERM/SIGINT: the process's exit code.
+static int main_serve(MainArgs *a) {
+    log_setup("kogpt2d", a->log_format); // every line from here on goes through log.h
     // A fixed mmap threshold: every allocation of 128 KiB or more (a request's body, its JSON,
     // the tokenizer's scratch for a long text) is its own mapping and goes back to the system
     // when freed. glibc's default raises the threshold to the largest block freed so far, so
@@ -296,93 +295,99 @@ int main(int argc, char **argv) {
 
     char err[KG_ERRLEN], web_buf[PATH_MAX];
     static ApiApp app;
-    if (!(app.models = calloc(a.n_models, sizeof *app.models))) {
+    if (!(app.models = calloc(a->n_models, sizeof *app.models))) {
         log_msg(LOG_ERROR, "out of memory");
         return 1;
     }
-    app.n_models = a.n_models;
-    for (size_t i = 0; i < a.n_models; i++) { // made before the server starts
-        app.models[i].name = a.models[i].name;
+    app.n_models = a->n_models;
+    for (size_t i = 0; i < a->n_models; i++) { // made before the server starts
+        app.models[i].name = a->models[i].name;
         app.models[i].score_memo = score_memo_new();
     }
     app.created = time(NULL);
-    app.max_tokenize = (size_t)a.max_tokenize;
-    app.max_jobs = (size_t)(a.max_batch + a.max_queue);
+    app.max_tokenize = (size_t)a->max_tokenize;
+    app.max_jobs = (size_t)(a->max_batch + a->max_queue);
     const char *endpoints[METRICS_MAX_ENDPOINTS], *models[METRICS_MAX_MODELS];
-    for (size_t i = 0; i < a.n_models && i < METRICS_MAX_MODELS; i++)
+    for (size_t i = 0; i < a->n_models && i < METRICS_MAX_MODELS; i++)
         models[i] = app.models[i].name;
     metrics_init(endpoints, api_endpoints(endpoints, METRICS_MAX_ENDPOINTS - 2), models,
-                 a.n_models < METRICS_MAX_MODELS ? a.n_models : METRICS_MAX_MODELS);
-    app.web_dir = main_web_dir(a.web_dir, web_buf, sizeof web_buf);
+                 a->n_models < METRICS_MAX_MODELS ? a->n_models : METRICS_MAX_MODELS);
+    app.web_dir = main_web_dir(a->web_dir, web_buf, sizeof web_buf);
     size_t n_routes;
     const SrvRoute *routes = api_routes(&n_routes);
 
-    SrvOptions so = {.host = a.host,
-                     .port = (int)a.port,
-                     .threads = (unsigned)a.http_threads,
-                     .max_connections = (unsigned)a.max_connections,
-                     .max_connections_per_ip = (unsigned)a.max_connections_per_ip,
-                     .work_threads = (unsigned)a.work_threads,
-                     .max_work_queue = (unsigned)a.max_work_queue,
-                     .timeout_s = (unsigned)a.timeout_s,
-                     .request_timeout_s = (unsigned)a.request_timeout_s,
-                     .max_body = (size_t)a.max_body,
-                     .api_keys = &a.keys,
-                     .cors_origin = a.cors_origin,
+    SrvOptions so = {.host = a->host,
+                     .port = (int)a->port,
+                     .threads = (unsigned)a->http_threads,
+                     .max_connections = (unsigned)a->max_connections,
+                     .max_connections_per_ip = (unsigned)a->max_connections_per_ip,
+                     .work_threads = (unsigned)a->work_threads,
+                     .max_work_queue = (unsigned)a->max_work_queue,
+                     .timeout_s = (unsigned)a->timeout_s,
+                     .request_timeout_s = (unsigned)a->request_timeout_s,
+                     .max_body = (size_t)a->max_body,
+                     .api_keys = &a->keys,
+                     .cors_origin = a->cors_origin,
                      .routes = routes,
                      .n_routes = n_routes,
                      .fallback = ep_static,
                      .app = &app,
-                     .log = !a.quiet};
+                     .log = !a->quiet};
     SrvServer *srv;
     if (srv_start(&srv, &so, err)) {
         log_msg(LOG_ERROR, "%s", err);
-        auth_free(&a.keys);
         return 1;
     }
     app.srv = srv;
-    log_msg(LOG_INFO, "listening on http://%s:%d (web: %s)", a.host, srv_port(srv),
+    log_msg(LOG_INFO, "listening on http://%s:%d (web: %s)", a->host, srv_port(srv),
             app.web_dir ? app.web_dir : "none");
 
-    MainModel *mm = calloc(a.n_models, sizeof *mm);
+    MainModel *mm = calloc(a->n_models, sizeof *mm);
     int rc = 1;
     if (!mm) {
         kg_err(err, KG_ENOMEM, "out of memory");
         goto fail;
     }
-    for (size_t i = 0; i < a.n_models; i++)
-        if (main_load(&a, i, &app.models[i], &mm[i], err)) goto fail;
+    for (size_t i = 0; i < a->n_models; i++)
+        if (main_load(a, i, &app.models[i], &mm[i], err)) goto fail;
     atomic_store(&app.ready, 1);
-    for (size_t i = 0; i < a.n_models; i++)
+    for (size_t i = 0; i < a->n_models; i++)
         main_log_ready(&app.models[i], &mm[i]);
 
     int sig = main_next_signal(-1);
-    log_msg(LOG_INFO, "%s: draining (up to %lds)", strsignal(sig), a.timeout_s);
+    log_msg(LOG_INFO, "%s: draining (up to %lds)", strsignal(sig), a->timeout_s);
     srv_drain(srv); // /readyz 503, no new connections
-    double deadline = srv_now() + (double)a.timeout_s;
-    if (main_wait_idle(srv, deadline)) deadline = srv_now(); // a second signal: no more waiting
-    double left = deadline - srv_now();
+    double deadline = kg_now_s() + (double)a->timeout_s;
+    if (main_wait_idle(srv, deadline)) deadline = kg_now_s(); // a second signal: no more waiting
+    double left = deadline - kg_now_s();
     // cancels what is still running; a request still arriving on a kept-alive connection
     // gets 503 (the engine refuses it, and is freed only once the HTTP server has stopped)
-    for (size_t i = 0; i < a.n_models; i++) // the time left, for the models one after another
-        sched_stop(mm[i].sched, (left = deadline - srv_now()) > 0 ? (int)(left * 1e3) : 0);
-    main_wait_idle(srv, srv_now() + 2); // cancelled requests answer their 503s
+    for (size_t i = 0; i < a->n_models; i++) // the time left, for the models one after another
+        sched_stop(mm[i].sched, (left = deadline - kg_now_s()) > 0 ? (int)(left * 1e3) : 0);
+    main_wait_idle(srv, kg_now_s() + 2); // cancelled requests answer their 503s
     rc = 0;
     goto out;
 fail:
     log_msg(LOG_ERROR, "%s", err);
     srv_drain(srv);
 out:
-    for (size_t i = 0; mm && i < a.n_models; i++)
+    for (size_t i = 0; mm && i < a->n_models; i++)
         sched_stop(mm[i].sched, 0);
     srv_stop(srv); // joins every HTTP thread: nothing can reach the engines after this
-    for (size_t i = 0; i < a.n_models; i++) {
+    for (size_t i = 0; i < a->n_models; i++) {
         if (mm) main_unload(&mm[i]);
         score_memo_free(app.models[i].score_memo); // once the HTTP server has stopped
     }
     free(mm);
     free(app.models);
-    auth_free(&a.keys);
     if (!rc) log_msg(LOG_INFO, "stopped");
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    MainArgs a;
+    int rc = main_args_parse(&a, argc, argv);
+    if (rc < 0) rc = main_serve(&a);
+    main_args_free(&a); // after the server and the models: their names are a's
     return rc;
 }

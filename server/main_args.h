@@ -1,6 +1,6 @@
-// main_args.h — kogpt2d's command line: every flag, each also from its KOGPT2_<FLAG>
-// environment variable (flags win), SageMaker's `serve` defaults, the API keys. main.c reads
-// the result; nothing here loads or serves.
+// main_args.h — kogpt2d's command line: one table of flags (main_args.c, read by base/flags.h),
+// each also from its KOGPT2_<FLAG> environment variable (a flag given wins), SageMaker's
+// `serve` defaults, the API keys. main.c reads the result; nothing here loads or serves.
 #ifndef MAIN_ARGS_H
 #define MAIN_ARGS_H
 
@@ -10,7 +10,6 @@
 #include "server/http/auth.h"
 #include "server/http/log.h"
 
-#define MAIN_MAX_KEY_ARGS    64              // --api-key and --api-key-file given, together
 #define MAIN_MAX_MODELS      8               // --model given, together
 #define MAIN_SAGEMAKER_MODEL "/opt/ml/model" // where SageMaker unpacks a model's files
 
@@ -23,31 +22,34 @@ typedef struct {
     KgDtype dtype;     // --dtype: KG_DTYPE_AUTO keeps what the file stores
     KgDtype precision; // be->mixed: KG_F32 or KG_BF16
     KgDtype kv_dtype;  // be->kv_dtype: KG_DTYPE_AUTO keeps the backend's default
-    int speculate, quiet;
+    int no_speculate, quiet;
     LogFormat log_format;
-    // --api-key and --api-key-file (or their variables) in order, then the keys they give
-    struct {
-        const char *value;
-        int file, from_env;
-    } key_args[MAIN_MAX_KEY_ARGS];
-    size_t n_key_args;
-    AuthKeys keys;
-    // --model in order: its name (NULL: not given), directory (or ORG/NAME) and its own options
-    // (--model NAME=DIR,dtype=T,ctx-size=N,chat-template=FILE), which win over the flags
+    AuthKeys keys; // --api-key and --api-key-file (or their variables): every key they give
+    // --model in order: its name (NULL: none yet; filled in after the parse), directory (or
+    // ORG/NAME) and its own options (--model NAME=DIR,dtype=T,ctx-size=N,chat-template=FILE),
+    // which win over the flags
     struct {
         const char *name, *dir;
-        int dtype_set;             // dtype was given for this model
-        KgDtype dtype;             // (dtype_set) else the --dtype flag's
-        long ctx_size;             // 0: --ctx-size's
+        char *given;   // the flag's value, malloc'd (main_args_free frees it) and cut into the
+                       // name, the directory and the options, which point into it; or NULL
+        char from[24]; // "--model" or "KOGPT2_MODEL", for the messages about it
+        int dtype_set; // dtype was given for this model
+        KgDtype dtype; // (dtype_set) else the --dtype flag's
+        long ctx_size; // 0: --ctx-size's
         const char *chat_template; // NULL: --chat-template's
     } models[MAIN_MAX_MODELS];
     size_t n_models;
-    int models_from_flags; // a --model flag gave them (the first flag replaces a variable's)
+    int models_given; // a --model (or KOGPT2_MODEL) replaced SageMaker's default
 } MainArgs;
 
-// Fills a from argv and the environment. A usage error prints its line and exits 2 (this
-// is the program's own front door, as train_args.c is the trainer's); --help and --version
-// print and exit 0.
-void main_args_parse(MainArgs *a, int argc, char **argv);
+// Fills a from argv and the environment: the model directories resolved (ORG/NAME in the
+// Hugging Face cache) and checked to be there, the models named, the API keys read. Returns -1
+// to go on, else the exit code after printing what to print: 0 after --help or --version, 2
+// for a usage error, 1 for a model that is not there or out of memory (one line naming the
+// flag or variable at fault). In every case free a with main_args_free() afterwards.
+int main_args_parse(MainArgs *a, int argc, char **argv);
+
+// Frees what main_args_parse allocated (the models' names, the keys).
+void main_args_free(MainArgs *a);
 
 #endif

@@ -16,6 +16,10 @@
 #   tokenizes (422 naming the limit, /healthz answered meanwhile, RSS given back), usage counts,
 #   a chat template's work budget, 600 dripping connections beside a client from 127.0.0.2;
 #   about 70 s.
+# test_server_flags: kogpt2d's flags and KOGPT2_* variables as an operator gets them wrong
+#   (empty keys, a missing model or template named by its variable, bad variables beside
+#   their flags), --help's variables, a daemon of two named models exiting 0 (under ASan:
+#   LeakSanitizer quiet); on models/default, ~3 s (25 s under ASan).
 if(NOT TARGET kghttp)
   return()
 endif()
@@ -91,6 +95,12 @@ if(TARGET kogpt2d AND PYTHON3)
   # preemption under a small cache, --kv-dtype bf16
   add_test(NAME test_server_kv COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_server_kv.py)
   set_tests_properties(test_server_kv PROPERTIES SKIP_RETURN_CODE 77 LABELS "server;e2e"
+    TIMEOUT 300 ENVIRONMENT "KG_BUILD_DIR=${CMAKE_BINARY_DIR}")
+  # kogpt2d's flags and KOGPT2_* variables as an operator gets them wrong (issue 32 items 8-9,
+  # issue 33 item 3), and a daemon serving two named models exiting 0 (clean under ASan's
+  # LeakSanitizer), on the default model
+  add_test(NAME test_server_flags COMMAND ${PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/test_server_flags.py)
+  set_tests_properties(test_server_flags PROPERTIES SKIP_RETURN_CODE 77 LABELS "server;e2e"
     TIMEOUT 300 ENVIRONMENT "KG_BUILD_DIR=${CMAKE_BINARY_DIR}")
   # the README's curl examples, as printed, on the default model (issue 15)
   add_test(NAME test_readme_examples

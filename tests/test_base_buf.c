@@ -1,8 +1,14 @@
 // test_base_buf.c — base/: the byte buffer (appends, formatted appends, take, the size
 // checks), the little-endian helpers against byte arrays written out by hand, the checked
-// sizes, and the progress line off a terminal.
+// sizes, the progress line off a terminal, and the small helpers: a suffix, a directory, the
+// monotonic clock (against libc's CLOCK_MONOTONIC read around it).
+#define _GNU_SOURCE // mkdtemp, symlink
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "base/buf.h"
 #include "base/kg.h"
@@ -88,8 +94,36 @@ static void test_progress(void) {
     fclose(f);
 }
 
+static void test_small_helpers(void) {
+    CHECK(kg_ends_with("model.json", ".json") && kg_ends_with(".json", ".json"));
+    CHECK(kg_ends_with("x", "") && !kg_ends_with("json", ".json"));
+    CHECK(!kg_ends_with("a.json.gz", ".json") && !kg_ends_with("a.JSON", ".json"));
+    char dir[] = "/tmp/kg_base_XXXXXX", file[64], link[64];
+    REQUIRE(mkdtemp(dir), "mkdtemp");
+    snprintf(file, sizeof file, "%s/f", dir);
+    snprintf(link, sizeof link, "%s/l", dir);
+    FILE *f = fopen(file, "w");
+    REQUIRE(f && !fclose(f) && !symlink(dir, link), "a file and a link in %s", dir);
+    CHECK(kg_is_dir(dir) && kg_is_dir(link) && kg_is_dir("/"));
+    CHECK(!kg_is_dir(file) && !kg_is_dir("") && !kg_is_dir("/nonexistent/kg"));
+    unlink(link);
+    unlink(file);
+    rmdir(dir);
+    // kg_now_s lies between two readings of CLOCK_MONOTONIC taken around it
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    double t = kg_now_s();
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double ta = (double)a.tv_sec + 1e-9 * (double)a.tv_nsec;
+    double tb = (double)b.tv_sec + 1e-9 * (double)b.tv_nsec;
+    CHECK_MSG(ta <= t && t <= tb, "%.9f <= %.9f <= %.9f", ta, t, tb);
+    double ms = kg_now_ms();
+    CHECK(ms >= t * 1e3); // later, in milliseconds
+}
+
 int main(void) {
     test_buf();
+    test_small_helpers();
     test_progress();
     test_le();
     test_checked();

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/kg.h"
 #include "check.h"
 #include "server/chat_template/chat_template.h"
 
@@ -484,7 +485,7 @@ static void test_api(const Conv *chat) {
     CHECK(render_src(b.s, b.n, chat, 0, NULL, NULL, &out, &n, err) == KG_EINVAL);
     size_t len = strlen(err);
     CHECK(valid_error(err) && strstr(err, "line break") && len < KG_ERRLEN);
-    CHECK(len >= 3 && !strcmp(err + len - 3, "가")); // whole characters only
+    CHECK(kg_ends_with(err, "가")); // whole characters only
     free(b.s);
     // NUL bytes: in text they pass through; the length says where the prompt ends
     CHECK(render_src("a\0b{{ '\\0' }}", 13, chat, 0, NULL, NULL, &out, &n, err) == KG_OK &&
@@ -599,12 +600,6 @@ static int diff_mode(const Conv *chat) {
     return 0;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 int main(int argc, char **argv) {
     size_t n;
     char *text = read_vectors(&n);
@@ -618,16 +613,16 @@ int main(int argc, char **argv) {
         free(chat.msgs), cJSON_Delete(j_root), free(text);
         return rc;
     }
-    double t0 = now_s();
+    double t0 = kg_now_s();
     test_vectors(j_root, &chat);
     test_refusals(&chat);
-    double t1 = now_s();
+    double t1 = kg_now_s();
     test_limits(&chat);
-    double t2 = now_s();
+    double t2 = kg_now_s();
     test_api(&chat);
     test_mutations(j_root, &chat);
     printf("time: vectors and refusals %.2f s, limits %.2f s, api and mutations %.2f s\n", t1 - t0,
-           t2 - t1, now_s() - t2);
+           t2 - t1, kg_now_s() - t2);
     free(chat.msgs);
     cJSON_Delete(j_root);
     free(text);

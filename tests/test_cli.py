@@ -341,6 +341,13 @@ def test_tokenize():
     rc, out, err = run("detokenize", "--json", ids)
     check(rc == 0 and json.loads(out).get("text") == text,
           "detokenize with no --tokenizer reads back the text: %r" % out)
+    # detokenize's ids: commas and/or blanks, as words, on stdin (issue 32 item 8)
+    toks = j.get("tokens", [])
+    for args, stdin in ((toks, None), ([", ".join(map(str, toks))], None),
+                        ([], (" ".join(map(str, toks)) + "\n").encode())):
+        rc, out, err = run("detokenize", "--json", *map(str, args), stdin=stdin)
+        check(rc == 0 and json.loads(out).get("text") == text,
+              "detokenize %r (stdin %r): the same text: %r %s" % (args, stdin, out, err))
     # the ids and pieces are libsentencepiece's (python3-sentencepiece, the reference) for the
     # strings tokenizer.cmake's test_tok_cli_* check on KoGPT2 v2's tokenizer
     try:
@@ -375,6 +382,13 @@ ERRORS = [  # args, exit status, what the first stderr line says
      "kogpt2 next: --top-k must be an integer in 1..12000, got '0'"),
     (["next", "--tokens", "1", "--top-k", "ten"], 2, "kogpt2 next: --top-k must be an integer"),
     (["next", "--tokens", "1,x"], 2, "kogpt2 next: --tokens: not a list of token ids: '1,x'"),
+    # a list of ids has commas between them, one id each (issue 32 item 8)
+    (["next", "--tokens", "1 2"], 2, "kogpt2 next: --tokens: not a list of token ids: '1 2'"),
+    (["next", "--tokens", "1,,2"], 2, "kogpt2 next: --tokens: not a list of token ids: '1,,2'"),
+    (["next", "--tokens", ",1"], 2, "kogpt2 next: --tokens: not a list of token ids: ',1'"),
+    (["generate", "--tokens", "1,2,"], 2,
+     "kogpt2 generate: --tokens: not a list of token ids: '1,2,'"),
+    (["generate", "--tokens", "1\t2"], 2, "kogpt2 generate: --tokens: not a list of token ids"),
     (["next", "--text", "a", "--tokens", "1"], 2, "kogpt2 next: give --text or --tokens, not both"),
     (["next", "--tokens", "5,-1"], 2, "kogpt2 next: --tokens: -1 is not a token id of the model"),
     (["next", "--tokens", "1", "--threads", "-1"], 2, "kogpt2 next: --threads must be"),
@@ -423,6 +437,10 @@ ERRORS = [  # args, exit status, what the first stderr line says
     (["tokenize", "--jsonl", "text"], 2, "kogpt2 tokenize: --jsonl reads stdin"),
     (["detokenize", "--ids", "1"], 2, "kogpt2 detokenize: --ids is an output of tokenize only"),
     (["detokenize", "1,x"], 1, "kogpt2 detokenize: ids must be integers"),
+    (["detokenize", "1,,2"], 1, "kogpt2 detokenize: ids must be integers"),
+    (["detokenize", "1", ",", "2", ","], 1, "kogpt2 detokenize: ids must be integers"),
+    (["tokenize", "--json", "--ids", "x"], 2,
+     "kogpt2 tokenize: give one of --json, --ids and --jsonl"),
     (["convert"], 2, "kogpt2 convert: no --model SRC given"),
     (["convert", "--model", MODEL], 2, "kogpt2 convert: no --out DIR given"),
     (["convert", "--model", MODEL, "--out", "/tmp/x", "extra"], 2,

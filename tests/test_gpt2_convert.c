@@ -116,9 +116,8 @@ static size_t blocks_in_place(const Gpt2 *m, KgDtype q) {
 static int is_block_matrix(const char *name) {
     const char *tails[] = {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight",
                            "mlp.c_proj.weight", "lm_head.weight"};
-    size_t n = strlen(name);
     for (int i = 0; i < 5; i++)
-        if (n >= strlen(tails[i]) && !strcmp(name + n - strlen(tails[i]), tails[i])) return 1;
+        if (kg_ends_with(name, tails[i])) return 1;
     return 0;
 }
 

@@ -443,9 +443,8 @@ static void check_perturbed(const char *dir, const Ref *r, KgBackend *be, float 
 }
 
 static int file_dtype(const char *name) {
-    size_t n = strlen(name);
-    if (n > 5 && !strcmp(name + n - 5, "_bf16")) return KG_BF16;
-    if (n > 4 && !strcmp(name + n - 4, "_f16")) return KG_F16;
+    if (kg_ends_with(name, "_bf16")) return KG_BF16;
+    if (kg_ends_with(name, "_f16")) return KG_F16;
     return KG_F32;
 }
 

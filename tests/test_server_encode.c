@@ -14,16 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/kg.h"
 #include "check.h"
 #include "tokenizer/tokenizer.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 // s repeated until the text is about n bytes (malloc'd, NUL-terminated).
 static char *repeat(const char *s, size_t n) {
@@ -87,17 +81,17 @@ static void check_early_stop(const Tokenizer *t, const char *name) {
     // each time the best of 5 runs: another tenant's load lengthens a run, never shortens it
     double full = 1e30, stopped[2] = {1e30, 1e30};
     for (int rep = 0; rep < 5; rep++) {
-        double t0 = now_s();
+        double t0 = kg_now_s();
         REQUIRE(tok_encode(t, text, len, &ids, &n, err) == KG_OK, "%s: %s", name, err);
-        full = fmin(full, now_s() - t0);
+        full = fmin(full, kg_now_s() - t0);
         if (rep < 4) free(ids);
     }
     size_t limits[2] = {100, bound ? len / bound + 1 : 100};
     for (int k = 0; k < 2; k++) {
         for (int rep = 0; rep < 5; rep++) {
-            double t0 = now_s();
+            double t0 = kg_now_s();
             int rc = tok_encode_max(t, text, len, limits[k], &ids2, &m, err);
-            stopped[k] = fmin(stopped[k], now_s() - t0);
+            stopped[k] = fmin(stopped[k], kg_now_s() - t0);
             CHECK_MSG(rc == KG_ERANGE, "%s: 1 MiB in %zu tokens: rc %d", name, limits[k], rc);
         }
         // refused by length, unread, where there is a byte bound: the message says so

@@ -174,7 +174,9 @@ def test_explain():
         check_attention(d, ids, cfg, W)
         check_cache_and_fields(d, ids)
     finally:
-        d.stop()
+        rc = d.stop()
+    lib.check(rc == 0, "kogpt2d exits 0 on SIGTERM (rc %r)" % rc)
+    lib.check_log_clean(d.log_path)
 
 
 def main():

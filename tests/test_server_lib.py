@@ -213,6 +213,13 @@ def free_port():
     return port
 
 
+def clean_env(**extra):
+    """The environment without any KOGPT2_* variable of the caller's, plus extra."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KOGPT2_")}
+    env.update(extra)
+    return env
+
+
 def kogpt2d_cmd(model_dir, *args):
     """kogpt2d on model_dir, on the device KG_TEST_DEVICE names (cpu, cuda, ...; kogpt2d's own
     default is auto: a GPU when there is one); the last --device in args wins."""

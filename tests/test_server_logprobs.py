@@ -86,7 +86,9 @@ def test_logprobs():
                     bad.append(x)
         check(st == 200 and content and not bad, "chat's top_logprobs: token and bytes agree: %r" % bad[:3])
     finally:
-        d.stop()
+        rc = d.stop()
+    check(rc == 0, "kogpt2d exits 0 on SIGTERM (rc %r)" % rc)
+    lib.check_log_clean(d.log_path)
 
 
 def main():

@@ -16,16 +16,9 @@ import tempfile
 import time
 
 import test_server_lib as lib
-from test_server_lib import check
+from test_server_lib import check, clean_env
 
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
-
-
-def clean_env(**extra):
-    """The environment without any KOGPT2_* variable of the caller's, plus extra."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KOGPT2_")}
-    env.update(extra)
-    return env
 
 
 def test_version():

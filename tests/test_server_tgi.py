@@ -54,7 +54,9 @@ def test_root_route():
         st, _ = d.json("POST", "/", {"parameters": {}})
         check(st in (400, 422), "POST / without inputs is refused (%d)" % st)
     finally:
-        d.stop()
+        rc = d.stop()
+    check(rc == 0, "kogpt2d exits 0 on SIGTERM (rc %r)" % rc)
+    lib.check_log_clean(d.log_path)
 
 
 def main():

@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "base/kg.h"
 #include "check.h"
 #include "tokenizer/tokenizer.h"
 
@@ -37,12 +37,6 @@ static const char *env_or(const char *name, const char *def) {
 static int exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 // Decodes ids through a TokStream; returns the concatenated text (malloc'd) or NULL.
@@ -96,9 +90,9 @@ static void compare_line(const Tokenizer *t, const Tokenizer *twin, const char *
     const cJSON *j_text = cJSON_GetObjectItemCaseSensitive(j_ref, "text");
     y->lines++;
     y->bytes += len;
-    double t0 = now();
+    double t0 = kg_now_s();
     int rc = tok_encode(t, text, len, &ids, &n, err);
-    y->seconds += now() - t0;
+    y->seconds += kg_now_s() - t0;
     if (rc || !cJSON_IsArray(j_ids) || !cJSON_IsString(j_text)) {
         y->errors++;
         fprintf(stderr, "line %zu: %s\n", y->lines, rc ? err : "bad reference line");
@@ -173,7 +167,7 @@ int main(int argc, char **argv) {
     snprintf(ref_cmd, sizeof(ref_cmd), "%s '%s/tests/ref/tok_corpus.py' '%s' > '%s'", python, src,
              shared, in_path);
     REQUIRE(!run(ref_cmd), "building the inputs failed");
-    double t0 = now();
+    double t0 = kg_now_s();
     if (v1)
         snprintf(ref_cmd, sizeof(ref_cmd), "%s '%s/tests/ref/tok_ref_spm.py' '%s' < '%s' > '%s'",
                  python, src, model, in_path, ref_path);
@@ -182,7 +176,7 @@ int main(int argc, char **argv) {
                  "cd '%s/tests' && node ref/tok_ref_hf.mjs '%s' < '%s' > '%s'", src, twin_path,
                  in_path, ref_path);
     REQUIRE(!run(ref_cmd), "the reference tokenizer failed");
-    double ref_seconds = now() - t0;
+    double ref_seconds = kg_now_s() - t0;
 
     char err[KG_ERRLEN];
     Tokenizer *t = NULL, *twin = NULL;

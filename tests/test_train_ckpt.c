@@ -12,16 +12,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/kg.h"
 #include "check.h"
 #include "model/backend.h"
 #include "model/gpt2.h"
 #include "model/kgmath.h"
 #include "train/ckpt.h"
-
-static int is_dir(const char *p) {
-    struct stat sb;
-    return !stat(p, &sb) && S_ISDIR(sb.st_mode);
-}
 
 // train_state.bin's layout (ckpt.h): 16 bytes, then u64 fields; the names at 120, then m, v.
 enum { OFF_B = 48, OFF_T = 56, OFF_RANKS = 64, OFF_ACCUM = 72, OFF_NPARAMS = 80, OFF_SHARD = 96 };
@@ -226,17 +222,17 @@ int main(void) {
     char tmp[400], old[400];
     snprintf(tmp, sizeof tmp, "%s.tmp", ck);
     snprintf(old, sizeof old, "%s.old", ck);
-    CHECK(!is_dir(tmp) && !is_dir(old));
+    CHECK(!kg_is_dir(tmp) && !kg_is_dir(old));
 
     // a kill between the two renames: DIR gone, DIR.old complete -> recovered
     CHECK(!rename(ck, old));
     mkdir(tmp, 0755); // and a half-written DIR.tmp
     REQUIRE(!ckpt_recover(ck, err), "%s", err);
-    CHECK(is_dir(ck) && !is_dir(old) && !is_dir(tmp) && ckpt_exists(ck));
+    CHECK(kg_is_dir(ck) && !kg_is_dir(old) && !kg_is_dir(tmp) && ckpt_exists(ck));
     // a kill after the swap, before DIR.old was removed
     mkdir(old, 0755);
     REQUIRE(!ckpt_recover(ck, err), "%s", err);
-    CHECK(is_dir(ck) && !is_dir(old));
+    CHECK(kg_is_dir(ck) && !kg_is_dir(old));
 
     char bad[300];
     snprintf(bad, sizeof bad, "%s/bad", dir);

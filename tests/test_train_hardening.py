@@ -16,7 +16,10 @@
   Release said "no documents". Now: exit 1, "no documents", under both builds.
 - --resume (item 8): grad_accum 2^40 in train_args.json was accepted and no step ever
   ended (bound here: 60 s); now refused naming the file and the field. The same bound
-  for train_state.bin's grad_accum, named likewise.
+  for train_state.bin's grad_accum, named likewise; a "zero" of 2 there is refused as the
+  flag would be (exit 2).
+- train's multi-host flags (--zero, --bucket-mb, --wire, --dist-timeout) out of range:
+  exit 2 naming the flag, its range and the value (issue 33 item 3's table).
 
 Runs on the project's own models/default (its tokenizer and weights) and text made here.
 Exit 0 pass, 1 fail, 77 skip (kogpt2-train not built).
@@ -209,6 +212,12 @@ def test_resume_bounds(w, data):
     args_path = os.path.join(ck, "train_args.json")
     with open(args_path) as f:
         args = json.load(f)
+    # a --zero out of range in train_args.json: the flags' range, checked after the load
+    with open(args_path, "w") as f:
+        json.dump(dict(args, zero=2), f)
+    rc, msg = run("train", "--resume", ck, timeout=60)
+    check(rc == 2 and "--zero must be 0 or 1" in msg and "train_args.json" in msg,
+          "--resume, zero 2 in train_args.json: %r %r" % (rc, msg.strip()[-300:]))
     args["grad_accum"], args["steps"] = 2 ** 40, 2
     with open(args_path, "w") as f:
         json.dump(args, f)
@@ -230,12 +239,34 @@ def test_resume_bounds(w, data):
     print("--resume with grad_accum 2^40 in train_state.bin: exit %r" % (rc,))
 
 
+def test_flags():
+    """The multi-host flags (issue 35) from the train table (issue 33 item 3): each value out
+    of its range refused before anything runs, exit 2, naming the flag, the range and the
+    value."""
+    base = ["train", "--data", "nowhere", "--out", "nowhere", "--tokenizer", TOK]
+    for flag, value, want in (
+            ("--zero", "2", "--zero must be an integer in 0..1, got '2'"),
+            ("--bucket-mb", "0", "--bucket-mb must be a number in (0, 8192], got '0'"),
+            ("--bucket-mb", "8193", "--bucket-mb must be a number in (0, 8192], got '8193'"),
+            ("--wire", "f64", "--wire must be one of f32, bf16, f16, got 'f64'"),
+            ("--dist-timeout", "-1", "--dist-timeout must be a number"),
+            ("--grad-accum", "0", "--grad-accum must be an integer >= 1, got '0'")):
+        rc, msg = run(*base, flag, value)
+        check(rc == 2 and msg.startswith("kogpt2-train train: " + want),
+              "%s %s: exit %r %r" % (flag, value, rc, msg.strip()[-200:]))
+    rc, msg = run("train", "--help")
+    for flag in ("--zero 0|1", "--bucket-mb X", "--wire T", "--dist-timeout S"):
+        check(rc == 0 and flag in msg, "train --help lists %s" % flag)
+    print("train's multi-host flags: out-of-range values refused by name")
+
+
 def main():
     if not os.path.isfile(TRAIN):
         print("SKIP: %s was not built" % TRAIN)
         return 77
     w = tempfile.mkdtemp(prefix="kg_train_hard_")
     try:
+        test_flags()
         test_plot(w)
         text = os.path.join(w, "text.txt")
         korean_text(text)

@@ -103,5 +103,5 @@ printf '나는 학교에 갔다.\n나는 학교에 갔다.x\n나는 학교에 �
 expect 0 '3 documents' prep --input "$w/limit.txt" --out "$w/l" --max-line-bytes 25
 grep -qF '1 line dropped (0 not UTF-8, 0 with NUL bytes, 1 over 25 bytes), the first at '"$w/limit.txt"':3' "$w/out" ||
   { echo "FAIL: --max-line-bytes 25"; exit 1; }
-expect 2 '--max-line-bytes must be 1 to' prep --input "$w/limit.txt" --out "$w/l2" --max-line-bytes 0
+expect 2 '--max-line-bytes must be an integer in 1..1073741824' prep --input "$w/limit.txt" --out "$w/l2" --max-line-bytes 0
 echo PASS

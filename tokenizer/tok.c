@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/kg.h"
 #include "tok_bpe.h"
 #include "tok_spm.h"
 
@@ -36,11 +37,6 @@ struct TokStream {
 #define SPM_UNK   " \xE2\x81\x87 " // " ⁇ ", SentencePiece's surface of <unk>
 #define UTF8_FFFD "\xEF\xBF\xBD"
 
-static int has_suffix(const char *s, const char *suffix) {
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && !strcmp(s + n - m, suffix);
-}
-
 // A tokenizer.json is JSON: its first non-blank byte is '{'. A SentencePiece model is a
 // protobuf, which never starts with '{' (0x7B would be field 15, wire type 3: unused).
 static int looks_like_json(const char *path) {
@@ -64,7 +60,7 @@ static int find_in_dir(const char *dir, char *out, size_t cap, char *err) {
     struct dirent *e;
     while ((e = readdir(d))) {
         const char *name = e->d_name;
-        if (!has_suffix(name, ".model") && !has_suffix(name, ".spiece")) continue;
+        if (!kg_ends_with(name, ".model") && !kg_ends_with(name, ".spiece")) continue;
         if (!strcmp(name, "tokenizer.model") ||
             (strcmp(best, "tokenizer.model") && (!best[0] || strcmp(name, best) < 0)))
             snprintf(best, sizeof(best), "%s", name);
@@ -113,7 +109,7 @@ int tok_open(Tokenizer **out, const char *path, char *err) {
     close(fd); // the loaders open it by name
     Tokenizer *t = calloc(1, sizeof(*t));
     if (!t) return kg_err(err, KG_ENOMEM, "open %s: out of memory", file);
-    if (has_suffix(file, ".json") || looks_like_json(file)) {
+    if (kg_ends_with(file, ".json") || looks_like_json(file)) {
         t->kind = TOK_BPE;
         rc = tok_bpe_open(&t->bpe, file, err);
         if (!rc) tok_bpe_bounds(t->bpe, &t->piece_bytes, &t->bytes_per_token);

@@ -18,11 +18,6 @@
 
 #define CKPT_MAGIC "KGTRAIN"
 
-static int is_dir(const char *path) {
-    struct stat sb;
-    return !stat(path, &sb) && S_ISDIR(sb.st_mode);
-}
-
 int ckpt_remove_dir(const char *dir, char *err) {
     DIR *d = opendir(dir);
     if (!d)
@@ -40,7 +35,7 @@ int ckpt_remove_dir(const char *dir, char *err) {
 }
 
 int ckpt_tokenizer_file(const char *path, char *out, size_t cap, char *err) {
-    if (!is_dir(path)) {
+    if (!kg_is_dir(path)) {
         if (access(path, R_OK))
             return kg_err(err, KG_EIO, "tokenizer %s: %s", path, strerror(errno));
         snprintf(out, cap, "%s", path);
@@ -298,7 +293,7 @@ int ckpt_dir_kind(const char *dir, CkptDirKind *kind, char *first, size_t cap, c
     for (struct dirent *e; !rc && (e = readdir(d));) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
         kg_path_join(path, sizeof path, dir, e->d_name);
-        if (is_dir(path)) {
+        if (kg_is_dir(path)) {
             rc = kg_err(err, KG_EINVAL,
                         "--out %s holds a directory (%s): not a checkpoint; choose another --out",
                         dir, e->d_name);
@@ -426,10 +421,10 @@ int ckpt_recover(const char *dir, char *err) {
     snprintf(tmp, sizeof tmp, "%s.tmp", dir);
     snprintf(old, sizeof old, "%s.old", dir);
     int rc = KG_OK;
-    if (is_dir(tmp)) rc = ckpt_remove_dir(tmp, err);
+    if (kg_is_dir(tmp)) rc = ckpt_remove_dir(tmp, err);
     if (rc) return rc;
-    if (is_dir(old)) {
-        if (is_dir(dir)) return ckpt_remove_dir(old, err); // the swap finished
+    if (kg_is_dir(old)) {
+        if (kg_is_dir(dir)) return ckpt_remove_dir(old, err); // the swap finished
         if (rename(old, dir)) return kg_err(err, KG_EIO, "rename %s: %s", old, strerror(errno));
         sync_parent(dir);
     }
@@ -476,7 +471,7 @@ int ckpt_save_files(const char *dir, const Gpt2 *m, KgDtype dtype, const char *t
     }
     sync_files(tmp);
     sync_parent(tmp);
-    if (is_dir(dir) && rename(dir, old)) {
+    if (kg_is_dir(dir) && rename(dir, old)) {
         rc = kg_err(err, KG_EIO, "rename %s: %s", dir, strerror(errno));
         goto fail;
     }
@@ -486,7 +481,7 @@ int ckpt_save_files(const char *dir, const Gpt2 *m, KgDtype dtype, const char *t
         goto fail;
     }
     sync_parent(dir);
-    return is_dir(old) ? ckpt_remove_dir(old, err) : KG_OK;
+    return kg_is_dir(old) ? ckpt_remove_dir(old, err) : KG_OK;
 fail:
     ckpt_remove_dir(tmp, NULL);
     return rc;

@@ -36,7 +36,7 @@ typedef struct {
     void *world;      // dist_mpi.c's: every rank's host name, the roll call's communicator
 } Dist;
 
-#define DIST_TIMEOUT_DEFAULT 600.0 // seconds: well past a checkpoint save rank 0 does alone
+#define DIST_TIMEOUT_DEFAULT 600 // seconds: well past a checkpoint save rank 0 does alone
 
 // The number of processes a launcher (mpirun, srun) started, from its environment; 0 when
 // the process was not started by one.

@@ -16,7 +16,7 @@
 // some 350,000 Hangul syllables, a whole long document (a training window of 1024 tokens is
 // a few KB), and bounds memory: SentencePiece's encode peaks near 70 bytes per input byte
 // (a 1 MiB line: 73 MB resident; 16 MiB: 1 GB), and a line is held whole before it.
-#define SHARD_MAX_LINE_DEFAULT ((size_t)1 << 20)
+#define SHARD_MAX_LINE_DEFAULT 1048576 // 1 MiB (a literal: prepare --help shows it)
 
 // What prepare does with shards already in out_dir.
 typedef enum {

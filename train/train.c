@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "adamw.h"
@@ -19,34 +18,6 @@
 #include "tokenizer/tokenizer.h"
 #include "train_sync.h"
 #include "trainlog.h"
-
-TrainArgs train_defaults(void) {
-    return (TrainArgs){.n_layer = 4,
-                       .n_embd = 256,
-                       .n_head = 4,
-                       .n_ctx = 256,
-                       .steps = 1000,
-                       .B = 8,
-                       .T = 128,
-                       .grad_accum = 1,
-                       .lr = 6e-4f,
-                       .min_lr = -1,
-                       .weight_decay = 0.1f,
-                       .clip = 1.0f,
-                       .warmup = 0,
-                       .seed = 1337,
-                       .val_every = 250,
-                       .save_every = 500,
-                       .val_tokens = 65536,
-                       .log_every = 1,
-                       .keep = 1,
-                       .device = "auto",
-                       .precision = KG_F32,
-                       .loss_scale = 65536.0f,
-                       .bucket_mb = 8.0f,
-                       .wire = KG_F32,
-                       .dist_timeout = DIST_TIMEOUT_DEFAULT};
-}
 
 // "1h02m", "3m05s", "12s"
 static void fmt_duration(char *buf, size_t cap, double s) {
@@ -321,7 +292,7 @@ static void run_note_changes(const Run *r, const TrainArgs *a, uint64_t ranks, F
                 (unsigned long long)st->grad_accum, (unsigned long long)st->seed,
                 (unsigned long long)st->ranks, a->B, a->T, a->grad_accum,
                 (unsigned long long)a->seed, (unsigned long long)ranks, at);
-    TrainArgs was = train_defaults();
+    TrainArgs was = {.min_lr = -1}; // the fields below are in every train_args.json
     char *owned = NULL;
     if (train_args_load(&was, a->out_dir, &owned, NULL)) return; // an older checkpoint
     if (was.lr != a->lr || was.min_lr != a->min_lr || was.warmup != a->warmup)

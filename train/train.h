@@ -54,9 +54,6 @@ typedef struct {
     atomic_int *stop;
 } TrainArgs;
 
-// The defaults every flag starts from (main.c overrides them).
-TrainArgs train_defaults(void);
-
 // What a run was asked, saved in each of its checkpoints (JSON: the data and val paths made
 // absolute, steps, batch, seq, the schedule, the intervals, keep, precision...), so that
 // `--resume DIR` alone continues it; shape and tokenizer come from config.json and the

@@ -4,7 +4,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "base/kg.h"
 #include "prepare.h"
@@ -21,8 +20,7 @@ typedef struct {
 } ValLoad;
 
 int val_is_shard_dir(const char *path) {
-    struct stat sb;
-    if (stat(path, &sb) || !S_ISDIR(sb.st_mode)) return 0;
+    if (!kg_is_dir(path)) return 0;
     char(*names)[SHARD_NAME_MAX] = NULL;
     size_t n = 0;
     int rc = shard_list(path, "val_", &names, &n, NULL);

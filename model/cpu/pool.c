@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/kg.h"
 
@@ -71,12 +70,6 @@ static inline void backoff(unsigned *i) {
         cpu_relax();
 }
 
-static long long now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 // Claims and runs tasks of loop `loop` until none is left (or a newer loop started).
 static void run_tasks(CpuPool *p, uint32_t loop, int thread) {
     uint64_t v = atomic_load_explicit(&p->next, memory_order_acquire);
@@ -100,12 +93,12 @@ static void run_tasks(CpuPool *p, uint32_t loop, int thread) {
 
 // Waits until a loop newer than `seen` is published (or stop): spin first, then sleep.
 static uint32_t wait_for_loop(CpuPool *p, uint32_t seen) {
-    long long spin_until = now_ns() + POOL_SPIN_NS;
+    double spin_until = kg_now_s() + POOL_SPIN_NS * 1e-9;
     for (unsigned i = 0;;) {
         uint32_t loop = (uint32_t)(atomic_load_explicit(&p->next, memory_order_acquire) >> 32);
         if (loop != seen || atomic_load(&p->stop)) return loop;
         backoff(&i);
-        if (i % 64 == 0 && now_ns() > spin_until) break;
+        if (i % 64 == 0 && kg_now_s() > spin_until) break;
     }
     pthread_mutex_lock(&p->mutex);
     uint32_t loop;

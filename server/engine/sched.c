@@ -67,7 +67,7 @@ static size_t sched_blocks_wanted(const SchedSeq *j) {
 // KG_OK, or an error with the job finished.
 static int sched_admit_first(Sched *s, SchedSeq *j) {
     const SchedParams *p = &j->in.p;
-    j->work.t_start = sched_seq_now_ms();
+    j->work.t_start = kg_now_ms();
     pthread_mutex_lock(&j->out.mu); // the caller may read the figures at any time
     j->out.stats.queue_ms = j->work.t_start - j->in.t_submit;
     j->out.stats.prompt_tokens = p->n_tokens;
@@ -328,7 +328,7 @@ static void *sched_main(void *arg) {
         while (sched_should_sleep(s))
             pthread_cond_wait(&s->shared.wake, &s->shared.mu);
         int stopping = s->shared.stopping;
-        int timed_out = stopping && sched_seq_now_ms() > s->shared.stop_deadline;
+        int timed_out = stopping && kg_now_ms() > s->shared.stop_deadline;
         pthread_mutex_unlock(&s->shared.mu);
         if (timed_out) { // past the drain timeout: whatever is left is cancelled
             for (size_t i = 0; i < s->n_active; i++)
@@ -452,7 +452,7 @@ void sched_stop(Sched *s, int timeout_ms) {
     if (!s || s->joined) return;
     pthread_mutex_lock(&s->shared.mu);
     s->shared.stopping = 1;
-    s->shared.stop_deadline = sched_seq_now_ms() + timeout_ms;
+    s->shared.stop_deadline = kg_now_ms() + timeout_ms;
     pthread_cond_signal(&s->shared.wake);
     pthread_mutex_unlock(&s->shared.mu);
     pthread_join(s->thread, NULL);
@@ -507,7 +507,7 @@ int sched_submit(Sched *s, const SchedParams *p, void (*notify)(void *ctx), void
     if (rc) return rc;
     SchedSeq *j;
     if ((rc = sched_seq_new(&j, s->V, p, notify, ctx, err))) return rc;
-    j->in.t_submit = sched_seq_now_ms();
+    j->in.t_submit = kg_now_ms();
     SchedShared *sh = &s->shared;
     pthread_mutex_lock(&sh->mu);
     if (sh->stopping)

@@ -131,7 +131,7 @@ static void sched_emit_generated(Sched *s, SchedSeq *j, int id, float logprob,
 void sched_draw(const Sched *s, SchedSeq *j, const float *logits, float *scratch, SchedDraw *d) {
     SchedSeqWork *w = &j->work;
     *d = (SchedDraw){.id = -1};
-    if (w->t_first == 0) w->t_first = sched_seq_now_ms();
+    if (w->t_first == 0) w->t_first = kg_now_ms();
     if ((d->id = sched_sample(s, j, logits, scratch)) < 0) return;
     d->logprob = (float)(logits[d->id] - logits_logsumexp(logits, s->V, 1.0f));
     int oom;
@@ -180,7 +180,7 @@ void sched_generate_step(Sched *s, SchedSeq *j, const float *logits) {
 void sched_prompt_done(Sched *s, SchedSeq *j, const float *logits) {
     j->work.phase = SCHED_DECODE;
     pthread_mutex_lock(&j->out.mu);
-    j->out.stats.prefill_ms = sched_seq_now_ms() - j->work.t_start;
+    j->out.stats.prefill_ms = kg_now_ms() - j->work.t_start;
     pthread_mutex_unlock(&j->out.mu);
     if (j->in.p.kind == SCHED_NEXT_TOKEN)
         sched_answer_next_token(s, j, logits);

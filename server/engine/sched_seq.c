@@ -5,16 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/kg.h"
 #include "sched_explain.h"
-
-double sched_seq_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 void sched_seq_free(SchedSeq *j) {
     for (size_t i = 0; i < j->out.n; i++) {
@@ -147,7 +140,7 @@ void sched_seq_finish(SchedSeq *j, SchedState state, int code, const char *msg) 
         o->state = state;
         o->err_code = code;
         if (msg) snprintf(o->err, sizeof o->err, "%s", msg);
-        double t = sched_seq_now_ms();
+        double t = kg_now_ms();
         o->stats.generated_tokens = j->work.n_gen;
         o->stats.total_ms = t - j->in.t_submit;
         if (j->work.t_first > 0) o->stats.decode_ms = t - j->work.t_first;

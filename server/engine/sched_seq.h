@@ -23,7 +23,7 @@ typedef struct {
     SchedParams p;    // tokens, stop_tokens and stop point into the job's own copies
     int *tokens;      // (p.n_tokens) the prompt
     int *stop_tokens; // (p.n_stop_tokens)
-    double t_submit;  // ms (sched_seq_now_ms)
+    double t_submit;  // ms (kg_now_ms)
 } SchedSeqInput;
 
 // The engine thread's working state.
@@ -69,9 +69,6 @@ struct SchedSeq {
     atomic_int cancelled;
     SchedSeq *next_queued; // in the queue, or among the engine's preempted jobs
 };
-
-// CLOCK_MONOTONIC in milliseconds: every time figure of a job.
-double sched_seq_now_ms(void);
 
 // A job holding copies of what p points to (p is checked already), with the penalty state
 // of a generation (it counts the prompt) and two references. KG_OK and *out, or an error

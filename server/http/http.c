@@ -48,12 +48,6 @@ struct SrvServer {
     pthread_t watchdog;
 };
 
-double srv_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int srv_status_from_err(int kg_code) {
     switch (kg_code) {
     case KG_EINVAL:
@@ -96,7 +90,7 @@ static const char *srv_error_type(int status) {
 static void srv_conn_arm(SrvServer *s, SrvConn *c, int waiting) {
     if (!c) return;
     pthread_mutex_lock(&s->conns_mu);
-    c->a.waiting_since = waiting ? srv_now() : 0;
+    c->a.waiting_since = waiting ? kg_now_s() : 0;
     c->a.answered = 0;
     c->a.served |= waiting;
     pthread_mutex_unlock(&s->conns_mu);
@@ -183,7 +177,7 @@ static void srv_conn_notify(void *cls, struct MHD_Connection *conn, void **socke
             c->fd = ci->connect_fd;
             c->a.addr = srv_conn_addr(conn);
             pthread_mutex_lock(&s->conns_mu);
-            srv_conn_admit(s, c, srv_now());
+            srv_conn_admit(s, c, kg_now_s());
             pthread_mutex_unlock(&s->conns_mu);
         }
         *socket_context = c;
@@ -212,7 +206,7 @@ static void *srv_watchdog(void *arg) {
             ts.tv_nsec -= 1000 * 1000 * 1000;
         }
         pthread_cond_timedwait(&s->conns_cv, &s->conns_mu, &ts);
-        double now = srv_now(), timeout = (double)s->opt.request_timeout_s;
+        double now = kg_now_s(), timeout = (double)s->opt.request_timeout_s;
         size_t n_cut = 0, n_refused_cut = 0;
         for (AdmitConn *a = s->adm.conns; a; a = a->next) {
             if (!admit_overdue(a, now, SRV_REFUSED_GRACE_S, timeout)) continue;
@@ -714,7 +708,7 @@ static enum MHD_Result srv_req_begin(SrvServer *s, struct MHD_Connection *conn, 
     r->conn = conn;
     r->url = url;
     r->srv = s;
-    r->t_start = srv_now();
+    r->t_start = kg_now_s();
     snprintf(r->method, sizeof r->method, "%s", method);
     snprintf(r->path, sizeof r->path, "%s", url);
     srv_request_id(r); // before any reply: the refusals below carry it too
@@ -813,7 +807,7 @@ static void srv_completed(void *cls, struct MHD_Connection *conn, void **req_cls
     if (!r) return;
     int aborted = toe != MHD_REQUEST_TERMINATED_COMPLETED_OK;
     if (r->done) r->done(r, aborted); // releases the engine sequence: no srv_wake() after this
-    double dt = srv_now() - r->t_start;
+    double dt = kg_now_s() - r->t_start;
     int status = r->status ? r->status : 499; // 499: the client closed before the answer
     metrics_request(r->endpoint, status, dt);
     srv_log_request(r, status, dt, aborted);

@@ -41,7 +41,7 @@
 #include "base/buf.h"
 #include "base/kg.h"
 
-#define SRV_MAX_BODY        (1u << 20)   // default --max-body
+#define SRV_MAX_BODY        1048576      // default --max-body (1 MiB; a literal: --help shows it)
 #define SRV_LINGER_BYTES    (64u << 20)  // a body over --max-body: read and dropped up to this
 #define SRV_MAX_CONNECTIONS 256          // default --max-connections
 #define SRV_STREAM_BLOCK    4096         // bytes MHD asks a streaming reader for at most
@@ -218,7 +218,5 @@ enum MHD_Result srv_static(SrvReq *r, const char *web_dir, const char *url);
 // absent (*status: 404 or 403). For tests.
 char *srv_static_resolve(const char *root, const char *url, int *status);
 const char *srv_mime_type(const char *path);
-
-double srv_now(void); // monotonic seconds
 
 #endif

@@ -82,8 +82,6 @@ cJSON *srv_req_error_json(const SrvReq *r, int status, const char *message, cons
     return srv_error_json(status, message, param);
 }
 
-double srv_now(void) { return 0; }
-
 int srv_status_from_err(int kg_code) {
     switch (kg_code) {
     case KG_EINVAL:
