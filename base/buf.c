@@ -12,15 +12,7 @@
 int buf_reserve(KgBuf *b, size_t extra) {
     size_t need;
     if (kg_add_overflow(b->len, extra, &need) || kg_add_overflow(need, 1, &need)) return KG_ENOMEM;
-    if (need <= b->cap) return KG_OK;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < need)
-        cap = cap > SIZE_MAX / 2 ? need : cap * 2; // doubling: amortized O(1) appends
-    char *p = realloc(b->p, cap);
-    if (!p) return KG_ENOMEM;
-    b->p = p;
-    b->cap = cap;
-    return KG_OK;
+    return KG_GROW(b->p, &b->cap, need, NULL);
 }
 
 int buf_append(KgBuf *b, const void *s, size_t n) {

@@ -69,6 +69,22 @@ void kg_drop_pages(const void *p, size_t bytes) {
     if (to > from) madvise((void *)from, to - from, MADV_DONTNEED);
 }
 
+int kg_grow(void *arrp, size_t *cap, size_t need, size_t elem, char *err) {
+    if (need <= *cap) return KG_OK;
+    size_t n = *cap ? *cap : 16, bytes;
+    while (n < need)
+        n = n > SIZE_MAX / 2 ? need : n * 2; // doubling: amortized O(1) appends
+    void *arr, *grown;
+    memcpy(&arr, arrp, sizeof arr); // arrp points at a T *, not at a void *: no aliasing cast
+    if (kg_mul_overflow(n, elem, &bytes))
+        n = need; // doubled past size_t: exactly need, if that fits
+    if (kg_mul_overflow(n, elem, &bytes) || !(grown = realloc(arr, bytes)))
+        return kg_err(err, KG_ENOMEM, "out of memory for %zu elements of %zu bytes", need, elem);
+    memcpy(arrp, &grown, sizeof grown);
+    *cap = n;
+    return KG_OK;
+}
+
 const char *kg_show(char *out, size_t cap, const char *s, size_t n) {
     size_t k = n < cap - 1 ? n : cap - 1;
     for (size_t i = 0; i < k; i++)

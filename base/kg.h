@@ -40,6 +40,18 @@ static inline int kg_add_overflow(size_t a, size_t b, size_t *out) {
     return __builtin_add_overflow(a, b, out);
 }
 
+// Grows the malloc'd array *arrp (a pointer to the caller's T *, of *cap elements of elem
+// bytes) so that it holds at least need elements: the capacity doubles from 16 (or from *cap)
+// until need fits, so n one-at-a-time appends cost O(n) copies in all. KG_OK (nothing moves
+// when need <= *cap); KG_ENOMEM when need * elem does not fit in size_t or realloc fails,
+// with err filled and *arrp, its elements and *cap unchanged. The array may move: callers
+// keep no pointers into it across a call. Not thread-safe on one array.
+//   if (KG_GROW(ids, &cap, n + 1, err)) return KG_ENOMEM;
+//   ids[n++] = id;
+int kg_grow(void *arrp, size_t *cap, size_t need, size_t elem, char *err);
+// kg_grow with the element size taken from the array's own type.
+#define KG_GROW(arr, cap, need, err) kg_grow(&(arr), (cap), (need), sizeof *(arr), (err))
+
 // This build's version ("0.3.0") and the commit it was configured at ("1a2b3c4d5e6f", or
 // "unknown" outside a git checkout): for --version and the build_info metric.
 const char *kg_version(void);

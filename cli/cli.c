@@ -27,12 +27,7 @@ int cli_parse_ids(const char *s, int spaces_too, int **ids, size_t *n, size_t *c
         errno = 0;
         long v = strtol(s, &end, 10); // s is at a non-blank: strtol skips none
         if (end == s || errno || v < -2147483647L || v > 2147483647L) return -1;
-        if (*n == *cap) {
-            size_t c = *cap ? *cap * 2 : 64;
-            int *p = realloc(*ids, c * sizeof(int));
-            if (!p) return -1;
-            *ids = p, *cap = c;
-        }
+        if (KG_GROW(*ids, cap, *n + 1, NULL)) return -1;
         (*ids)[(*n)++] = (int)v;
         int blank;
         s = skip_blanks(end, &blank);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/flags.h"
 #include "base/kg.h"
 #include "base/kg_json.h"
@@ -107,19 +108,14 @@ static int parse_args(int argc, char **argv, TokArgs *a, int *first) {
 
 // Reads all of f into a malloc'd, NUL-terminated buffer; NULL on failure.
 static char *read_all(FILE *f, size_t *len) {
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = malloc(cap);
-    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (cap - n - 1 == 0) {
-            char *p = realloc(buf, cap *= 2);
-            if (!p) free(buf);
-            buf = p;
+    KgBuf b = {0};
+    char chunk[1 << 16];
+    for (size_t got; (got = fread(chunk, 1, sizeof chunk, f)) > 0;)
+        if (buf_append(&b, chunk, got)) {
+            buf_free(&b);
+            return NULL;
         }
-    }
-    if (buf) buf[n] = '\0';
-    *len = n;
-    return buf;
+    return buf_take(&b, len);
 }
 
 // Joins argv[first..argc) with single spaces; NULL on OOM.

@@ -43,6 +43,7 @@ int gpt2_state_init(Gpt2State *s, const Gpt2 *m, size_t max_rows, size_t max_log
         return kg_err(err, KG_EINVAL, "state: need 1 <= logit rows <= rows");
     s->x = be->ops->alloc(be, max_rows * C * sizeof(float));
     s->ln = be->ops->alloc(be, max_rows * C * sizeof(float));
+    s->proj = be->ops->alloc(be, max_rows * C * sizeof(float));
     s->qkv = be->ops->alloc(be, max_rows * 3 * C * sizeof(float));
     s->atty = be->ops->alloc(be, max_rows * C * sizeof(float));
     s->fc = be->ops->alloc(be, max_rows * F * sizeof(float));
@@ -54,7 +55,7 @@ int gpt2_state_init(Gpt2State *s, const Gpt2 *m, size_t max_rows, size_t max_log
     s->pos = malloc(max_rows * sizeof *s->pos);
     s->attn = malloc(max_rows * sizeof *s->attn);
     s->attn_cap = max_rows;
-    if (!s->x || !s->ln || !s->qkv || !s->atty || !s->fc || !s->lnf || !s->logits ||
+    if (!s->x || !s->ln || !s->proj || !s->qkv || !s->atty || !s->fc || !s->lnf || !s->logits ||
         !s->logits_host || !s->tokens || !s->pos || !s->attn) {
         gpt2_state_free(s, m);
         return kg_err(err, KG_ENOMEM, "state: out of memory for %zu rows", max_rows);
@@ -64,7 +65,7 @@ int gpt2_state_init(Gpt2State *s, const Gpt2 *m, size_t max_rows, size_t max_log
 
 void gpt2_state_free(Gpt2State *s, const Gpt2 *m) {
     KgBackend *be = m->be;
-    float *bufs[] = {s->x, s->ln, s->qkv, s->atty, s->fc, s->lnf};
+    float *bufs[] = {s->x, s->ln, s->proj, s->qkv, s->atty, s->fc, s->lnf};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->ops->free(be, bufs[i]);
     if (s->logits_host != s->logits) free(s->logits_host);
@@ -154,13 +155,13 @@ int gpt2_forward(const Gpt2 *m, Gpt2State *s, Gpt2Seq *seqs, size_t n_seq, char 
             kv_seq_attn(seqs[i].kv, l, &s->attn[i]);
         op->kv_store(be, s->attn, n_seq, s->qkv + C, s->qkv + 2 * C, 3 * C, NH, hs); // k, v in
         op->attention_forward(be, s->atty, s->qkv, 3 * C, s->attn, n_seq, NH, hs);
-        op->matmul_forward(be, s->ln, s->atty, lw->attproj_w, lw->attproj_b, N, C, C);
-        op->residual_forward(be, s->x, s->x, s->ln, N * C); // x += attention
+        op->matmul_forward(be, s->proj, s->atty, lw->attproj_w, lw->attproj_b, N, C, C);
+        op->residual_forward(be, s->x, s->x, s->proj, N * C); // x += attention
         op->layernorm_forward(be, s->ln, NULL, NULL, s->x, lw->ln2_w, lw->ln2_b, N, C, c->ln_eps);
         op->matmul_gelu_forward(be, s->fc, NULL, s->ln, lw->fc_w, lw->fc_b, N, C, F, c->gelu);
-        op->matmul_forward(be, s->ln, s->fc, lw->fcproj_w, lw->fcproj_b, N, F, C);
-        op->residual_forward(be, s->x, s->x, s->ln, N * C); // x += mlp
-        gpt2_capture_stage(m, s, n_seq, l + 1);             // x and qkv of block l, where asked
+        op->matmul_forward(be, s->proj, s->fc, lw->fcproj_w, lw->fcproj_b, N, F, C);
+        op->residual_forward(be, s->x, s->x, s->proj, N * C); // x += mlp
+        gpt2_capture_stage(m, s, n_seq, l + 1);               // x and qkv of block l, where asked
     }
     if (s->cancel && s->cancel(s->cancel_ctx)) return kg_err(err, KG_ECANCEL, "forward: cancelled");
     // final layer norm and LM head, only on the rows that want logits

@@ -135,12 +135,15 @@ typedef struct Gpt2Capture Gpt2Capture;
 // want logits. One state per thread that runs forward passes.
 typedef struct {
     size_t max_rows, max_logit_rows;
-    float *x, *ln, *qkv, *atty, *fc; // backend: (N, C), (N, C), (N, 3C), (N, C), (N, F)
-    float *lnf;                      // backend: (R, C) final-LN rows that want logits
-    float *logits;                   // backend: (R, V)
-    float *logits_host;              // host: (R, V); aliases logits on the CPU
-    int *tokens, *pos;               // host: (N)
-    KgAttnSeq *attn;                 // host: one per sequence, max_rows of them from the start
+    float *x;               // backend: (N, C) the residual stream
+    float *ln;              // backend: (N, C) ln1's or ln2's output, a matmul's input
+    float *qkv, *atty, *fc; // backend: (N, 3C), (N, C), (N, F)
+    float *proj;            // backend: (N, C) attproj's or fcproj's output, added to x
+    float *lnf;             // backend: (R, C) final-LN rows that want logits
+    float *logits;          // backend: (R, V)
+    float *logits_host;     // host: (R, V); aliases logits on the CPU
+    int *tokens, *pos;      // host: (N)
+    KgAttnSeq *attn;        // host: one per sequence, max_rows of them from the start
     size_t attn_cap;
     size_t n_logit_rows; // rows of logits_host the last forward filled
     // Set by a caller that only wants candidates: the logits stay in s->logits (backend

@@ -133,19 +133,11 @@ static const char *kind_name(PvKind k) {
 // A string from the file, for a message (at most 80 bytes, odd bytes as '?').
 static const char *show(const char *s, size_t n, char *out) { return kg_show(out, 81, s, n); }
 
-// Grows *buf (of *cap elements of size esize) to hold need, doubling, up to max.
-// KG_OK, or KG_ENOMEM with the error written.
+// Grows *buf (of *cap elements of size esize) to hold need (kg_grow), refusing past max, one
+// of the limits above. KG_OK, or KG_ENOMEM with the error written.
 static int grow(Pk *k, void *buf, size_t *cap, size_t need, size_t esize, size_t max) {
-    if (need <= *cap) return KG_OK;
-    size_t c = *cap ? *cap : 16, bytes;
-    while (c < need && c < max) // max is one of the limits above: c never overflows
-        c *= 2;
-    if (c > max) c = max;
-    void *p =
-        need <= max && !kg_mul_overflow(c, esize, &bytes) ? realloc(*(void **)buf, bytes) : NULL;
-    if (!p) return kg_err(k->err, KG_ENOMEM, "pickle: out of memory");
-    *(void **)buf = p;
-    *cap = c;
+    if (need > max || kg_grow(buf, cap, need, esize, NULL))
+        return kg_err(k->err, KG_ENOMEM, "pickle: out of memory");
     return KG_OK;
 }
 

@@ -4,7 +4,7 @@
 // per endpoint (ep_*.c), which routes.c puts in the table.
 //
 // To add an endpoint: write its handler in a new ep_<name>.c (parse with api_fields() and a
-// table of its fields; answer with srv_reply_*() or, for engine work, a Job of job.h),
+// table of its fields; answer with srv_reply_*() or, for engine work, a JobRequest of job.h),
 // declare it below, add its row to ROUTES in routes.c, and the file to kgapi in
 // server/CMakeLists.txt (the daemon and the HTTP fuzzer both link that library).
 #ifndef API_H
@@ -47,19 +47,19 @@ typedef struct {
     int chat_stop_id;                  // a chat's reply also ends here (<usr>; -1: none)
     int chat_split_special; // the tokenizer reads bos/eos texts as characters (chat_prompt.h)
     ScoreMemo *score_memo;  // /v1/score's recent prompts (score_memo.h; NULL: none remembered)
-} SrvModel;
+} ApiModel;
 
 typedef struct {
     // set before ready turns 1, read-only afterwards
-    SrvModel *models; // (n_models) in --model order; the first answers a request naming none
+    ApiModel *models; // (n_models) in --model order; the first answers a request naming none
     size_t n_models;
     size_t max_tokenize; // tokens per /v1/tokenize or /v1/detokenize (--max-tokenize)
     const char *web_dir; // the Explorer's files (NULL: none)
-    size_t max_jobs;     // engine jobs per model before a 429 (--max-batch + --max-queue)
+    size_t max_jobs;     // engine sequences per model before a 429 (--max-batch + --max-queue)
     time_t created;
     SrvServer *srv;
     atomic_int ready; // 1: every model loaded and warm; 0: loading (/readyz 503)
-} SrvApp;
+} ApiApp;
 
 // The route table (routes.c) and the endpoint names, for metrics_init().
 const SrvRoute *api_routes(size_t *n);
@@ -68,22 +68,22 @@ size_t api_endpoints(const char **out, size_t cap);
 // --- params.c: parsing shared by the endpoints ---
 
 // The app if the model is loaded; otherwise a 503 has been queued into *ret.
-SrvApp *api_ready(SrvReq *r, enum MHD_Result *ret);
+ApiApp *api_ready(SrvReq *r, enum MHD_Result *ret);
 
-// {"text": "..."} or {"tokens": [...]}: a malloc'd, non-empty prompt that fits m's context.
-int api_prompt(const SrvModel *m, const cJSON *j_req, int **ids, size_t *n, const char **param,
+// {"text": "..."} or {"tokens": [...]}: a malloc'd, non-empty prompt that fits served's context.
+int api_prompt(const ApiModel *served, const cJSON *j_req, int **ids, size_t *n, const char **param,
                char *err);
 
 // A prompt as text (len bytes) or as an array of ids, checked like api_prompt.
-int api_prompt_from(const SrvModel *m, const char *text, size_t len, const cJSON *j_tokens,
+int api_prompt_from(const ApiModel *served, const char *text, size_t len, const cJSON *j_tokens,
                     const char *name, int **ids, size_t *n, char *err);
 
-// OpenAI's "model" into *m: absent, null or a URL (this server's, as Hugging Face's clients send
-// it: http(s)://host[:port][/...]) is the first model, a served name that model; another is
+// OpenAI's "model" into *served: absent, null or a URL (this server's, as Hugging Face's clients
+// send it: http(s)://host[:port][/...]) is the first model, a served name that model; another is
 // KG_ENOTFOUND (404, err naming the served models), a wrong type KG_EINVAL.
-int api_model(const SrvApp *app, const cJSON *j_req, const SrvModel **m, char *err);
+int api_model(const ApiApp *app, const cJSON *j_req, const ApiModel **served, char *err);
 // The model served as name; NULL with api_model's 404 message in err.
-const SrvModel *api_model_named(const SrvApp *app, const char *name, char *err);
+const ApiModel *api_model_named(const ApiApp *app, const char *name, char *err);
 
 // --- request fields as a table: one static ApiField row per field, read by api_fields() ---
 
@@ -108,7 +108,7 @@ typedef enum {
 
 // What a row is read from.
 typedef struct {
-    const SrvModel *model;
+    const ApiModel *model;
     const cJSON *j_req;
     long long max_tokens_default, max_tokens_min; // api_sampling's: the endpoint's choice
 } ApiRequest;
@@ -159,7 +159,7 @@ typedef struct {
 // and must be >= max_tokens_min; n_logprobs comes from "logprobs" given as a number, or from
 // "top_logprobs" when "logprobs" is true, as chat has it; a seed not given is random).
 // *param names a bad one. Free with api_sampling_free, also after an error.
-int api_sampling(const SrvModel *m, const cJSON *j_req, ApiSampling *s,
+int api_sampling(const ApiModel *served, const cJSON *j_req, ApiSampling *s,
                  long long max_tokens_default, long long max_tokens_min, const char **param,
                  char *err);
 void api_sampling_free(ApiSampling *s);
@@ -220,13 +220,13 @@ enum MHD_Result ep_tgi_info(SrvReq *r, const cJSON *j_req);
 // ep_sagemaker.c: SageMaker's POST /invocations (GET /ping is /readyz)
 enum MHD_Result ep_invocations(SrvReq *r, const cJSON *j_req);
 
-// Chat's setup, once the tokenizer is in m: the template (template_file, else the model
+// Chat's setup, once the tokenizer is in served: the template (template_file, else the model
 // directory's tokenizer_config.json chat_template, else the default: <usr>/<sys> where the
 // tokenizer has those tokens, "role: content" lines otherwise), the bos/eos texts and the
 // stop id (<usr>). KG_OK and *out (chat_template_free() it after the server stops). A
 // template_file that cannot be used is an error naming it; a model's own template outside
-// the subset is a warning line, and chat then answers 422 with the reason (m->chat_error).
-int ep_chat_setup(SrvModel *m, const char *model_dir, const char *template_file, ChatTemplate **out,
-                  char *err);
+// the subset is a warning line, and chat then answers 422 with the reason (served->chat_error).
+int ep_chat_setup(ApiModel *served, const char *model_dir, const char *template_file,
+                  ChatTemplate **out, char *err);
 
 #endif

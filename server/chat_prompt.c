@@ -82,10 +82,10 @@ int chat_turns_add(ChatTurns *t, const char *role, const cJSON *j_content,
 
 // The first bos/eos text in p (NUL-terminated, len bytes): its offset (len: none), its id
 // and its length.
-static size_t chat_next_special(const SrvModel *m, const char *p, size_t len, int *id,
+static size_t chat_next_special(const ApiModel *served, const char *p, size_t len, int *id,
                                 size_t *id_len) {
-    TokSpecial sp = tok_special(m->tok);
-    const char *texts[2] = {m->bos_token, m->eos_token};
+    TokSpecial sp = tok_special(served->tok);
+    const char *texts[2] = {served->bos_token, served->eos_token};
     const int ids[2] = {sp.bos, sp.eos};
     size_t at = len;
     for (int k = 0; k < 2; k++) {
@@ -102,17 +102,17 @@ static size_t chat_next_special(const SrvModel *m, const char *p, size_t len, in
 // Encodes text[0..len) (NUL-terminated: a rendered template) with each bos/eos text as its id; each
 // piece between them is checked as a prompt of its own (api_prompt_from), then the whole against
 // n_ctx.
-static int chat_encode_split(const SrvModel *m, const char *text, size_t len, int **ids, size_t *n,
-                             char *err) {
-    if (len == 0) return api_prompt_from(m, text, 0, NULL, "messages", ids, n, err); // empty
-    KgBuf out = {0};                                                                 // (*n) ints
+static int chat_encode_split(const ApiModel *served, const char *text, size_t len, int **ids,
+                             size_t *n, char *err) {
+    if (len == 0) return api_prompt_from(served, text, 0, NULL, "messages", ids, n, err); // empty
+    KgBuf out = {0}; // (*n) ints
     int rc = KG_OK;
     for (size_t pos = 0; !rc && pos < len;) {
         int id = -1, *seg = NULL;
         size_t id_len = 0, n_seg = 0;
-        size_t at = pos + chat_next_special(m, text + pos, len - pos, &id, &id_len);
+        size_t at = pos + chat_next_special(served, text + pos, len - pos, &id, &id_len);
         if (at > pos)
-            rc = api_prompt_from(m, text + pos, at - pos, NULL, "messages", &seg, &n_seg, err);
+            rc = api_prompt_from(served, text + pos, at - pos, NULL, "messages", &seg, &n_seg, err);
         if (!rc && n_seg && buf_append(&out, seg, n_seg * sizeof *seg))
             rc = kg_err(err, KG_ENOMEM, "out of memory");
         if (!rc && at < len && buf_append(&out, &id, sizeof id))
@@ -121,8 +121,8 @@ static int chat_encode_split(const SrvModel *m, const char *text, size_t len, in
         pos = at + id_len;
     }
     *n = out.len / sizeof(int);
-    if (!rc && *n > m->n_ctx)
-        rc = kg_err(err, KG_ERANGE, "n_prompt_tokens (%zu) exceeds n_ctx (%zu)", *n, m->n_ctx);
+    if (!rc && *n > served->n_ctx)
+        rc = kg_err(err, KG_ERANGE, "n_prompt_tokens (%zu) exceeds n_ctx (%zu)", *n, served->n_ctx);
     if (rc) {
         buf_free(&out);
         return rc;
@@ -131,20 +131,20 @@ static int chat_encode_split(const SrvModel *m, const char *text, size_t len, in
     return KG_OK;
 }
 
-int chat_turns_prompt(const SrvModel *m, const ChatTurns *t, int **ids, size_t *n, char *err) {
-    if (!m->chat_template) return kg_err(err, KG_EUNSUP, "%s", m->chat_error);
+int chat_turns_prompt(const ApiModel *served, const ChatTurns *t, int **ids, size_t *n, char *err) {
+    if (!served->chat_template) return kg_err(err, KG_EUNSUP, "%s", served->chat_error);
     char *text = NULL;
     size_t len = 0;
-    int rc = chat_template_render(m->chat_template, t->msgs, t->n, 1, m->bos_token, m->eos_token,
-                                  &text, &len, err);
-    if (!rc && m->chat_split_special)
-        rc = chat_encode_split(m, text, len, ids, n, err);
+    int rc = chat_template_render(served->chat_template, t->msgs, t->n, 1, served->bos_token,
+                                  served->eos_token, &text, &len, err);
+    if (!rc && served->chat_split_special)
+        rc = chat_encode_split(served, text, len, ids, n, err);
     else if (!rc)
-        rc = api_prompt_from(m, text, len, NULL, "messages", ids, n, err);
+        rc = api_prompt_from(served, text, len, NULL, "messages", ids, n, err);
     free(text);
     return rc;
 }
 
-long long chat_max_tokens(const SrvModel *m, size_t n_prompt) {
-    return n_prompt < m->n_ctx ? (long long)(m->n_ctx - n_prompt) : 1;
+long long chat_max_tokens(const ApiModel *served, size_t n_prompt) {
+    return n_prompt < served->n_ctx ? (long long)(served->n_ctx - n_prompt) : 1;
 }

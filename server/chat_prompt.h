@@ -1,12 +1,12 @@
 // chat_prompt.h — messages into one prompt, as /v1/chat/completions (ep_chat.c) and
 // /v1/responses (ep_responses.c) both take them: each message's role and text content checked
 // (a string, or text parts joined), the list rendered by the model's chat template
-// (m->chat_template, set up by ep_chat_setup) and encoded.
+// (served->chat_template, set up by ep_chat_setup) and encoded.
 //
 // Encoding: the template's bos/eos texts ("</s>") become their ids, as Hugging Face's
 // tokenizers parse special tokens in a rendered template. A tokenizer.json matches them
 // itself (added tokens); a SentencePiece model reads them as plain characters, so the prompt
-// is encoded between them and their ids are put in between (m->chat_split_special).
+// is encoded between them and their ids are put in between (served->chat_split_special).
 #ifndef CHAT_PROMPT_H
 #define CHAT_PROMPT_H
 
@@ -36,12 +36,12 @@ int chat_turns_add(ChatTurns *t, const char *role, const cJSON *j_content,
                    const char *const *part_types, const char *where, char *err);
 
 // The turns rendered by the model's chat template with the generation prompt, encoded into
-// *ids (malloc'd, *n of them: 1..n_ctx). KG_OK; KG_EUNSUP with m->chat_error when the
+// *ids (malloc'd, *n of them: 1..n_ctx). KG_OK; KG_EUNSUP with served->chat_error when the
 // model's template is unusable; the template's or the prompt's error otherwise.
-int chat_turns_prompt(const SrvModel *m, const ChatTurns *t, int **ids, size_t *n, char *err);
+int chat_turns_prompt(const ApiModel *served, const ChatTurns *t, int **ids, size_t *n, char *err);
 
 // OpenAI's default for a reply with no token limit: to the end of the context, n_ctx minus
 // the prompt (at least 1: the prompt's last logits give one token), unless the model stops.
-long long chat_max_tokens(const SrvModel *m, size_t n_prompt);
+long long chat_max_tokens(const ApiModel *served, size_t n_prompt);
 
 #endif

@@ -148,7 +148,7 @@ oom:
 }
 
 // A chunk of choice i: delta {role?, content?}, logprobs (j_lp consumed), finish_reason.
-static int chat_chunk(Job *job, size_t i, int with_role, const char *content, cJSON *j_lp,
+static int chat_chunk(JobRequest *job, size_t i, int with_role, const char *content, cJSON *j_lp,
                       const char *finish) {
     cJSON *j_choices;
     cJSON *j = job_openai_object(job, "chat.completion.chunk", &j_choices);
@@ -173,7 +173,7 @@ static int chat_logprobs_keep(Chat *ch, size_t i, cJSON *j_entry) {
 }
 
 // Streamed: a chunk of token t's text with, when asked, {"content": [j_entry]} (consumed).
-static int chat_token_chunk(Job *job, size_t i, const SchedToken *t, cJSON *j_entry) {
+static int chat_token_chunk(JobRequest *job, size_t i, const SchedToken *t, cJSON *j_entry) {
     cJSON *j_lp = NULL;
     if (j_entry) {
         j_lp = cJSON_CreateObject();
@@ -194,7 +194,7 @@ static int chat_token_chunk(Job *job, size_t i, const SchedToken *t, cJSON *j_en
     return rc;
 }
 
-static int chat_token(Job *job, size_t i, const SchedToken *t) {
+static int chat_token(JobRequest *job, size_t i, const SchedToken *t) {
     Chat *ch = job->ctx;
     cJSON *j_entry = NULL;
     if (ch->want_logprobs) {
@@ -205,18 +205,18 @@ static int chat_token(Job *job, size_t i, const SchedToken *t) {
     return chat_token_chunk(job, i, t, j_entry);
 }
 
-static int chat_choice_end(Job *job, size_t i) {
+static int chat_choice_end(JobRequest *job, size_t i) {
     return chat_chunk(job, i, 0, NULL, NULL, job_finish_reason(job, i, 1));
 }
 
-static int chat_stream_end(Job *job) {
+static int chat_stream_end(JobRequest *job) {
     Chat *ch = job->ctx;
     return openai_stream_end(job, "chat.completion.chunk", ch->include_usage);
 }
 
 // Choice i of the whole reply: {"index", "message": {role, content}, "logprobs" (moved into
 // the reply), "finish_reason"} into j_choices.
-static int chat_reply_choice(Job *job, cJSON *j_choices, size_t i) {
+static int chat_reply_choice(JobRequest *job, cJSON *j_choices, size_t i) {
     Chat *ch = job->ctx;
     const char *text = job->choices[i].text.p ? job->choices[i].text.p : "";
     cJSON *j_lp = NULL;
@@ -242,19 +242,8 @@ oom:
     return KG_ENOMEM;
 }
 
-static cJSON *chat_reply(Job *job) {
-    size_t prompt, generated;
-    job_usage(job, &prompt, &generated);
-    cJSON *j_choices;
-    cJSON *j_root = job_openai_object(job, "chat.completion", &j_choices);
-    if (!j_root) return NULL;
-    for (size_t i = 0; i < job->n_choices; i++)
-        if (chat_reply_choice(job, j_choices, i)) goto oom;
-    if (!api_add_usage(j_root, prompt, generated)) goto oom;
-    return j_root;
-oom:
-    cJSON_Delete(j_root);
-    return NULL;
+static cJSON *chat_reply(JobRequest *job) {
+    return openai_reply(job, "chat.completion", chat_reply_choice);
 }
 
 static void chat_free(void *ctx) {
@@ -274,7 +263,7 @@ static const JobHooks CHAT_HOOKS = {.token = chat_token,
                                     .free = chat_free};
 
 // The messages rendered by the chat template and encoded into ch->prompt (chat_prompt.h).
-static int chat_prompt(const SrvModel *model, const cJSON *j_req, Chat *ch, char *err) {
+static int chat_prompt(const ApiModel *served, const cJSON *j_req, Chat *ch, char *err) {
     static const char *const TEXT_PARTS[] = {"text", NULL};
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(j_req, "messages");
     if (!cJSON_IsArray(j)) return kg_err(err, KG_EINVAL, "messages must be an array of messages");
@@ -285,18 +274,18 @@ static int chat_prompt(const SrvModel *model, const cJSON *j_req, Chat *ch, char
     ChatTurns turns;
     int rc = chat_turns_init(&turns, n, err);
     size_t i = 0;
-    for (const cJSON *m = j->child; !rc && m; m = m->next, i++) {
-        const cJSON *j_role = cJSON_GetObjectItemCaseSensitive(m, "role");
+    for (const cJSON *j_msg = j->child; !rc && j_msg; j_msg = j_msg->next, i++) {
+        const cJSON *j_role = cJSON_GetObjectItemCaseSensitive(j_msg, "role");
         char where[32];
         snprintf(where, sizeof where, "messages[%zu]", i);
-        if (!cJSON_IsObject(m) || !cJSON_IsString(j_role))
+        if (!cJSON_IsObject(j_msg) || !cJSON_IsString(j_role))
             rc = kg_err(err, KG_EINVAL, "%s must be an object with a string role", where);
         else
             rc = chat_turns_add(&turns, j_role->valuestring,
-                                cJSON_GetObjectItemCaseSensitive(m, "content"), TEXT_PARTS, where,
-                                err);
+                                cJSON_GetObjectItemCaseSensitive(j_msg, "content"), TEXT_PARTS,
+                                where, err);
     }
-    if (!rc) rc = chat_turns_prompt(model, &turns, &ch->prompt, &ch->n_prompt, err);
+    if (!rc) rc = chat_turns_prompt(served, &turns, &ch->prompt, &ch->n_prompt, err);
     chat_turns_free(&turns);
     return rc;
 }
@@ -313,27 +302,27 @@ static int chat_logprobs_new(Chat *ch, char *err) {
     return KG_OK;
 }
 
-// The request into ch and s, for the model it names (*m). KG_OK, or the error with *param naming
-// the field at fault.
-static int chat_parse(const SrvApp *app, const cJSON *j_req, const SrvModel **m, Chat *ch,
+// The request into ch and s, for the model it names (*served). KG_OK, or the error with *param
+// naming the field at fault.
+static int chat_parse(const ApiApp *app, const cJSON *j_req, const ApiModel **served, Chat *ch,
                       ApiSampling *s, const char **param, char *err) {
     ChatFields f;
     *param = "model";
-    int rc = api_model(app, j_req, m, err);
+    int rc = api_model(app, j_req, served, err);
     if (rc) return rc;
-    const ApiRequest q = {.model = *m, .j_req = j_req};
+    const ApiRequest q = {.model = *served, .j_req = j_req};
     rc = api_fields(&q, CHAT_FIELDS, sizeof CHAT_FIELDS / sizeof *CHAT_FIELDS, &f, param, err);
-    if (!rc) rc = api_sampling(*m, j_req, s, 0, 1, param, err); // 0: not given
+    if (!rc) rc = api_sampling(*served, j_req, s, 0, 1, param, err); // 0: not given
     if (rc) return rc;
     // "max_completion_tokens", the newer name of max_tokens, wins when both are given
     *param = "max_completion_tokens";
     rc = json_int(j_req, "max_completion_tokens", &s->max_tokens, s->max_tokens, 1,
-                  (long long)(*m)->n_ctx, err);
+                  (long long)(*served)->n_ctx, err);
     if (rc) return rc;
     *param = "messages";
-    rc = chat_prompt(*m, j_req, ch, err);
+    rc = chat_prompt(*served, j_req, ch, err);
     if (rc) return rc;
-    if (!s->max_tokens) s->max_tokens = chat_max_tokens(*m, ch->n_prompt);
+    if (!s->max_tokens) s->max_tokens = chat_max_tokens(*served, ch->n_prompt);
     ch->want_logprobs = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j_req, "logprobs"));
     ch->include_usage = s->include_usage;
     ch->n_choices = (size_t)f.n;
@@ -343,18 +332,18 @@ static int chat_parse(const SrvApp *app, const cJSON *j_req, const SrvModel **m,
 
 enum MHD_Result ep_chat_completions(SrvReq *r, const cJSON *j_req) {
     enum MHD_Result ret = MHD_NO;
-    SrvApp *app = api_ready(r, &ret);
+    ApiApp *app = api_ready(r, &ret);
     if (!app) return ret;
     char err[KG_ERRLEN];
     const char *param = "model";
-    const SrvModel *m = NULL;
+    const ApiModel *served = NULL;
     ApiSampling s = {0};
-    Job *job = NULL;
+    JobRequest *job = NULL;
     SchedParams params[API_MAX_CHOICES];
     Chat *ch = calloc(1, sizeof *ch);
-    int rc = ch ? chat_parse(app, j_req, &m, ch, &s, &param, err)
+    int rc = ch ? chat_parse(app, j_req, &served, ch, &s, &param, err)
                 : kg_err(err, KG_ENOMEM, "out of memory");
-    if (!rc) job = job_new(m, &CHAT_HOOKS, ch, ch->n_choices, "chatcmpl", s.stream);
+    if (!rc) job = job_new(served, &CHAT_HOOKS, ch, ch->n_choices, "chatcmpl", s.stream);
     if (!rc && !job) rc = kg_err(err, KG_ENOMEM, "out of memory");
     if (rc) {
         chat_free(ch);
@@ -365,8 +354,8 @@ enum MHD_Result ep_chat_completions(SrvReq *r, const cJSON *j_req) {
     for (size_t i = 0; i < ch->n_choices; i++) {
         params[i] = api_sched_params(&s, ch->prompt, ch->n_prompt);
         params[i].seed = (uint64_t)s.seed + i; // each sample its own stream
-        params[i].stop_tokens = &m->chat_stop_id;
-        params[i].n_stop_tokens = m->chat_stop_id >= 0;
+        params[i].stop_tokens = &served->chat_stop_id;
+        params[i].n_stop_tokens = served->chat_stop_id >= 0;
         if (s.stream && chat_chunk(job, i, 1, "", NULL, NULL)) job->oom = 1; // role first
     }
     ret = job_run(r, job, params);
@@ -419,16 +408,17 @@ static int chat_reads_special(const Tokenizer *tok, int id) {
     return one;
 }
 
-int ep_chat_setup(SrvModel *m, const char *model_dir, const char *template_file, ChatTemplate **out,
-                  char *err) {
+int ep_chat_setup(ApiModel *served, const char *model_dir, const char *template_file,
+                  ChatTemplate **out, char *err) {
     *out = NULL;
-    const Tokenizer *tok = m->tok;
+    const Tokenizer *tok = served->tok;
     TokSpecial sp = tok_special(tok);
-    m->bos_token = sp.bos >= 0 ? tok_piece(tok, sp.bos) : "";
-    m->eos_token = sp.eos >= 0 ? tok_piece(tok, sp.eos) : "";
-    m->chat_split_special = !chat_reads_special(tok, sp.bos) || !chat_reads_special(tok, sp.eos);
+    served->bos_token = sp.bos >= 0 ? tok_piece(tok, sp.bos) : "";
+    served->eos_token = sp.eos >= 0 ? tok_piece(tok, sp.eos) : "";
+    served->chat_split_special =
+        !chat_reads_special(tok, sp.bos) || !chat_reads_special(tok, sp.eos);
     int usr = tok_piece_id(tok, "<usr>"), sys = tok_piece_id(tok, "<sys>");
-    m->chat_stop_id = usr;
+    served->chat_stop_id = usr;
     char *source = NULL;
     size_t source_len = 0;
     const char *what = "the default chat template";
@@ -454,14 +444,14 @@ int ep_chat_setup(SrvModel *m, const char *model_dir, const char *template_file,
     rc = chat_template_parse(out, text, strlen(text), why);
     free(source);
     if (!rc) {
-        m->chat_template = *out;
+        served->chat_template = *out;
         return KG_OK;
     }
     kg_err(err, rc, "%s: %s", what, why);
     if (template_file) return rc; // asked for by name: refuse to start
     // the model's own template is outside the subset (tool branches often are): the rest of
     // the API still serves, and chat answers 422 with this reason instead of guessing a format
-    snprintf(m->chat_error, sizeof m->chat_error, "%s; pass --chat-template FILE", err);
-    log_msg(LOG_WARN, "/v1/chat/completions is refused: %s", m->chat_error);
+    snprintf(served->chat_error, sizeof served->chat_error, "%s; pass --chat-template FILE", err);
+    log_msg(LOG_WARN, "/v1/chat/completions is refused: %s", served->chat_error);
     return KG_OK;
 }

@@ -136,7 +136,7 @@ static int completions_add_choice(cJSON *j_choices, size_t index, const char *te
 }
 
 // One chunk of a stream: choice i's text (and logprobs, consumed), or its finish_reason.
-static int completions_chunk(Job *job, size_t i, const char *text, cJSON *j_lp,
+static int completions_chunk(JobRequest *job, size_t i, const char *text, cJSON *j_lp,
                              const char *finish) {
     cJSON *j_choices;
     cJSON *j = job_openai_object(job, "text_completion", &j_choices);
@@ -152,7 +152,7 @@ static int completions_chunk(Job *job, size_t i, const char *text, cJSON *j_lp,
 }
 
 // Streaming: a chunk with token t's text at character offset off, and its logprobs if asked.
-static int completions_token_chunk(Job *job, size_t i, const SchedToken *t, size_t off) {
+static int completions_token_chunk(JobRequest *job, size_t i, const SchedToken *t, size_t off) {
     Completions *c = job->ctx;
     cJSON *j_lp = NULL;
     if (c->want_logprobs) {
@@ -172,7 +172,7 @@ static int completions_token_chunk(Job *job, size_t i, const SchedToken *t, size
     return rc;
 }
 
-static int completions_token(Job *job, size_t i, const SchedToken *t) {
+static int completions_token(JobRequest *job, size_t i, const SchedToken *t) {
     Completions *c = job->ctx;
     CompletionChoice *ch = &c->choices[i];
     const Tokenizer *tok = job->model->tok;
@@ -190,17 +190,17 @@ static int completions_token(Job *job, size_t i, const SchedToken *t) {
     return completions_token_chunk(job, i, t, off);
 }
 
-static int completions_choice_end(Job *job, size_t i) {
+static int completions_choice_end(JobRequest *job, size_t i) {
     return completions_chunk(job, i, "", NULL, job_finish_reason(job, i, 1));
 }
 
-static int completions_stream_end(Job *job) {
+static int completions_stream_end(JobRequest *job) {
     Completions *c = job->ctx;
     return openai_stream_end(job, "text_completion", c->include_usage);
 }
 
 // Choice i of the whole reply: its echoed prompt and text, its logprobs (moved into it).
-static int completions_reply_choice(Job *job, cJSON *j_choices, size_t i) {
+static int completions_reply_choice(JobRequest *job, cJSON *j_choices, size_t i) {
     Completions *c = job->ctx;
     const char *echo = c->prompts[i / c->n].echo;
     const char *text = job->choices[i].text.p ? job->choices[i].text.p : "";
@@ -222,19 +222,8 @@ static int completions_reply_choice(Job *job, cJSON *j_choices, size_t i) {
     return rc;
 }
 
-static cJSON *completions_reply(Job *job) {
-    size_t prompt, generated;
-    job_usage(job, &prompt, &generated);
-    cJSON *j_choices;
-    cJSON *j_root = job_openai_object(job, "text_completion", &j_choices);
-    if (!j_root) return NULL;
-    for (size_t i = 0; i < job->n_choices; i++)
-        if (completions_reply_choice(job, j_choices, i)) goto oom;
-    if (!api_add_usage(j_root, prompt, generated)) goto oom;
-    return j_root;
-oom:
-    cJSON_Delete(j_root);
-    return NULL;
+static cJSON *completions_reply(JobRequest *job) {
+    return openai_reply(job, "text_completion", completions_reply_choice);
 }
 
 static void completions_free(void *ctx) {
@@ -268,13 +257,13 @@ static int completions_prompt_text(const cJSON *j, const char **text, size_t *le
 }
 
 // The text a prompt echoes: its own, or its ids decoded.
-static int completions_prompt_echo(const SrvModel *m, const char *text, CompletionPrompt *pr,
+static int completions_prompt_echo(const ApiModel *served, const char *text, CompletionPrompt *pr,
                                    char *err) {
     if (text) {
         pr->echo = strdup(text);
         if (!pr->echo) return kg_err(err, KG_ENOMEM, "prompt: out of memory");
     } else {
-        int rc = tok_decode(m->tok, pr->ids, pr->n_ids, &pr->echo, NULL, err);
+        int rc = tok_decode(served->tok, pr->ids, pr->n_ids, &pr->echo, NULL, err);
         if (rc) return rc;
     }
     pr->echo_chars = api_utf8_chars(pr->echo, strlen(pr->echo));
@@ -282,8 +271,8 @@ static int completions_prompt_echo(const SrvModel *m, const char *text, Completi
 }
 
 // One prompt: a string or an array of ids.
-static int completions_prompt(const SrvModel *m, const cJSON *j, CompletionPrompt *pr, int echo,
-                              char *err) {
+static int completions_prompt(const ApiModel *served, const cJSON *j, CompletionPrompt *pr,
+                              int echo, char *err) {
     const char *text = NULL;
     size_t len = 0;
     if (!cJSON_IsString(j) && !cJSON_IsArray(j))
@@ -291,13 +280,13 @@ static int completions_prompt(const SrvModel *m, const cJSON *j, CompletionPromp
                       "prompt must be a string, an array of token ids, or an "
                       "array of those");
     int rc = cJSON_IsString(j) ? completions_prompt_text(j, &text, &len, err) : KG_OK;
-    if (!rc) rc = api_prompt_from(m, text, len, j, "prompt", &pr->ids, &pr->n_ids, err);
+    if (!rc) rc = api_prompt_from(served, text, len, j, "prompt", &pr->ids, &pr->n_ids, err);
     if (rc || !echo) return rc;
-    return completions_prompt_echo(m, text, pr, err);
+    return completions_prompt_echo(served, text, pr, err);
 }
 
 // "prompt": one (a string or ids) or a batch (an array of strings or of id arrays).
-static int completions_prompts(const SrvModel *m, const cJSON *j_req, Completions *c, int echo,
+static int completions_prompts(const ApiModel *served, const cJSON *j_req, Completions *c, int echo,
                                char *err) {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(j_req, "prompt");
     if (!j || cJSON_IsNull(j)) return kg_err(err, KG_EINVAL, "prompt is required");
@@ -311,7 +300,7 @@ static int completions_prompts(const SrvModel *m, const cJSON *j_req, Completion
     if (!c->prompts || !c->choices) return kg_err(err, KG_ENOMEM, "out of memory");
     const cJSON *j_p = batch ? j->child : j;
     for (size_t i = 0; i < c->n_prompts; i++, j_p = j_p->next) {
-        int rc = completions_prompt(m, j_p, &c->prompts[i], echo, err);
+        int rc = completions_prompt(served, j_p, &c->prompts[i], echo, err);
         if (rc) return rc;
         for (size_t k = 0; k < c->n; k++) // its samples' text starts after the echo
             c->choices[i * c->n + k].text_chars = c->prompts[i].echo_chars;
@@ -341,23 +330,23 @@ static int completions_params(Completions *c, const ApiSampling *s, int scoring,
     return KG_OK;
 }
 
-// The request into *m (the model it names), c, s and *params (one per choice, malloc'd).
+// The request into *served (the model it names), c, s and *params (one per choice, malloc'd).
 // KG_OK, or the error with *param naming the field at fault.
-static int completions_parse(const SrvApp *app, const cJSON *j_req, const SrvModel **m,
+static int completions_parse(const ApiApp *app, const cJSON *j_req, const ApiModel **served,
                              Completions *c, ApiSampling *s, SchedParams **params,
                              const char **param, char *err) {
     const size_t n_fields = sizeof COMPLETIONS_FIELDS / sizeof *COMPLETIONS_FIELDS;
     CompletionsFields f;
     *param = "model";
-    int rc = api_model(app, j_req, m, err);
-    const ApiRequest q = {.model = *m, .j_req = j_req};
+    int rc = api_model(app, j_req, served, err);
+    const ApiRequest q = {.model = *served, .j_req = j_req};
     if (!rc) rc = api_fields(&q, COMPLETIONS_FIELDS, n_fields, &f, param, err);
     if (rc) return rc;
     const cJSON *j_lp = cJSON_GetObjectItemCaseSensitive(j_req, "logprobs");
     c->n = (size_t)f.n;
     c->want_logprobs = j_lp && !cJSON_IsNull(j_lp);
     int scoring = f.echo && c->want_logprobs; // scores the prompt: max_tokens 0 is "score only"
-    rc = api_sampling(*m, j_req, s, 16, scoring ? 0 : 1, param, err);
+    rc = api_sampling(*served, j_req, s, 16, scoring ? 0 : 1, param, err);
     if (rc) return rc;
     if (scoring && s->stream) {
         *param = "stream";
@@ -365,26 +354,26 @@ static int completions_parse(const SrvApp *app, const cJSON *j_req, const SrvMod
     }
     c->include_usage = s->include_usage;
     *param = "prompt";
-    rc = completions_prompts(*m, j_req, c, f.echo, err);
+    rc = completions_prompts(*served, j_req, c, f.echo, err);
     if (rc) return rc;
     return completions_params(c, s, scoring, params, err);
 }
 
 enum MHD_Result ep_completions(SrvReq *r, const cJSON *j_req) {
     enum MHD_Result ret = MHD_NO;
-    SrvApp *app = api_ready(r, &ret);
+    ApiApp *app = api_ready(r, &ret);
     if (!app) return ret;
     char err[KG_ERRLEN];
     const char *param = "model";
-    const SrvModel *m = NULL;
+    const ApiModel *served = NULL;
     ApiSampling s = {0};
-    Job *job = NULL;
+    JobRequest *job = NULL;
     SchedParams *params = NULL;
     Completions *c = calloc(1, sizeof *c);
-    int rc = c ? completions_parse(app, j_req, &m, c, &s, &params, &param, err)
+    int rc = c ? completions_parse(app, j_req, &served, c, &s, &params, &param, err)
                : kg_err(err, KG_ENOMEM, "out of memory");
     size_t n_choices = rc ? 0 : c->n_prompts * c->n;
-    if (!rc) job = job_new(m, &COMPLETIONS_HOOKS, c, n_choices, "cmpl", s.stream);
+    if (!rc) job = job_new(served, &COMPLETIONS_HOOKS, c, n_choices, "cmpl", s.stream);
     if (!rc && !job) rc = kg_err(err, KG_ENOMEM, "out of memory");
     if (rc) {
         completions_free(c);

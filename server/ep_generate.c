@@ -59,7 +59,7 @@ fail:
     return NULL;
 }
 
-static int generate_token(Job *job, size_t i, const SchedToken *t) {
+static int generate_token(JobRequest *job, size_t i, const SchedToken *t) {
     (void)i;
     Generate *g = job->ctx;
     if (t->id >= 0 && !cJSON_AddItemToArray(g->j_ids, cJSON_CreateNumber(t->id))) return KG_ENOMEM;
@@ -72,10 +72,10 @@ static int generate_token(Job *job, size_t i, const SchedToken *t) {
 }
 
 // The reply's fields (whole reply) or the final event's (stream: with "done": true).
-static cJSON *generate_summary(Job *job, int final_event) {
+static cJSON *generate_summary(JobRequest *job, int final_event) {
     Generate *g = job->ctx;
     SchedStats st;
-    sched_job_stats(job->choices[0].sched_job, &st);
+    sched_seq_stats(job->choices[0].sched_seq, &st);
     const char *text = job->choices[0].text.p ? job->choices[0].text.p : "";
     cJSON *j = cJSON_CreateObject();
     if (!j || (final_event && !cJSON_AddTrueToObject(j, "done")) ||
@@ -97,12 +97,12 @@ static cJSON *generate_summary(Job *job, int final_event) {
     return j;
 }
 
-static int generate_choice_end(Job *job, size_t i) {
+static int generate_choice_end(JobRequest *job, size_t i) {
     (void)i;
     return job_sse_json(job, generate_summary(job, 1));
 }
 
-static cJSON *generate_reply(Job *job) { return generate_summary(job, 0); }
+static cJSON *generate_reply(JobRequest *job) { return generate_summary(job, 0); }
 
 static void generate_free(void *ctx) {
     Generate *g = ctx;
@@ -120,22 +120,22 @@ static const JobHooks GENERATE_HOOKS = {.token = generate_token,
 
 enum MHD_Result ep_generate(SrvReq *r, const cJSON *j_req) {
     enum MHD_Result ret = MHD_NO;
-    SrvApp *app = api_ready(r, &ret);
+    ApiApp *app = api_ready(r, &ret);
     if (!app) return ret;
     char err[KG_ERRLEN];
     const char *param = "model";
-    const SrvModel *m = NULL;
+    const ApiModel *served = NULL;
     ApiSampling s = {0};
     Generate *g = calloc(1, sizeof *g);
-    Job *job = NULL;
-    int rc = g ? api_model(app, j_req, &m, err) : kg_err(err, KG_ENOMEM, "out of memory");
-    if (!rc) rc = api_sampling(m, j_req, &s, 32, 1, &param, err);
-    if (!rc) rc = api_prompt(m, j_req, &g->prompt, &g->n_prompt, &param, err);
+    JobRequest *job = NULL;
+    int rc = g ? api_model(app, j_req, &served, err) : kg_err(err, KG_ENOMEM, "out of memory");
+    if (!rc) rc = api_sampling(served, j_req, &s, 32, 1, &param, err);
+    if (!rc) rc = api_prompt(served, j_req, &g->prompt, &g->n_prompt, &param, err);
     if (!rc) {
         g->n_logprobs = (size_t)s.n_logprobs;
         if (!(g->j_ids = cJSON_CreateArray()) ||
             (g->n_logprobs && !(g->j_logprobs = cJSON_CreateArray())) ||
-            !(job = job_new(m, &GENERATE_HOOKS, g, 1, "gen", s.stream)))
+            !(job = job_new(served, &GENERATE_HOOKS, g, 1, "gen", s.stream)))
             rc = kg_err(err, KG_ENOMEM, "out of memory");
     }
     if (rc) {

@@ -16,28 +16,28 @@
 // loaded its memory: "weight_bytes", "cache_bytes" (its prefix cache now), "kv_cache_bytes"
 // (its KV pool), "kv_cache_used_bytes" (the blocks sequences hold now), "kv_block_tokens",
 // "kv_dtype", "device", "dtype"}.
-static cJSON *model_json(const SrvApp *app, const SrvModel *m) {
+static cJSON *model_json(const ApiApp *app, const ApiModel *served) {
     int ready = atomic_load(&app->ready);
     SchedGauges sg;
-    if (ready) sched_gauges(m->sched, &sg);
+    if (ready) sched_gauges(served->sched, &sg);
     cJSON *j_m = cJSON_CreateObject();
-    if (!j_m || !cJSON_AddStringToObject(j_m, "id", m->name) ||
+    if (!j_m || !cJSON_AddStringToObject(j_m, "id", served->name) ||
         !cJSON_AddStringToObject(j_m, "object", "model") ||
         !cJSON_AddNumberToObject(j_m, "created", (double)app->created) ||
         !cJSON_AddStringToObject(j_m, "owned_by", "kogpt2") ||
-        !cJSON_AddNumberToObject(j_m, "n_ctx", (double)m->n_ctx) ||
-        !cJSON_AddNumberToObject(j_m, "vocab_size", (double)m->vocab_size) ||
+        !cJSON_AddNumberToObject(j_m, "n_ctx", (double)served->n_ctx) ||
+        !cJSON_AddNumberToObject(j_m, "vocab_size", (double)served->vocab_size) ||
         !cJSON_AddBoolToObject(j_m, "ready", ready) ||
-        (ready && (!cJSON_AddNumberToObject(j_m, "weight_bytes", (double)m->weight_bytes) ||
+        (ready && (!cJSON_AddNumberToObject(j_m, "weight_bytes", (double)served->weight_bytes) ||
                    !cJSON_AddNumberToObject(j_m, "cache_bytes", (double)sg.cache_bytes) ||
                    !cJSON_AddNumberToObject(j_m, "kv_cache_bytes",
                                             (double)sg.kv.blocks * (double)sg.kv.block_bytes) ||
                    !cJSON_AddNumberToObject(j_m, "kv_cache_used_bytes",
                                             (double)sg.kv.used * (double)sg.kv.block_bytes) ||
                    !cJSON_AddNumberToObject(j_m, "kv_block_tokens", KV_BLOCK_LEN) ||
-                   !cJSON_AddStringToObject(j_m, "kv_dtype", m->kv_dtype) ||
-                   !cJSON_AddStringToObject(j_m, "device", m->device) ||
-                   !cJSON_AddStringToObject(j_m, "dtype", m->dtype)))) {
+                   !cJSON_AddStringToObject(j_m, "kv_dtype", served->kv_dtype) ||
+                   !cJSON_AddStringToObject(j_m, "device", served->device) ||
+                   !cJSON_AddStringToObject(j_m, "dtype", served->dtype)))) {
         cJSON_Delete(j_m);
         return NULL;
     }
@@ -46,7 +46,7 @@ static cJSON *model_json(const SrvApp *app, const SrvModel *m) {
 
 enum MHD_Result ep_models(SrvReq *r, const cJSON *j_req) {
     (void)j_req;
-    const SrvApp *app = srv_app(r->srv); // the names are set before the server starts
+    const ApiApp *app = srv_app(r->srv); // the names are set before the server starts
     cJSON *j_root = cJSON_CreateObject(), *j_data = NULL;
     int ok = cJSON_AddStringToObject(j_root, "object", "list") &&
              (j_data = cJSON_AddArrayToObject(j_root, "data"));
@@ -61,11 +61,11 @@ enum MHD_Result ep_models(SrvReq *r, const cJSON *j_req) {
 
 enum MHD_Result ep_model(SrvReq *r, const cJSON *j_req) {
     (void)j_req;
-    const SrvApp *app = srv_app(r->srv);
+    const ApiApp *app = srv_app(r->srv);
     char err[KG_ERRLEN];
-    const SrvModel *m = api_model_named(app, r->url + strlen("/v1/models/"), err);
-    if (!m) return srv_reply_error(r, 404, err, "model");
-    return srv_reply_json(r, 200, model_json(app, m));
+    const ApiModel *served = api_model_named(app, r->url + strlen("/v1/models/"), err);
+    if (!served) return srv_reply_error(r, 404, err, "model");
+    return srv_reply_json(r, 200, model_json(app, served));
 }
 
 enum MHD_Result ep_healthz(SrvReq *r, const cJSON *j_req) {
@@ -76,7 +76,7 @@ enum MHD_Result ep_healthz(SrvReq *r, const cJSON *j_req) {
 
 enum MHD_Result ep_readyz(SrvReq *r, const cJSON *j_req) {
     (void)j_req;
-    SrvApp *app = srv_app(r->srv);
+    ApiApp *app = srv_app(r->srv);
     if (srv_draining(r->srv)) return srv_reply_error(r, 503, "draining: shutting down", NULL);
     if (!atomic_load(&app->ready)) return srv_reply_error(r, 503, "the model is loading", NULL);
     static const char OK[] = "{\"status\":\"ready\"}";
@@ -85,7 +85,7 @@ enum MHD_Result ep_readyz(SrvReq *r, const cJSON *j_req) {
 
 enum MHD_Result ep_metrics(SrvReq *r, const cJSON *j_req) {
     (void)j_req;
-    SrvApp *app = srv_app(r->srv);
+    ApiApp *app = srv_app(r->srv);
     SrvGauges sv;
     srv_gauges(r->srv, &sv);
     MetricsGauges g = {.in_flight = srv_in_flight(r->srv),
@@ -125,5 +125,5 @@ enum MHD_Result ep_metrics(SrvReq *r, const cJSON *j_req) {
 
 enum MHD_Result ep_static(SrvReq *r, const cJSON *j_req) {
     (void)j_req;
-    return srv_static(r, ((const SrvApp *)srv_app(r->srv))->web_dir, r->url);
+    return srv_static(r, ((const ApiApp *)srv_app(r->srv))->web_dir, r->url);
 }

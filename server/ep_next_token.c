@@ -176,7 +176,7 @@ static cJSON *next_explain_json(const Tokenizer *tok, const SchedExplain *e) {
 }
 
 // The engine's one entry for a next-token job carries the candidates (and the explanation).
-static int next_token(Job *job, size_t i, const SchedToken *t) {
+static int next_token(JobRequest *job, size_t i, const SchedToken *t) {
     (void)i;
     NextToken *nt = job->ctx;
     nt->entropy = t->entropy;
@@ -191,10 +191,10 @@ static int next_token(Job *job, size_t i, const SchedToken *t) {
     return KG_OK;
 }
 
-static cJSON *next_reply(Job *job) {
+static cJSON *next_reply(JobRequest *job) {
     NextToken *nt = job->ctx;
     SchedStats st;
-    sched_job_stats(job->choices[0].sched_job, &st);
+    sched_seq_stats(job->choices[0].sched_seq, &st);
     cJSON *j_root = cJSON_CreateObject();
     if (!j_root || !cJSON_AddStringToObject(j_root, "model", job->model->name) ||
         !cJSON_AddItemToObject(j_root, "tokens", api_ids_json(nt->prompt, nt->n_prompt)) ||
@@ -284,22 +284,22 @@ static int next_explain_check(NextExplain *e, size_t n, const char **param, char
 
 enum MHD_Result ep_next_token(SrvReq *r, const cJSON *j_req) {
     enum MHD_Result ret = MHD_NO;
-    SrvApp *app = api_ready(r, &ret);
+    ApiApp *app = api_ready(r, &ret);
     if (!app) return ret;
     char err[KG_ERRLEN];
     const char *param = "model";
-    const SrvModel *m = NULL;
+    const ApiModel *served = NULL;
     NextParams np = {0};
     NextToken *nt = calloc(1, sizeof *nt);
-    int rc = nt ? api_model(app, j_req, &m, err) : kg_err(err, KG_ENOMEM, "out of memory");
-    const ApiRequest q = {.model = m, .j_req = j_req};
+    int rc = nt ? api_model(app, j_req, &served, err) : kg_err(err, KG_ENOMEM, "out of memory");
+    const ApiRequest q = {.model = served, .j_req = j_req};
     size_t n_fields = sizeof NEXT_FIELDS / sizeof *NEXT_FIELDS;
     if (!rc) rc = api_fields(&q, NEXT_FIELDS, n_fields, &np, &param, err);
-    if (!rc) rc = api_prompt(m, j_req, &nt->prompt, &nt->n_prompt, &param, err);
+    if (!rc) rc = api_prompt(served, j_req, &nt->prompt, &nt->n_prompt, &param, err);
     if (!rc) rc = next_explain_check(&np.explain, nt->n_prompt, &param, err);
     if (!rc && !(nt->j_candidates = cJSON_CreateArray()))
         rc = kg_err(err, KG_ENOMEM, "out of memory");
-    Job *job = rc ? NULL : job_new(m, &NEXT_TOKEN_HOOKS, nt, 1, "next", 0);
+    JobRequest *job = rc ? NULL : job_new(served, &NEXT_TOKEN_HOOKS, nt, 1, "next", 0);
     if (!rc && !job) rc = kg_err(err, KG_ENOMEM, "out of memory");
     if (rc) {
         next_free(nt);

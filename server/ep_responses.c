@@ -136,10 +136,10 @@ static cJSON *responses_message(const Responses *rs, const char *status, const c
 // The finished choice's text, and the response's status: "failed" when a stream failed or
 // was cancelled midway, "incomplete" when max_output_tokens or the context cut it, else
 // "completed".
-static const char *responses_text(const Job *job) {
+static const char *responses_text(const JobRequest *job) {
     return job->choices[0].text.p ? job->choices[0].text.p : "";
 }
-static const char *responses_status(const Job *job) {
+static const char *responses_status(const JobRequest *job) {
     const Responses *rs = job->ctx;
     if (rs->fail_code) return "failed";
     return job->choices[0].state == SCHED_DONE_LENGTH ? "incomplete" : "completed";
@@ -147,11 +147,11 @@ static const char *responses_status(const Job *job) {
 
 // usage {input_tokens, input_tokens_details {cached_tokens}, output_tokens,
 // output_tokens_details {reasoning_tokens}, total_tokens} into j.
-static int responses_add_usage(const Job *job, cJSON *j) {
+static int responses_add_usage(const JobRequest *job, cJSON *j) {
     size_t prompt, generated;
     job_usage(job, &prompt, &generated);
     SchedStats st;
-    sched_job_stats(job->choices[0].sched_job, &st);
+    sched_seq_stats(job->choices[0].sched_seq, &st);
     cJSON *j_u = cJSON_AddObjectToObject(j, "usage");
     cJSON *j_in = j_u ? cJSON_AddObjectToObject(j_u, "input_tokens_details") : NULL;
     cJSON *j_out = j_u ? cJSON_AddObjectToObject(j_u, "output_tokens_details") : NULL;
@@ -198,7 +198,7 @@ static int responses_add_error(const Responses *rs, cJSON *j) {
 // The response object: in progress (output [], usage null) or finished (the message, the
 // usage, incomplete_details when cut, error when failed; the message of a failed one is
 // "incomplete", with the text it had). NULL on OOM.
-static cJSON *responses_object(const Job *job, int finished) {
+static cJSON *responses_object(const JobRequest *job, int finished) {
     const Responses *rs = job->ctx;
     const char *status = finished ? responses_status(job) : "in_progress";
     int cut = finished && !strcmp(status, "incomplete");
@@ -234,7 +234,7 @@ static cJSON *responses_object(const Job *job, int finished) {
 // --- the stream's events ---
 
 // A new event {"type", "sequence_number"} (the next number); NULL on OOM.
-static cJSON *responses_event_new(Job *job, const char *type) {
+static cJSON *responses_event_new(JobRequest *job, const char *type) {
     Responses *rs = job->ctx;
     cJSON *j = cJSON_CreateObject();
     if (j && cJSON_AddStringToObject(j, "type", type) &&
@@ -245,7 +245,7 @@ static cJSON *responses_event_new(Job *job, const char *type) {
 }
 
 // "event: TYPE\ndata: <j>\n\n" (j consumed; NULL counts as OOM).
-static int responses_event_send(Job *job, cJSON *j) {
+static int responses_event_send(JobRequest *job, cJSON *j) {
     const cJSON *j_type = cJSON_GetObjectItemCaseSensitive(j, "type");
     if (!cJSON_IsString(j_type) || job_sse_raw(job, "event: ") ||
         job_sse_raw(job, j_type->valuestring) || job_sse_raw(job, "\n")) {
@@ -256,7 +256,7 @@ static int responses_event_send(Job *job, cJSON *j) {
 }
 
 // j (an event; consumed, NULL counts as OOM) with j_what (consumed) as its member name, sent.
-static int responses_send_with(Job *job, cJSON *j, const char *name, cJSON *j_what) {
+static int responses_send_with(JobRequest *job, cJSON *j, const char *name, cJSON *j_what) {
     if (!j || !j_what || !cJSON_AddItemToObject(j, name, j_what)) {
         cJSON_Delete(j);
         cJSON_Delete(j_what);
@@ -267,7 +267,7 @@ static int responses_send_with(Job *job, cJSON *j, const char *name, cJSON *j_wh
 
 // An event about the message's one text part: {type, sequence_number, item_id, output_index
 // 0, content_index 0}, more members to add; NULL on OOM.
-static cJSON *responses_part_event(Job *job, const char *type) {
+static cJSON *responses_part_event(JobRequest *job, const char *type) {
     const Responses *rs = job->ctx;
     cJSON *j = responses_event_new(job, type);
     if (j && cJSON_AddStringToObject(j, "item_id", rs->msg_id) &&
@@ -279,7 +279,7 @@ static cJSON *responses_part_event(Job *job, const char *type) {
 }
 
 // An output_item event {type, sequence_number, output_index 0}, its item to add; NULL on OOM.
-static cJSON *responses_item_event(Job *job, const char *type) {
+static cJSON *responses_item_event(JobRequest *job, const char *type) {
     cJSON *j = responses_event_new(job, type);
     if (j && cJSON_AddNumberToObject(j, "output_index", 0)) return j;
     cJSON_Delete(j);
@@ -287,7 +287,7 @@ static cJSON *responses_item_event(Job *job, const char *type) {
 }
 
 // Before any token: response.created, response.in_progress, the message and its part added.
-static int responses_stream_begin(Job *job) {
+static int responses_stream_begin(JobRequest *job) {
     const Responses *rs = job->ctx;
     int rc = responses_send_with(job, responses_event_new(job, "response.created"), "response",
                                  responses_object(job, 0));
@@ -304,7 +304,7 @@ static int responses_stream_begin(Job *job) {
 }
 
 // Streamed: response.output_text.delta with t's text (none for a token without text).
-static int responses_token(Job *job, size_t i, const SchedToken *t) {
+static int responses_token(JobRequest *job, size_t i, const SchedToken *t) {
     (void)i;
     if (!job->stream || t->prompt || !t->text_len) return KG_OK;
     char *s = strndup(t->text, t->text_len);
@@ -320,7 +320,7 @@ static int responses_token(Job *job, size_t i, const SchedToken *t) {
 
 // The message has ended: its text done, its part done, the item done. Not when it failed
 // or was cancelled: responses_stream_fail then ends the stream with response.failed.
-static int responses_choice_end(Job *job, size_t i) {
+static int responses_choice_end(JobRequest *job, size_t i) {
     (void)i;
     const Responses *rs = job->ctx;
     SchedState state = job->choices[0].state;
@@ -342,7 +342,7 @@ static int responses_choice_end(Job *job, size_t i) {
 }
 
 // The last event: response.completed, or response.incomplete, with the whole object.
-static int responses_stream_end(Job *job) {
+static int responses_stream_end(JobRequest *job) {
     const char *type =
         strcmp(responses_status(job), "incomplete") ? "response.completed" : "response.incomplete";
     return responses_send_with(job, responses_event_new(job, type), "response",
@@ -366,7 +366,7 @@ static const char *responses_error_code(int code) {
 // A stream that failed or was cancelled midway ends as OpenAI's does: response.failed with
 // the response (status "failed", error {code, message}, the message so far "incomplete"),
 // never the *.done events of a completed message.
-static int responses_stream_fail(Job *job, int code, const char *message) {
+static int responses_stream_fail(JobRequest *job, int code, const char *message) {
     Responses *rs = job->ctx;
     rs->fail_code = responses_error_code(code);
     snprintf(rs->fail_message, sizeof rs->fail_message, "%s", message);
@@ -374,7 +374,7 @@ static int responses_stream_fail(Job *job, int code, const char *message) {
                                responses_object(job, 1));
 }
 
-static cJSON *responses_reply(Job *job) { return responses_object(job, 1); }
+static cJSON *responses_reply(JobRequest *job) { return responses_object(job, 1); }
 
 static void responses_free(void *ctx) {
     Responses *rs = ctx;
@@ -438,39 +438,39 @@ static int responses_turns(const cJSON *j_req, ChatTurns *turns, const char **pa
 }
 
 // The messages rendered and encoded into rs->prompt.
-static int responses_prompt(const SrvModel *m, const cJSON *j_req, Responses *rs,
+static int responses_prompt(const ApiModel *served, const cJSON *j_req, Responses *rs,
                             const char **param, char *err) {
     ChatTurns turns;
     int rc = chat_turns_init(&turns, CHAT_MAX_MESSAGES + 1, err); // + the instructions
     if (!rc) rc = responses_turns(j_req, &turns, param, err);
-    if (!rc) rc = chat_turns_prompt(m, &turns, &rs->prompt, &rs->n_prompt, err);
+    if (!rc) rc = chat_turns_prompt(served, &turns, &rs->prompt, &rs->n_prompt, err);
     chat_turns_free(&turns);
     return rc;
 }
 
-// The request into *m (the model it names), rs and s. KG_OK, or the error with *param naming
+// The request into *served (the model it names), rs and s. KG_OK, or the error with *param naming
 // the field at fault.
-static int responses_parse(const SrvApp *app, const cJSON *j_req, const SrvModel **m, Responses *rs,
-                           ApiSampling *s, const char **param, char *err) {
+static int responses_parse(const ApiApp *app, const cJSON *j_req, const ApiModel **served,
+                           Responses *rs, ApiSampling *s, const char **param, char *err) {
     *param = "model";
-    int rc = api_model(app, j_req, m, err);
-    const ApiRequest q = {.model = *m, .j_req = j_req};
+    int rc = api_model(app, j_req, served, err);
+    const ApiRequest q = {.model = *served, .j_req = j_req};
     char none; // the table's rows store nothing
     if (!rc)
         rc = api_fields(&q, RESPONSES_FIELDS, sizeof RESPONSES_FIELDS / sizeof *RESPONSES_FIELDS,
                         &none, param, err);
-    if (!rc) rc = api_sampling(*m, j_req, s, 0, 1, param, err); // 0: not given
+    if (!rc) rc = api_sampling(*served, j_req, s, 0, 1, param, err); // 0: not given
     if (rc) return rc;
     *param = "max_output_tokens";
     rc = json_int(j_req, "max_output_tokens", &rs->max_output_tokens, s->max_tokens, 1,
-                  (long long)(*m)->n_ctx, err);
-    if (!rc) rc = responses_prompt(*m, j_req, rs, param, err);
+                  (long long)(*served)->n_ctx, err);
+    if (!rc) rc = responses_prompt(*served, j_req, rs, param, err);
     if (rc) return rc;
     const cJSON *j_instr = cJSON_GetObjectItemCaseSensitive(j_req, "instructions");
     if (cJSON_IsString(j_instr) && !(rs->instructions = strdup(j_instr->valuestring)))
         return kg_err(err, KG_ENOMEM, "out of memory");
     s->max_tokens =
-        rs->max_output_tokens ? rs->max_output_tokens : chat_max_tokens(*m, rs->n_prompt);
+        rs->max_output_tokens ? rs->max_output_tokens : chat_max_tokens(*served, rs->n_prompt);
     s->n_logprobs = 0; // the text's logprobs are not reported here
     rs->temperature = s->temperature;
     rs->top_p = s->top_p;
@@ -479,17 +479,17 @@ static int responses_parse(const SrvApp *app, const cJSON *j_req, const SrvModel
 
 enum MHD_Result ep_responses(SrvReq *r, const cJSON *j_req) {
     enum MHD_Result ret = MHD_NO;
-    SrvApp *app = api_ready(r, &ret);
+    ApiApp *app = api_ready(r, &ret);
     if (!app) return ret;
     char err[KG_ERRLEN];
     const char *param = "model";
-    const SrvModel *m = NULL;
+    const ApiModel *served = NULL;
     ApiSampling s = {0};
-    Job *job = NULL;
+    JobRequest *job = NULL;
     Responses *rs = calloc(1, sizeof *rs);
-    int rc = rs ? responses_parse(app, j_req, &m, rs, &s, &param, err)
+    int rc = rs ? responses_parse(app, j_req, &served, rs, &s, &param, err)
                 : kg_err(err, KG_ENOMEM, "out of memory");
-    if (!rc) job = job_new(m, &RESPONSES_HOOKS, rs, 1, "resp", s.stream);
+    if (!rc) job = job_new(served, &RESPONSES_HOOKS, rs, 1, "resp", s.stream);
     if (!rc && !job) rc = kg_err(err, KG_ENOMEM, "out of memory");
     if (rc) {
         responses_free(rs);
@@ -499,8 +499,8 @@ enum MHD_Result ep_responses(SrvReq *r, const cJSON *j_req) {
     job->id[strlen("resp")] = '_'; // OpenAI's ids read "resp_...", "msg_..."
     snprintf(rs->msg_id, sizeof rs->msg_id, "msg_%s", job->id + strlen("resp_"));
     SchedParams params = api_sched_params(&s, rs->prompt, rs->n_prompt);
-    params.stop_tokens = &m->chat_stop_id;
-    params.n_stop_tokens = m->chat_stop_id >= 0;
+    params.stop_tokens = &served->chat_stop_id;
+    params.n_stop_tokens = served->chat_stop_id >= 0;
     if (s.stream && responses_stream_begin(job)) job->oom = 1;
     ret = job_run(r, job, &params);
     api_sampling_free(&s); // sched_submit copied what it keeps

@@ -15,7 +15,7 @@
 //
 // Cost. A position's score depends only on the tokens up to it, so positions of an earlier
 // request sharing the prefix come from the model's memo (score_memo.h; cached_tokens counts
-// them). The positions left become engine jobs, and which kind is this endpoint's choice
+// them). The positions left become engine sequences, and which kind is this endpoint's choice
 // (score_jobs): when at most SCORE_TAIL are left (a click appends one token; typing changes the
 // last one or two), each is a next-token job at its prefix, answered from the engine's prefix
 // cache when the Explorer has asked there (no forward pass). More are one prompt-scoring job:
@@ -62,7 +62,7 @@ static void score_set(ScorePos *p, const KgCandidate *c, size_t n, float logprob
     }
 }
 
-static int score_token(Job *job, size_t i, const SchedToken *t) {
+static int score_token(JobRequest *job, size_t i, const SchedToken *t) {
     Score *s = job->ctx;
     if (s->whole) { // the prompt's entries in order; the first has no candidates
         if (!t->prompt) return KG_OK;
@@ -131,21 +131,21 @@ static cJSON *score_pos_json(const Tokenizer *tok, const ScorePos *p, size_t n_a
 }
 
 // The reply; timings are the slowest choice's (they ran in one batch).
-static cJSON *score_reply_of(const SrvModel *m, const Score *s, Job *job) {
+static cJSON *score_reply_of(const ApiModel *served, const Score *s, JobRequest *job) {
     SchedStats st = {0}, one;
     size_t cached = s->n_known;
     for (size_t i = 0; job && i < job->n_choices; i++) {
-        sched_job_stats(job->choices[i].sched_job, &one);
+        sched_seq_stats(job->choices[i].sched_seq, &one);
         if (one.total_ms >= st.total_ms) st = one;
         if (!s->whole) cached += one.cached_tokens == one.prompt_tokens; // from the prefix cache
     }
     cJSON *j_root = cJSON_CreateObject(), *j_scores = NULL;
-    if (!j_root || !cJSON_AddStringToObject(j_root, "model", m->name) ||
+    if (!j_root || !cJSON_AddStringToObject(j_root, "model", served->name) ||
         !cJSON_AddItemToObject(j_root, "tokens", api_ids_json(s->prompt, s->n_prompt)) ||
         !(j_scores = cJSON_AddArrayToObject(j_root, "scores")))
         goto fail;
     for (size_t k = 0; k < s->n_prompt; k++)
-        if (!cJSON_AddItemToArray(j_scores, score_pos_json(m->tok, &s->pos[k], s->n_alt)))
+        if (!cJSON_AddItemToArray(j_scores, score_pos_json(served->tok, &s->pos[k], s->n_alt)))
             goto fail;
     if (!cJSON_AddNumberToObject(j_root, "prompt_tokens", (double)s->n_prompt) ||
         !cJSON_AddNumberToObject(j_root, "cached_tokens", (double)cached) ||
@@ -157,7 +157,7 @@ fail:
     return NULL;
 }
 
-static cJSON *score_reply(Job *job) {
+static cJSON *score_reply(JobRequest *job) {
     Score *s = job->ctx;
     for (size_t k = 1; k < s->n_prompt; k++)
         if (!s->pos[k].scored) return NULL; // the engine left a position out: 503
@@ -176,19 +176,19 @@ static void score_free(void *ctx) {
 static const JobHooks SCORE_HOOKS = {
     .token = score_token, .reply = score_reply, .free = score_free};
 
-// The engine jobs that score positions s->n_known .. (at least one is left): one next-token
+// The engine sequences that score positions s->n_known .. (at least one is left): one next-token
 // job at each prefix when at most SCORE_TAIL are left (the prefix cache may answer them), else
 // one prompt-scoring job. Sets s->whole; returns how many jobs p holds.
-static size_t score_jobs(const SrvModel *m, Score *s, SchedParams p[SCORE_TAIL]) {
+static size_t score_jobs(const ApiModel *served, Score *s, SchedParams p[SCORE_TAIL]) {
     size_t n_left = s->n_prompt - s->n_known;
     s->whole = n_left > SCORE_TAIL;
     if (s->whole) { // every position's rank and best tokens in one pass
         p[0] = (SchedParams){.kind = SCHED_GENERATE,
                              .tokens = s->prompt,
                              .n_tokens = s->n_prompt,
-                             .n_logprobs = SCORE_MAX_ALTERNATIVES < m->vocab_size
+                             .n_logprobs = SCORE_MAX_ALTERNATIVES < served->vocab_size
                                                ? SCORE_MAX_ALTERNATIVES
-                                               : m->vocab_size,
+                                               : served->vocab_size,
                              .temperature = 1,
                              .top_p = 1,
                              .score_prompt = 1};
@@ -200,24 +200,24 @@ static size_t score_jobs(const SrvModel *m, Score *s, SchedParams p[SCORE_TAIL])
         p[i] = (SchedParams){.kind = SCHED_NEXT_TOKEN,
                              .tokens = s->prompt,
                              .n_tokens = s->n_known + i,
-                             .n_candidates = m->vocab_size,
+                             .n_candidates = served->vocab_size,
                              .temperature = 1};
     return n_left;
 }
 
 enum MHD_Result ep_score(SrvReq *r, const cJSON *j_req) {
     enum MHD_Result ret = MHD_NO;
-    SrvApp *app = api_ready(r, &ret);
+    ApiApp *app = api_ready(r, &ret);
     if (!app) return ret;
     char err[KG_ERRLEN];
     const char *param = "model";
-    const SrvModel *m = NULL;
+    const ApiModel *served = NULL;
     long long n_alt = 0;
     Score *s = calloc(1, sizeof *s);
-    int rc = s ? api_model(app, j_req, &m, err) : kg_err(err, KG_ENOMEM, "out of memory");
+    int rc = s ? api_model(app, j_req, &served, err) : kg_err(err, KG_ENOMEM, "out of memory");
     if (!rc)
         rc = json_int(j_req, param = "top_alternatives", &n_alt, 0, 0, SCORE_MAX_ALTERNATIVES, err);
-    if (!rc) rc = api_prompt(m, j_req, &s->prompt, &s->n_prompt, &param, err);
+    if (!rc) rc = api_prompt(served, j_req, &s->prompt, &s->n_prompt, &param, err);
     if (!rc && !(s->pos = calloc(s->n_prompt, sizeof *s->pos)))
         rc = kg_err(err, KG_ENOMEM, "out of memory");
     if (rc) {
@@ -227,17 +227,17 @@ enum MHD_Result ep_score(SrvReq *r, const cJSON *j_req) {
     for (size_t k = 0; k < s->n_prompt; k++)
         s->pos[k] = (ScorePos){.id = s->prompt[k]};
     s->n_alt = (size_t)n_alt;
-    s->memo = m->score_memo;
+    s->memo = served->score_memo;
     s->n_known = score_memo_lookup(s->memo, s->prompt, s->n_prompt, s->pos);
     if (s->n_known == 0) s->n_known = 1; // the first token has no score
     if (s->n_known == s->n_prompt) {     // all remembered: no engine work
-        enum MHD_Result out = srv_reply_json(r, 200, score_reply_of(m, s, NULL));
+        enum MHD_Result out = srv_reply_json(r, 200, score_reply_of(served, s, NULL));
         score_free(s);
         return out;
     }
     SchedParams p[SCORE_TAIL];
-    size_t n_jobs = score_jobs(m, s, p);
-    Job *job = job_new(m, &SCORE_HOOKS, s, n_jobs, "score", 0);
+    size_t n_jobs = score_jobs(served, s, p);
+    JobRequest *job = job_new(served, &SCORE_HOOKS, s, n_jobs, "score", 0);
     if (!job) {
         score_free(s);
         return srv_reply_kg(r, KG_ENOMEM, "out of memory", NULL);

@@ -180,7 +180,7 @@ static cJSON *tgi_event(size_t index, cJSON *j_token, cJSON *j_top) {
     return j;
 }
 
-static int tgi_token(Job *job, size_t i, const SchedToken *t) {
+static int tgi_token(JobRequest *job, size_t i, const SchedToken *t) {
     (void)i;
     Tgi *g = job->ctx;
     const Tokenizer *tok = job->model->tok;
@@ -214,7 +214,7 @@ oom:
 }
 
 // TGI's finish_reason of the one choice.
-static const char *tgi_finish_reason(const Job *job) {
+static const char *tgi_finish_reason(const JobRequest *job) {
     switch (job->choices[0].state) {
     case SCHED_DONE_EOS:
         return "eos_token";
@@ -226,7 +226,7 @@ static const char *tgi_finish_reason(const Job *job) {
 }
 
 // generated_text (the inputs first with return_full_text) into j. 0 on OOM.
-static int tgi_add_generated_text(const Job *job, cJSON *j) {
+static int tgi_add_generated_text(const JobRequest *job, cJSON *j) {
     const Tgi *g = job->ctx;
     const KgBuf *text = &job->choices[0].text;
     KgBuf b = {0};
@@ -239,10 +239,10 @@ static int tgi_add_generated_text(const Job *job, cJSON *j) {
 }
 
 // details' common head {finish_reason, generated_tokens, seed} into j_d. 0 on OOM.
-static int tgi_add_details_head(const Job *job, cJSON *j_d) {
+static int tgi_add_details_head(const JobRequest *job, cJSON *j_d) {
     const Tgi *g = job->ctx;
     SchedStats st;
-    sched_job_stats(job->choices[0].sched_job, &st);
+    sched_seq_stats(job->choices[0].sched_seq, &st);
     return cJSON_AddStringToObject(j_d, "finish_reason", tgi_finish_reason(job)) &&
            cJSON_AddNumberToObject(j_d, "generated_tokens", (double)st.generated_tokens) &&
            (g->sampling ? cJSON_AddNumberToObject(j_d, "seed", (double)g->seed)
@@ -251,7 +251,7 @@ static int tgi_add_details_head(const Job *job, cJSON *j_d) {
 
 // The last event: the last token (the end-of-text token, special, when the model ended
 // before any), generated_text and the stream's details.
-static int tgi_choice_end(Job *job, size_t i) {
+static int tgi_choice_end(JobRequest *job, size_t i) {
     (void)i;
     Tgi *g = job->ctx;
     SchedState state = job->choices[0].state;
@@ -277,7 +277,7 @@ static int tgi_choice_end(Job *job, size_t i) {
 }
 
 // {generated_text, details?}, or [that] in the compat form.
-static cJSON *tgi_reply(Job *job) {
+static cJSON *tgi_reply(JobRequest *job) {
     Tgi *g = job->ctx;
     cJSON *j = cJSON_CreateObject(), *j_d;
     if (!j || !tgi_add_generated_text(job, j)) goto oom;
@@ -319,19 +319,19 @@ static int tgi_given(const cJSON *j_obj, const char *name) {
 }
 
 // "parameters" (absent or null: TGI's defaults, sampling on), read into g and s.
-static int tgi_parameters(const SrvModel *m, const cJSON *j_req, Tgi *g, ApiSampling *s,
+static int tgi_parameters(const ApiModel *served, const cJSON *j_req, Tgi *g, ApiSampling *s,
                           const char **param, char *err) {
     const cJSON *j_p = cJSON_GetObjectItemCaseSensitive(j_req, "parameters");
     if (cJSON_IsNull(j_p)) j_p = NULL;
     *param = "parameters";
     if (j_p && !cJSON_IsObject(j_p)) return kg_err(err, KG_EINVAL, "parameters must be an object");
-    const ApiRequest q = {.model = m, .j_req = j_p};
+    const ApiRequest q = {.model = served, .j_req = j_p};
     int rc = api_fields(&q, TGI_FIELDS, sizeof TGI_FIELDS / sizeof *TGI_FIELDS, &g->f, param, err);
     if (!rc) rc = json_bool(j_p, "do_sample", &g->f.do_sample, j_p == NULL, err);
     if (rc) return rc;
     if (g->f.watermark) return kg_err(err, KG_EUNSUP, "watermark is not supported");
     // the engine stops at a full context: "to the end" is at most n_ctx tokens
-    rc = api_sampling(m, j_p, s, (long long)m->n_ctx, 1, param, err);
+    rc = api_sampling(served, j_p, s, (long long)served->n_ctx, 1, param, err);
     if (rc) return rc;
     if (g->f.max_new_tokens) s->max_tokens = g->f.max_new_tokens;
     s->n_logprobs = g->f.top_n_tokens;
@@ -347,31 +347,31 @@ static int tgi_parameters(const SrvModel *m, const cJSON *j_req, Tgi *g, ApiSamp
 // Parses the request and runs it; stream: -1 reads the body's "stream" (the compat form).
 static enum MHD_Result tgi_run(SrvReq *r, const cJSON *j_req, int stream, int wrap) {
     enum MHD_Result ret = MHD_NO;
-    SrvApp *app = api_ready(r, &ret);
+    ApiApp *app = api_ready(r, &ret);
     if (!app) return ret;
     char err[KG_ERRLEN];
     const char *param = "model", *inputs;
-    const SrvModel *m = NULL;
+    const ApiModel *served = NULL;
     size_t len;
     ApiSampling s = {0};
     Tgi *g = calloc(1, sizeof *g);
-    Job *job = NULL;
+    JobRequest *job = NULL;
     // TGI serves one model; here a "model" beside "inputs" picks one as on the other routes
-    int rc = g ? api_model(app, j_req, &m, err) : kg_err(err, KG_ENOMEM, "out of memory");
+    int rc = g ? api_model(app, j_req, &served, err) : kg_err(err, KG_ENOMEM, "out of memory");
     if (!rc) rc = json_str(j_req, param = "inputs", &inputs, &len, err);
     if (!rc && !inputs) rc = kg_err(err, KG_EINVAL, "inputs is required");
     if (!rc && stream < 0) {
         param = "stream";
         rc = json_bool(j_req, "stream", &stream, 0, err);
     }
-    if (!rc) rc = tgi_parameters(m, j_req, g, &s, &param, err);
+    if (!rc) rc = tgi_parameters(served, j_req, g, &s, &param, err);
     if (!rc && stream && g->f.decoder_input_details) {
         param = "decoder_input_details";
         rc = kg_err(err, KG_ERANGE, "decoder_input_details is not supported when streaming");
     }
     if (!rc) {
         param = "inputs";
-        rc = api_prompt_from(m, inputs, len, NULL, "inputs", &g->prompt, &g->n_prompt, err);
+        rc = api_prompt_from(served, inputs, len, NULL, "inputs", &g->prompt, &g->n_prompt, err);
     }
     if (!rc && g->f.truncate && g->n_prompt > (size_t)g->f.truncate) { // keep the last ones
         size_t drop = g->n_prompt - (size_t)g->f.truncate;
@@ -383,7 +383,7 @@ static enum MHD_Result tgi_run(SrvReq *r, const cJSON *j_req, int stream, int wr
         if ((g->f.return_full_text && !(g->full_text = strndup(inputs, len))) ||
             !(g->j_tokens = cJSON_CreateArray()) || !(g->j_prefill = cJSON_CreateArray()) ||
             (g->f.top_n_tokens && !(g->j_top = cJSON_CreateArray())) ||
-            !(job = job_new(m, &TGI_HOOKS, g, 1, "tgi", stream)))
+            !(job = job_new(served, &TGI_HOOKS, g, 1, "tgi", stream)))
             rc = kg_err(err, KG_ENOMEM, "out of memory");
     }
     if (rc) {
@@ -409,22 +409,22 @@ enum MHD_Result ep_tgi_compat(SrvReq *r, const cJSON *j_req) { return tgi_run(r,
 enum MHD_Result ep_tgi_info(SrvReq *r, const cJSON *j_req) {
     (void)j_req;
     enum MHD_Result ret = MHD_NO;
-    SrvApp *app = api_ready(r, &ret);
+    ApiApp *app = api_ready(r, &ret);
     if (!app) return ret;
-    const SrvModel *m = &app->models[0]; // TGI's /info describes one model: the default one
-    const char *device = m->device ? m->device : "cpu";
+    const ApiModel *served = &app->models[0]; // TGI's /info describes one model: the default one
+    const char *device = served->device ? served->device : "cpu";
     cJSON *j = cJSON_CreateObject();
-    if (!j || !cJSON_AddStringToObject(j, "model_id", m->name) ||
+    if (!j || !cJSON_AddStringToObject(j, "model_id", served->name) ||
         !cJSON_AddNullToObject(j, "model_sha") ||
-        !cJSON_AddStringToObject(j, "model_dtype", m->dtype ? m->dtype : "f32") ||
+        !cJSON_AddStringToObject(j, "model_dtype", served->dtype ? served->dtype : "f32") ||
         !cJSON_AddStringToObject(j, "model_device_type",
                                  strncmp(device, "cuda", 4) ? "cpu" : "cuda") ||
         !cJSON_AddStringToObject(j, "model_pipeline_tag", "text-generation") ||
         !cJSON_AddNumberToObject(j, "max_concurrent_requests", (double)app->max_jobs) ||
         !cJSON_AddNumberToObject(j, "max_best_of", 1) ||
         !cJSON_AddNumberToObject(j, "max_stop_sequences", API_MAX_STOP) ||
-        !cJSON_AddNumberToObject(j, "max_input_tokens", (double)(m->n_ctx - 1)) ||
-        !cJSON_AddNumberToObject(j, "max_total_tokens", (double)m->n_ctx) ||
+        !cJSON_AddNumberToObject(j, "max_input_tokens", (double)(served->n_ctx - 1)) ||
+        !cJSON_AddNumberToObject(j, "max_total_tokens", (double)served->n_ctx) ||
         !cJSON_AddNumberToObject(j, "max_client_batch_size", 1) ||
         !cJSON_AddStringToObject(j, "router", "kogpt2d") ||
         !cJSON_AddStringToObject(j, "version", kg_version()) ||

@@ -13,17 +13,17 @@
 
 enum MHD_Result ep_tokenize(SrvReq *r, const cJSON *j_req) {
     enum MHD_Result ret = MHD_NO;
-    SrvApp *app = api_ready(r, &ret);
+    ApiApp *app = api_ready(r, &ret);
     if (!app) return ret;
     char err[KG_ERRLEN];
     const char *text, *param = "model";
-    const SrvModel *m;
+    const ApiModel *served;
     size_t len, n = 0;
     int *ids = NULL;
-    int rc = api_model(app, j_req, &m, err);
+    int rc = api_model(app, j_req, &served, err);
     if (!rc) rc = json_str(j_req, param = "text", &text, &len, err);
     if (!rc && !text) rc = kg_err(err, KG_EINVAL, "text is required");
-    if (!rc) rc = tok_encode_max(m->tok, text, len, app->max_tokenize, &ids, &n, err);
+    if (!rc) rc = tok_encode_max(served->tok, text, len, app->max_tokenize, &ids, &n, err);
     if (rc == KG_ERANGE) // stopped at the limit, or refused by length before encoding
         kg_err(err, KG_ERANGE, "n_tokens (more than %zu) exceeds --max-tokenize (%zu)",
                app->max_tokenize, app->max_tokenize);
@@ -38,7 +38,7 @@ enum MHD_Result ep_tokenize(SrvReq *r, const cJSON *j_req) {
         goto oom;
     }
     for (size_t i = 0; i < n; i++)
-        if (!cJSON_AddItemToArray(j_pieces, cJSON_CreateString(tok_piece(m->tok, ids[i]))))
+        if (!cJSON_AddItemToArray(j_pieces, cJSON_CreateString(tok_piece(served->tok, ids[i]))))
             goto oom;
     free(ids);
     return srv_reply_json(r, 200, j_root);
@@ -50,25 +50,26 @@ oom:
 
 enum MHD_Result ep_detokenize(SrvReq *r, const cJSON *j_req) {
     enum MHD_Result ret = MHD_NO;
-    SrvApp *app = api_ready(r, &ret);
+    ApiApp *app = api_ready(r, &ret);
     if (!app) return ret;
     char err[KG_ERRLEN];
     const char *param = "model";
-    const SrvModel *m;
+    const ApiModel *served;
     int *ids = NULL;
     size_t n = 0;
     char *text = NULL;
     const cJSON *j_tokens = cJSON_GetObjectItemCaseSensitive(j_req, "tokens");
-    int rc = api_model(app, j_req, &m, err);
+    int rc = api_model(app, j_req, &served, err);
     if (!rc) param = "tokens";
     if (!rc)
-        rc = j_tokens ? json_ids(j_tokens, "tokens", &ids, &n, 0, (long long)m->vocab_size - 1, err)
-                      : kg_err(err, KG_EINVAL, "tokens is required");
+        rc = j_tokens
+                 ? json_ids(j_tokens, "tokens", &ids, &n, 0, (long long)served->vocab_size - 1, err)
+                 : kg_err(err, KG_EINVAL, "tokens is required");
     if (!rc && n > app->max_tokenize)
         rc = kg_err(err, KG_ERANGE, "n_tokens (%zu) exceeds --max-tokenize (%zu)", n,
                     app->max_tokenize);
     size_t len = 0;
-    if (!rc) rc = tok_decode(m->tok, ids, n, &text, &len, err);
+    if (!rc) rc = tok_decode(served->tok, ids, n, &text, &len, err);
     // a byte token 0x00 decodes to a NUL, which a JSON string of cJSON would silently end at:
     // refused, never cut
     const char *nul = rc ? NULL : memchr(text, 0, len);

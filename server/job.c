@@ -1,4 +1,4 @@
-// job.c — the engine work behind one HTTP request: submit one engine job per choice, wait
+// job.c — the engine work behind one HTTP request: submit one engine sequence per choice, wait
 // for them or stream them, and hand every token to the endpoint's hooks (job.h).
 #include "job.h"
 
@@ -9,11 +9,11 @@
 #include "base/kg.h"
 #include "server/http/metrics.h"
 
-#define JOB_READ_BATCH 32 // tokens copied out of the engine per sched_job_read
+#define JOB_READ_BATCH 32 // tokens copied out of the engine per sched_seq_read
 
-int job_sse_raw(Job *job, const char *s) { return buf_append(&job->out, s, strlen(s)); }
+int job_sse_raw(JobRequest *job, const char *s) { return buf_append(&job->out, s, strlen(s)); }
 
-int job_sse_json(Job *job, cJSON *j) {
+int job_sse_json(JobRequest *job, cJSON *j) {
     char *text = j ? cJSON_PrintUnformatted(j) : NULL;
     cJSON_Delete(j);
     int rc = text ? KG_OK : KG_ENOMEM;
@@ -24,7 +24,7 @@ int job_sse_json(Job *job, cJSON *j) {
     return rc;
 }
 
-cJSON *job_openai_object(const Job *job, const char *object, cJSON **j_choices) {
+cJSON *job_openai_object(const JobRequest *job, const char *object, cJSON **j_choices) {
     cJSON *j_root = cJSON_CreateObject();
     if (!j_root || !cJSON_AddStringToObject(j_root, "id", job->id) ||
         !cJSON_AddStringToObject(j_root, "object", object) ||
@@ -37,7 +37,7 @@ cJSON *job_openai_object(const Job *job, const char *object, cJSON **j_choices) 
     return j_root;
 }
 
-int job_sse_usage(Job *job, cJSON *j) {
+int job_sse_usage(JobRequest *job, cJSON *j) {
     size_t prompt, generated;
     job_usage(job, &prompt, &generated);
     if (!j || !api_add_usage(j, prompt, generated)) {
@@ -47,7 +47,7 @@ int job_sse_usage(Job *job, cJSON *j) {
     return job_sse_json(job, j);
 }
 
-const char *job_finish_reason(const Job *job, size_t i, int openai) {
+const char *job_finish_reason(const JobRequest *job, size_t i, int openai) {
     switch (job->choices[i].state) {
     case SCHED_DONE_STOP:
         return "stop";
@@ -62,21 +62,21 @@ const char *job_finish_reason(const Job *job, size_t i, int openai) {
     }
 }
 
-void job_usage(const Job *job, size_t *prompt_tokens, size_t *generated_tokens) {
+void job_usage(const JobRequest *job, size_t *prompt_tokens, size_t *generated_tokens) {
     *prompt_tokens = *generated_tokens = 0;
     for (size_t i = 0; i < job->n_choices; i++) {
         SchedStats st;
-        sched_job_stats(job->choices[i].sched_job, &st);
+        sched_seq_stats(job->choices[i].sched_seq, &st);
         if (i % job->n_per_prompt == 0) *prompt_tokens += st.prompt_tokens; // its first sample
         *generated_tokens += st.generated_tokens;
     }
 }
 
 // The first failed choice's error code and message, or KG_OK.
-static int job_error(const Job *job, char *err) {
+static int job_error(const JobRequest *job, char *err) {
     for (size_t i = 0; i < job->n_choices; i++) {
         SchedState st = job->choices[i].state;
-        if (st == SCHED_DONE_ERROR) return sched_job_error(job->choices[i].sched_job, err);
+        if (st == SCHED_DONE_ERROR) return sched_seq_error(job->choices[i].sched_seq, err);
         if (st == SCHED_DONE_CANCELLED)
             return kg_err(err, KG_ECANCEL, "cancelled: the server is shutting down");
     }
@@ -84,12 +84,12 @@ static int job_error(const Job *job, char *err) {
 }
 
 // Copies out everything the engine has for choice i; at its end, its final event.
-static void job_poll_choice(Job *job, size_t i) {
+static void job_poll_choice(JobRequest *job, size_t i) {
     JobChoice *c = &job->choices[i];
     SchedToken toks[JOB_READ_BATCH];
     size_t n;
     do {
-        n = sched_job_read(c->sched_job, toks, JOB_READ_BATCH, &c->state);
+        n = sched_seq_read(c->sched_seq, toks, JOB_READ_BATCH, &c->state);
         for (size_t k = 0; k < n; k++) {
             const SchedToken *t = &toks[k];
             if (!t->prompt && t->id >= 0 && !job->first_token_seen) {
@@ -110,7 +110,7 @@ static void job_poll_choice(Job *job, size_t i) {
 }
 
 // Polls every choice. 1 when every one has ended.
-static int job_poll(Job *job) {
+static int job_poll(JobRequest *job) {
     int all_ended = 1;
     for (size_t i = 0; i < job->n_choices; i++) {
         job_poll_choice(job, i);
@@ -121,26 +121,26 @@ static int job_poll(Job *job) {
 
 // The request completed (answered, hung up or shut down): count tokens, drop the job.
 static void job_done(SrvReq *r, int aborted) {
-    Job *job = r->ctx;
+    JobRequest *job = r->ctx;
     for (size_t i = 0; i < job->n_choices; i++) {
         JobChoice *c = &job->choices[i];
-        if (!c->sched_job) continue;
-        if (aborted) sched_job_cancel(c->sched_job);
+        if (!c->sched_seq) continue;
+        if (aborted) sched_seq_cancel(c->sched_seq);
         SchedStats st;
-        sched_job_stats(c->sched_job, &st);
+        sched_seq_stats(c->sched_seq, &st);
         // a cancelled job may not have its final figures yet: count what was sent
         size_t generated =
             st.generated_tokens > c->n_generated ? st.generated_tokens : c->n_generated;
         metrics_tokens(r->endpoint, job->model->name, st.prompt_tokens, st.cached_tokens, generated,
                        st.decode_ms);
-        sched_job_release(c->sched_job); // after this the engine never calls srv_wake(r)
+        sched_seq_release(c->sched_seq); // after this the engine never calls srv_wake(r)
     }
     job_free(job);
     r->ctx = NULL;
 }
 
 // The whole answer once every choice is done (not streamed).
-static enum MHD_Result job_reply(SrvReq *r, Job *job) {
+static enum MHD_Result job_reply(SrvReq *r, JobRequest *job) {
     char err[KG_ERRLEN];
     int code = job_error(job, err);
     if (code) return srv_reply_kg(r, code, err, NULL);
@@ -150,7 +150,7 @@ static enum MHD_Result job_reply(SrvReq *r, Job *job) {
 
 // MHD calls this again after each srv_wake(): answer when every choice is done, else wait.
 static enum MHD_Result job_resume(SrvReq *r) {
-    Job *job = r->ctx;
+    JobRequest *job = r->ctx;
     for (;;) {
         if (job_poll(job)) return job_reply(r, job);
         if (srv_client_gone(r)) return MHD_NO; // reset: close; job_done cancels
@@ -160,12 +160,12 @@ static enum MHD_Result job_resume(SrvReq *r) {
 
 // The stream's last events: if a choice failed (the others are cancelled), the endpoint's
 // failure events or else an error event in r's route's shape; else the endpoint's end.
-static void job_stream_end(SrvReq *r, Job *job) {
+static void job_stream_end(SrvReq *r, JobRequest *job) {
     char err[KG_ERRLEN];
     int code = job_error(job, err);
     if (code) {
         for (size_t i = 0; i < job->n_choices; i++)
-            sched_job_cancel(job->choices[i].sched_job);
+            sched_seq_cancel(job->choices[i].sched_seq);
         int rc =
             job->hooks->stream_fail
                 ? job->hooks->stream_fail(job, code, err)
@@ -178,7 +178,7 @@ static void job_stream_end(SrvReq *r, Job *job) {
 }
 
 static ssize_t job_stream_pull(SrvReq *r, char *buf, size_t max) {
-    Job *job = r->ctx;
+    JobRequest *job = r->ctx;
     if (job->out_pos == job->out.len) {
         job->out.len = job->out_pos = 0;
         if (job->finished) return MHD_CONTENT_READER_END_OF_STREAM;
@@ -195,17 +195,17 @@ static ssize_t job_stream_pull(SrvReq *r, char *buf, size_t max) {
 
 static void job_notify(void *ctx) { srv_wake(ctx); }
 
-enum MHD_Result job_run(SrvReq *r, Job *job, const SchedParams *params) {
+enum MHD_Result job_run(SrvReq *r, JobRequest *job, const SchedParams *params) {
     char err[KG_ERRLEN];
     r->ctx = job;
     r->done = job_done; // from here every path ends in job_done: it releases what was submitted
     job->t_start = kg_now_s();
     for (size_t i = 0; i < job->n_choices; i++) {
         int rc = sched_submit(job->model->sched, &params[i], job_notify, r,
-                              &job->choices[i].sched_job, err);
+                              &job->choices[i].sched_seq, err);
         if (rc) {
             for (size_t k = 0; k < i; k++)
-                sched_job_cancel(job->choices[k].sched_job);
+                sched_seq_cancel(job->choices[k].sched_seq);
             return srv_reply_kg(r, rc, err, NULL);
         }
     }
@@ -214,23 +214,23 @@ enum MHD_Result job_run(SrvReq *r, Job *job, const SchedParams *params) {
     return job_resume(r);
 }
 
-Job *job_new(const SrvModel *model, const JobHooks *hooks, void *ctx, size_t n_choices,
-             const char *id_prefix, int stream) {
-    Job *job = calloc(1, sizeof *job);
+JobRequest *job_new(const ApiModel *model, const JobHooks *hooks, void *ctx, size_t n_choices,
+                    const char *id_prefix, int stream) {
+    JobRequest *job = calloc(1, sizeof *job);
     JobChoice *choices = calloc(n_choices, sizeof *choices);
     if (!job || !choices) {
         free(job);
         free(choices);
         return NULL;
     }
-    *job = (Job){.hooks = hooks,
-                 .ctx = ctx,
-                 .model = model,
-                 .stream = stream,
-                 .n_choices = n_choices,
-                 .choices = choices,
-                 .n_per_prompt = 1,
-                 .created = time(NULL)};
+    *job = (JobRequest){.hooks = hooks,
+                        .ctx = ctx,
+                        .model = model,
+                        .stream = stream,
+                        .n_choices = n_choices,
+                        .choices = choices,
+                        .n_per_prompt = 1,
+                        .created = time(NULL)};
     for (size_t i = 0; i < n_choices; i++)
         choices[i].state = SCHED_RUNNING;
     static atomic_ulong seq;
@@ -239,7 +239,7 @@ Job *job_new(const SrvModel *model, const JobHooks *hooks, void *ctx, size_t n_c
     return job;
 }
 
-void job_free(Job *job) {
+void job_free(JobRequest *job) {
     if (!job) return;
     job->hooks->free(job->ctx);
     for (size_t i = 0; i < job->n_choices; i++)

@@ -101,25 +101,25 @@ static int main_warm_up(Sched *s, int token, char *err) {
                      .n_tokens = 1,
                      .n_candidates = 1,
                      .temperature = 1};
-    SchedJob *job;
+    SchedSeq *job;
     int rc = sched_submit(s, &p, main_warm_notify, NULL, &job, err);
     if (rc) return rc;
     SchedState state = SCHED_RUNNING;
     SchedToken t;
     while (state == SCHED_RUNNING) {
-        sched_job_read(job, &t, 1, &state);
+        sched_seq_read(job, &t, 1, &state);
         if (state == SCHED_RUNNING) nanosleep(&(struct timespec){0, 1000000}, NULL);
     }
-    if (state == SCHED_DONE_ERROR) rc = sched_job_error(job, err);
-    sched_job_release(job);
+    if (state == SCHED_DONE_ERROR) rc = sched_seq_error(job, err);
+    sched_seq_release(job);
     return rc;
 }
 
 // Model i of a (its directory, and its own dtype, ctx-size and chat template where given,
-// else the flags') into m (what the endpoints see) and mm (what main frees with main_unload,
+// else the flags') into served (what the endpoints see) and mm (what main frees with main_unload,
 // also after an error): its tokenizer, backend, weights, engine (warmed up by one step) and
 // chat template. KG_OK or an error in err.
-static int main_load(const MainArgs *a, size_t i, SrvModel *m, MainModel *mm, char *err) {
+static int main_load(const MainArgs *a, size_t i, ApiModel *served, MainModel *mm, char *err) {
     const char *dir = a->models[i].dir;
     const KgDtype dtype = a->models[i].dtype_set ? a->models[i].dtype : a->dtype;
     const long ctx_size = a->models[i].ctx_size ? a->models[i].ctx_size : a->ctx_size;
@@ -128,44 +128,44 @@ static int main_load(const MainArgs *a, size_t i, SrvModel *m, MainModel *mm, ch
     if ((rc = tok_open(&mm->tok, dir, err))) return rc;
     if (!(mm->be = main_backend(a, err))) return KG_EIO;
     KgBackend *be = mm->be;
-    Gpt2 *model = &mm->gpt2;
+    Gpt2 *gpt2 = &mm->gpt2;
     be->mixed = a->precision; // before any matmul, the warm-up's included
     if (a->kv_dtype != KG_DTYPE_AUTO) be->kv_dtype = a->kv_dtype; // before the pool is made
     const char *note = kg_precision_note(be);
     if (note && !a->quiet) log_msg(LOG_INFO, "%s", note);
-    if ((rc = gpt2_open(model, dir, be, dtype, err))) return rc;
+    if ((rc = gpt2_open(gpt2, dir, be, dtype, err))) return rc;
     mm->gpt2_open = 1;
     if (!a->quiet)
-        log_msg(LOG_INFO, "loaded %s%s%s", model->src.what, model->warning[0] ? "; " : "",
-                model->warning);
+        log_msg(LOG_INFO, "loaded %s%s%s", gpt2->src.what, gpt2->warning[0] ? "; " : "",
+                gpt2->warning);
     size_t vocab = tok_vocab_size(mm->tok);
-    if (vocab > model->config.vocab_size)
+    if (vocab > gpt2->config.vocab_size)
         return kg_err(err, KG_EFORMAT, "%s: the tokenizer has %zu ids, the model only %zu", dir,
-                      vocab, model->config.vocab_size);
+                      vocab, gpt2->config.vocab_size);
     // the config's special ids must be the tokenizer's too (a short tokenizer.json would
     // otherwise fail later as "token id 2 is outside the vocabulary")
     const struct {
         const char *name;
         int id;
-    } special[] = {{"bos_token_id", model->config.bos_id},
-                   {"eos_token_id", model->config.eos_id},
-                   {"pad_token_id", model->config.pad_id}};
+    } special[] = {{"bos_token_id", gpt2->config.bos_id},
+                   {"eos_token_id", gpt2->config.eos_id},
+                   {"pad_token_id", gpt2->config.pad_id}};
     for (size_t i = 0; i < sizeof special / sizeof *special; i++)
         if (special[i].id >= 0 && (size_t)special[i].id >= vocab)
             return kg_err(err, KG_EFORMAT,
                           "%s: config.json's %s %d is not an id of the tokenizer there (it has "
                           "%zu)",
                           dir, special[i].name, special[i].id, vocab);
-    size_t n_ctx = model->config.n_ctx;
+    size_t n_ctx = gpt2->config.n_ctx;
     if (ctx_size > 0 && (size_t)ctx_size < n_ctx) n_ctx = (size_t)ctx_size;
-    size_t block_bytes = kv_block_bytes(&model->config, be->kv_dtype);
-    size_t kv_blocks = main_kv_blocks(a, block_bytes, model->config.n_ctx);
-    size_t one = kv_blocks_for(model->config.n_ctx) + 1; // a context, and a block to copy into
+    size_t block_bytes = kv_block_bytes(&gpt2->config, be->kv_dtype);
+    size_t kv_blocks = main_kv_blocks(a, block_bytes, gpt2->config.n_ctx);
+    size_t one = kv_blocks_for(gpt2->config.n_ctx) + 1; // a context, and a block to copy into
     if (kv_blocks < one)
         return kg_err(err, KG_EINVAL,
                       "--kv-cache-mb %ld holds %zu blocks of %d positions; one context of %zu "
                       "positions needs %zu (%.1f MiB at --kv-dtype %s)",
-                      a->kv_cache_mb, kv_blocks, KV_BLOCK_LEN, model->config.n_ctx, one,
+                      a->kv_cache_mb, kv_blocks, KV_BLOCK_LEN, gpt2->config.n_ctx, one,
                       (double)(one * block_bytes) / (1 << 20), kg_dtype_name(be->kv_dtype));
     SchedOptions sopt = {.max_batch = (size_t)a->max_batch,
                          .max_queue = (size_t)a->max_queue,
@@ -174,30 +174,30 @@ static int main_load(const MainArgs *a, size_t i, SrvModel *m, MainModel *mm, ch
                          .max_prompt = n_ctx,
                          .step_tokens = (size_t)a->batch_tokens,
                          .speculate = !a->no_speculate};
-    if ((rc = sched_start(&mm->sched, model, mm->tok, &sopt, err))) return rc;
-    int eos = model->config.eos_id >= 0 ? model->config.eos_id : 0;
+    if ((rc = sched_start(&mm->sched, gpt2, mm->tok, &sopt, err))) return rc;
+    int eos = gpt2->config.eos_id >= 0 ? gpt2->config.eos_id : 0;
     if ((rc = main_warm_up(mm->sched, eos, err))) return rc;
-    m->sched = mm->sched;
-    m->tok = mm->tok;
-    m->n_ctx = n_ctx;
-    m->vocab_size = vocab;
-    m->weight_bytes = gpt2_weight_bytes(model);
-    m->device = be->ops->name;
-    m->dtype = kg_dtype_name(model->dtype);
-    m->kv_dtype = kg_dtype_name(be->kv_dtype);
-    return ep_chat_setup(m, dir, chat, &mm->chat, err);
+    served->sched = mm->sched;
+    served->tok = mm->tok;
+    served->n_ctx = n_ctx;
+    served->vocab_size = vocab;
+    served->weight_bytes = gpt2_weight_bytes(gpt2);
+    served->device = be->ops->name;
+    served->dtype = kg_dtype_name(gpt2->dtype);
+    served->kv_dtype = kg_dtype_name(be->kv_dtype);
+    return ep_chat_setup(served, dir, chat, &mm->chat, err);
 }
 
 // The line saying a loaded model serves (after /readyz turned 200: a script may wait for it).
-static void main_log_ready(const SrvModel *m, const MainModel *mm) {
+static void main_log_ready(const ApiModel *served, const MainModel *mm) {
     const Gpt2Config *c = &mm->gpt2.config;
     SchedGauges g;
     sched_gauges(mm->sched, &g);
     log_msg(LOG_INFO,
             "ready: %s (%zu layers, %zu wide, n_ctx %zu, vocab %zu) on %s, precision %s, KV cache "
             "%s %.1f MiB (%zu blocks of %d positions)",
-            m->name, c->n_layer, c->n_embd, m->n_ctx, m->vocab_size, m->device,
-            mm->be->mixed == KG_BF16 ? "bf16" : "f32", m->kv_dtype,
+            served->name, c->n_layer, c->n_embd, served->n_ctx, served->vocab_size, served->device,
+            mm->be->mixed == KG_BF16 ? "bf16" : "f32", served->kv_dtype,
             (double)g.kv.blocks * (double)g.kv.block_bytes / (1 << 20), g.kv.blocks, KV_BLOCK_LEN);
 }
 
@@ -294,7 +294,7 @@ static int main_serve(MainArgs *a) {
     }
 
     char err[KG_ERRLEN], web_buf[PATH_MAX];
-    static SrvApp app;
+    static ApiApp app;
     if (!(app.models = calloc(a->n_models, sizeof *app.models))) {
         log_msg(LOG_ERROR, "out of memory");
         return 1;

@@ -15,7 +15,22 @@ int openai_add_finish(cJSON *j_obj, const char *finish) {
     return j ? KG_OK : KG_ENOMEM;
 }
 
-int openai_stream_end(Job *job, const char *object, int include_usage) {
+cJSON *openai_reply(JobRequest *job, const char *object, OpenaiChoiceFn write_choice) {
+    size_t prompt, generated;
+    job_usage(job, &prompt, &generated);
+    cJSON *j_choices;
+    cJSON *j_root = job_openai_object(job, object, &j_choices);
+    if (!j_root) return NULL;
+    for (size_t i = 0; i < job->n_choices; i++)
+        if (write_choice(job, j_choices, i)) goto oom;
+    if (!api_add_usage(j_root, prompt, generated)) goto oom;
+    return j_root;
+oom:
+    cJSON_Delete(j_root);
+    return NULL;
+}
+
+int openai_stream_end(JobRequest *job, const char *object, int include_usage) {
     if (include_usage) {
         cJSON *j_choices;
         cJSON *j = job_openai_object(job, object, &j_choices);

@@ -16,9 +16,18 @@ int openai_add_logprobs(cJSON *j_obj, cJSON *j_lp);
 // KG_OK or KG_ENOMEM.
 int openai_add_finish(cJSON *j_obj, const char *finish);
 
+// Writes choice i of a whole reply into j_choices (an endpoint's own choice object: a
+// completion's "text", a chat completion's "message"). KG_OK or KG_ENOMEM.
+typedef int (*OpenaiChoiceFn)(JobRequest *job, cJSON *j_choices, size_t i);
+
+// The whole reply of a request that did not stream: {"id", "object": object, "created",
+// "model", "choices": [write_choice(job, choices, i) for each choice], "usage"}. NULL on OOM.
+// The caller owns the result. The endpoints' reply hook, on the thread that runs the job.
+cJSON *openai_reply(JobRequest *job, const char *object, OpenaiChoiceFn write_choice);
+
 // The end of a stream, once every choice has sent its last chunk: with include_usage a chunk
 // of object ("text_completion", "chat.completion.chunk") with "choices": [] and the usage of
 // every choice, then "data: [DONE]". KG_OK or KG_ENOMEM. The endpoints' stream_end hook.
-int openai_stream_end(Job *job, const char *object, int include_usage);
+int openai_stream_end(JobRequest *job, const char *object, int include_usage);
 
 #endif

@@ -10,31 +10,32 @@
 #include "api.h"
 #include "server/http/json_in.h"
 
-SrvApp *api_ready(SrvReq *r, enum MHD_Result *ret) {
-    SrvApp *app = srv_app(r->srv);
+ApiApp *api_ready(SrvReq *r, enum MHD_Result *ret) {
+    ApiApp *app = srv_app(r->srv);
     if (atomic_load(&app->ready)) return app;
     *ret = srv_reply_error(r, 503, "the model is loading", NULL);
     return NULL;
 }
 
-int api_prompt_from(const SrvModel *m, const char *text, size_t len, const cJSON *j_tokens,
+int api_prompt_from(const ApiModel *served, const char *text, size_t len, const cJSON *j_tokens,
                     const char *name, int **ids, size_t *n, char *err) {
     int rc;
     if (text) // stops at n_ctx: a megabyte of text costs no more than a prompt that fits
-        rc = tok_encode_max(m->tok, text, len, m->n_ctx, ids, n, err);
+        rc = tok_encode_max(served->tok, text, len, served->n_ctx, ids, n, err);
     else
-        rc = json_ids(j_tokens, name, ids, n, 0, (long long)m->vocab_size - 1, err);
+        rc = json_ids(j_tokens, name, ids, n, 0, (long long)served->vocab_size - 1, err);
     if (text && rc == KG_ERANGE)
         return kg_err(err, KG_ERANGE, "n_prompt_tokens (more than %zu) exceeds n_ctx (%zu)",
-                      m->n_ctx, m->n_ctx);
+                      served->n_ctx, served->n_ctx);
     if (rc) return rc;
     if (*n == 0) return kg_err(err, KG_ERANGE, "the prompt is empty");
-    if (*n > m->n_ctx)
-        return kg_err(err, KG_ERANGE, "n_prompt_tokens (%zu) exceeds n_ctx (%zu)", *n, m->n_ctx);
+    if (*n > served->n_ctx)
+        return kg_err(err, KG_ERANGE, "n_prompt_tokens (%zu) exceeds n_ctx (%zu)", *n,
+                      served->n_ctx);
     return KG_OK;
 }
 
-int api_prompt(const SrvModel *m, const cJSON *j_req, int **ids, size_t *n, const char **param,
+int api_prompt(const ApiModel *served, const cJSON *j_req, int **ids, size_t *n, const char **param,
                char *err) {
     const char *text;
     size_t len;
@@ -46,7 +47,7 @@ int api_prompt(const SrvModel *m, const cJSON *j_req, int **ids, size_t *n, cons
     if (text && j_tokens) return kg_err(err, KG_EINVAL, "give text or tokens, not both");
     if (!text && !j_tokens) return kg_err(err, KG_EINVAL, "text or tokens is required");
     if (!text) *param = "tokens";
-    return api_prompt_from(m, text, len, j_tokens, "tokens", ids, n, err);
+    return api_prompt_from(served, text, len, j_tokens, "tokens", ids, n, err);
 }
 
 // 1 when model is a URL, http(s)://host[:port][/...]: Hugging Face's clients send the
@@ -56,7 +57,7 @@ static int api_model_is_url(const char *model) {
     return n && model[n] && model[n] != '/';
 }
 
-const SrvModel *api_model_named(const SrvApp *app, const char *model, char *err) {
+const ApiModel *api_model_named(const ApiApp *app, const char *model, char *err) {
     for (size_t i = 0; i < app->n_models; i++)
         if (!strcmp(model, app->models[i].name)) return &app->models[i];
     char served[KG_ERRLEN] = "";
@@ -72,21 +73,21 @@ const SrvModel *api_model_named(const SrvApp *app, const char *model, char *err)
     return NULL;
 }
 
-int api_model(const SrvApp *app, const cJSON *j_req, const SrvModel **m, char *err) {
+int api_model(const ApiApp *app, const cJSON *j_req, const ApiModel **served, char *err) {
     const char *model;
-    *m = &app->models[0];
+    *served = &app->models[0];
     int rc = json_str(j_req, "model", &model, NULL, err);
     if (rc || !model || api_model_is_url(model)) return rc;
-    *m = api_model_named(app, model, err);
-    return *m ? KG_OK : KG_ENOTFOUND;
+    *served = api_model_named(app, model, err);
+    return *served ? KG_OK : KG_ENOTFOUND;
 }
 
 // --- request fields as a table ---
 
 // A row's upper bound when it is the model's figure, not a constant.
-static double api_field_hi(const SrvModel *m, const ApiField *f) {
-    if (f->hi_is == API_HI_N_CTX) return (double)m->n_ctx;
-    if (f->hi_is == API_HI_VOCAB) return (double)m->vocab_size;
+static double api_field_hi(const ApiModel *served, const ApiField *f) {
+    if (f->hi_is == API_HI_N_CTX) return (double)served->n_ctx;
+    if (f->hi_is == API_HI_VOCAB) return (double)served->vocab_size;
     return f->hi;
 }
 
@@ -284,10 +285,10 @@ static const ApiField SAMPLING_FIELDS[] = {
     {"stop", API_READ, .read = api_read_stop},
 };
 
-int api_sampling(const SrvModel *m, const cJSON *j_req, ApiSampling *s,
+int api_sampling(const ApiModel *served, const cJSON *j_req, ApiSampling *s,
                  long long max_tokens_default, long long max_tokens_min, const char **param,
                  char *err) {
-    const ApiRequest q = {.model = m,
+    const ApiRequest q = {.model = served,
                           .j_req = j_req,
                           .max_tokens_default = max_tokens_default,
                           .max_tokens_min = max_tokens_min};

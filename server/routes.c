@@ -2,17 +2,16 @@
 // endpoint is a row here and its own ep_<name>.c (api.h lists the steps).
 //
 // Every endpoint reads top to bottom in its own file (its request, its reply, its hooks into the
-// engine job of job.c): ep_next_token.c, ep_score.c, ep_generate.c, ep_completions.c, ep_chat.c,
-// ep_responses.c, ep_tokenize.c, ep_info.c, ep_tgi.c (TGI's), ep_sagemaker.c. Errors are {"error":
-// {code (the HTTP status), type (OpenAI's), message, param}}: 400 malformed JSON, wrong type,
-// invalid UTF-8, missing field; 401 API key; 404 (a wrong model: model_not_found); 405 (+Allow);
-// 413 body over --max-body; 415 not application/json; 422 a value out of range (param names it),
-// empty or over-long prompt (the message says n_prompt_tokens and n_ctx), a token id outside the
-// vocabulary, something unsupported; 429 queue full (+Retry-After); 503 loading, out of memory,
-// cancelled by shutdown, a connection over --max-connections or --max-connections-per-ip, or every
-// work thread busy with --max-work-queue waiting (+Retry-After). The TGI routes answer the same
-// statuses in TGI's {"error", "error_type"}.
-// Unknown keys are ignored; null means "not given".
+// engine sequence of job.c): ep_next_token.c, ep_score.c, ep_generate.c, ep_completions.c,
+// ep_chat.c, ep_responses.c, ep_tokenize.c, ep_info.c, ep_tgi.c (TGI's), ep_sagemaker.c. Errors are
+// {"error": {code (the HTTP status), type (OpenAI's), message, param}}: 400 malformed JSON, wrong
+// type, invalid UTF-8, missing field; 401 API key; 404 (a wrong model: model_not_found); 405
+// (+Allow); 413 body over --max-body; 415 not application/json; 422 a value out of range (param
+// names it), empty or over-long prompt (the message says n_prompt_tokens and n_ctx), a token id
+// outside the vocabulary, something unsupported; 429 queue full (+Retry-After); 503 loading, out of
+// memory, cancelled by shutdown, a connection over --max-connections or --max-connections-per-ip,
+// or every work thread busy with --max-work-queue waiting (+Retry-After). The TGI routes answer the
+// same statuses in TGI's {"error", "error_type"}. Unknown keys are ignored; null means "not given".
 #include "api.h"
 
 // The POST routes' bodies (up to --max-body) are parsed, tokenized and templated on the work

@@ -78,27 +78,27 @@ static void test_turns(void) {
     chat_turns_free(&t);
 }
 
-// The default model's tokenizer and template in m (split: m->chat_split_special).
-static void open_default(SrvModel *m, Tokenizer **tok, ChatTemplate **tpl, int split) {
+// The default model's tokenizer and template in served (split: served->chat_split_special).
+static void open_default(ApiModel *served, Tokenizer **tok, ChatTemplate **tpl, int split) {
     const char *src = getenv("KG_SOURCE_DIR");
     char path[PATH_MAX], err[KG_ERRLEN];
     snprintf(path, sizeof path, "%s/models/default/kogpt2-default.model", src ? src : "..");
     if (tok_open(tok, path, err)) SKIP("%s (the default model's tokenizer)", err);
     REQUIRE(chat_template_parse(tpl, DEFAULT_TEMPLATE, strlen(DEFAULT_TEMPLATE), err) == KG_OK,
             "%s", err);
-    *m = (SrvModel){.name = "default",
-                    .tok = *tok,
-                    .n_ctx = 512,
-                    .vocab_size = tok_vocab_size(*tok),
-                    .chat_template = *tpl,
-                    .bos_token = "<s>",
-                    .eos_token = "</s>",
-                    .chat_stop_id = -1,
-                    .chat_split_special = split};
+    *served = (ApiModel){.name = "default",
+                         .tok = *tok,
+                         .n_ctx = 512,
+                         .vocab_size = tok_vocab_size(*tok),
+                         .chat_template = *tpl,
+                         .bos_token = "<s>",
+                         .eos_token = "</s>",
+                         .chat_stop_id = -1,
+                         .chat_split_special = split};
 }
 
-// The prompt of turns (role, content) pairs under m: its code, *ids and *n.
-static int prompt(const SrvModel *m, const char *const (*turns)[2], size_t n_turns, int **ids,
+// The prompt of turns (role, content) pairs under served: its code, *ids and *n.
+static int prompt(const ApiModel *served, const char *const (*turns)[2], size_t n_turns, int **ids,
                   size_t *n, char *err) {
     ChatTurns t;
     REQUIRE(chat_turns_init(&t, n_turns, err) == KG_OK, "%s", err);
@@ -109,24 +109,24 @@ static int prompt(const SrvModel *m, const char *const (*turns)[2], size_t n_tur
         cJSON_Delete(j); // chat_turns_add copied the content
     }
     *ids = NULL;
-    int rc = chat_turns_prompt(m, &t, ids, n, err);
+    int rc = chat_turns_prompt(served, &t, ids, n, err);
     chat_turns_free(&t);
     return rc;
 }
 
 static void test_prompt(void) {
-    SrvModel m;
+    ApiModel served;
     Tokenizer *tok;
     ChatTemplate *tpl;
     char err[KG_ERRLEN];
     int *ids;
     size_t n = 0;
-    open_default(&m, &tok, &tpl, 1);
+    open_default(&served, &tok, &tpl, 1);
     REQUIRE(tok_special(tok).eos == 2, "the default tokenizer's eos is %d", tok_special(tok).eos);
 
     const char *const one[][2] = {{"user", "안녕하세요"}};
     const int want_one[] = {2, 8302, 1790, 13};
-    CHECK(prompt(&m, one, 1, &ids, &n, err) == KG_OK);
+    CHECK(prompt(&served, one, 1, &ids, &n, err) == KG_OK);
     CHECK(ids_equal(ids, n, want_one, 4));
     print_ids("</s>안녕하세요\\n, split", ids, n);
     free(ids);
@@ -134,7 +134,7 @@ static void test_prompt(void) {
     // two questions: each </s> its id, the texts between encoded alone
     const char *const three[][2] = {{"user", "안녕"}, {"assistant", "네"}, {"user", "잘 가"}};
     const int want_three[] = {2, 8302, 13, 10263, 2, 317, 285, 13};
-    CHECK(prompt(&m, three, 3, &ids, &n, err) == KG_OK);
+    CHECK(prompt(&served, three, 3, &ids, &n, err) == KG_OK);
     CHECK(ids_equal(ids, n, want_three, 8));
     print_ids("</s>안녕\\n네</s>잘 가\\n, split", ids, n);
     free(ids);
@@ -142,32 +142,32 @@ static void test_prompt(void) {
     // the system role is not in this template: nothing of it reaches the prompt
     const char *const sys[][2] = {{"system", "You are a helpful assistant."},
                                   {"user", "안녕하세요"}};
-    CHECK(prompt(&m, sys, 2, &ids, &n, err) == KG_OK && ids_equal(ids, n, want_one, 4));
+    CHECK(prompt(&served, sys, 2, &ids, &n, err) == KG_OK && ids_equal(ids, n, want_one, 4));
     free(ids);
 
     // without the split, </s> is read as characters: what the split is for
-    m.chat_split_special = 0;
+    served.chat_split_special = 0;
     const int want_chars[] = {711, 10561, 10333, 10587, 10289, 11253, 1790, 13};
-    CHECK(prompt(&m, one, 1, &ids, &n, err) == KG_OK && ids_equal(ids, n, want_chars, 8));
+    CHECK(prompt(&served, one, 1, &ids, &n, err) == KG_OK && ids_equal(ids, n, want_chars, 8));
     free(ids);
-    m.chat_split_special = 1;
+    served.chat_split_special = 1;
 
     // the context bound counts the special ids too: 4 tokens do not fit in 3
-    m.n_ctx = 3;
-    CHECK(prompt(&m, one, 1, &ids, &n, err) == KG_ERANGE &&
+    served.n_ctx = 3;
+    CHECK(prompt(&served, one, 1, &ids, &n, err) == KG_ERANGE &&
           strstr(err, "n_prompt_tokens (4) exceeds n_ctx (3)"));
     free(ids);
-    m.n_ctx = 512;
+    served.n_ctx = 512;
 
     // an unusable template: chat is refused with the reason kept at start-up
-    m.chat_template = NULL;
-    snprintf(m.chat_error, sizeof m.chat_error, "the filter 'tojson' is not supported");
-    CHECK(prompt(&m, one, 1, &ids, &n, err) == KG_EUNSUP && strstr(err, "tojson"));
+    served.chat_template = NULL;
+    snprintf(served.chat_error, sizeof served.chat_error, "the filter 'tojson' is not supported");
+    CHECK(prompt(&served, one, 1, &ids, &n, err) == KG_EUNSUP && strstr(err, "tojson"));
 
     // OpenAI's default reply length: to the end of the context, at least one token
-    m.n_ctx = 512;
-    CHECK(chat_max_tokens(&m, 10) == 502 && chat_max_tokens(&m, 511) == 1);
-    CHECK(chat_max_tokens(&m, 512) == 1 && chat_max_tokens(&m, 600) == 1);
+    served.n_ctx = 512;
+    CHECK(chat_max_tokens(&served, 10) == 502 && chat_max_tokens(&served, 511) == 1);
+    CHECK(chat_max_tokens(&served, 512) == 1 && chat_max_tokens(&served, 600) == 1);
     chat_template_free(tpl);
     tok_free(tok);
 }

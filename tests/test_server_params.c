@@ -17,7 +17,7 @@
 #include "check.h"
 #include "server/http/json_in.h"
 
-static SrvModel model = {.name = "default", .n_ctx = 128, .vocab_size = 12000};
+static ApiModel model = {.name = "default", .n_ctx = 128, .vocab_size = 12000};
 
 // The parsed JSON text, REQUIRE'd to parse: the tests' requests are ours.
 static cJSON *req(const char *json) {
@@ -290,9 +290,9 @@ static void test_prompt_and_model(void) {
     free(ids);
     cJSON_Delete(j);
 
-    SrvModel two[2] = {{.name = "base"}, {.name = "tiny"}};
-    SrvApp app = {.models = two, .n_models = 2};
-    const SrvModel *m;
+    ApiModel two[2] = {{.name = "base"}, {.name = "tiny"}};
+    ApiApp app = {.models = two, .n_models = 2};
+    const ApiModel *served;
     struct {
         const char *json;
         int rc, which;
@@ -309,9 +309,9 @@ static void test_prompt_and_model(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         j = req(cases[i].json);
-        m = NULL;
-        int rc = api_model(&app, j, &m, err);
-        CHECK_MSG(rc == cases[i].rc && (cases[i].which < 0 || m == &two[cases[i].which]),
+        served = NULL;
+        int rc = api_model(&app, j, &served, err);
+        CHECK_MSG(rc == cases[i].rc && (cases[i].which < 0 || served == &two[cases[i].which]),
                   "%s: %d (%s)", cases[i].json, rc, err);
         cJSON_Delete(j);
     }

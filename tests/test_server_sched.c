@@ -25,8 +25,8 @@
 #include "model/sampler.h"
 #include "server/engine/gentext.h"
 #include "server/engine/sched.h"
-#include "server/engine/sched_job.h"
 #include "server/engine/sched_plan.h"
+#include "server/engine/sched_seq.h"
 #include "server/engine/score_memo.h"
 #include "testmodel.h"
 #include "tokenizer/tokenizer.h"
@@ -60,14 +60,14 @@ typedef struct {
     SchedStats stats;
 } Result;
 
-static void wait_done(SchedJob *j, Waiter *w, Result *r) {
+static void wait_done(SchedSeq *j, Waiter *w, Result *r) {
     memset(r, 0, sizeof *r);
     for (;;) {
         pthread_mutex_lock(&w->mu);
         int seen = w->signals;
         pthread_mutex_unlock(&w->mu);
         SchedToken t[16];
-        size_t got = sched_job_read(j, t, 16, &r->state);
+        size_t got = sched_seq_read(j, t, 16, &r->state);
         for (size_t i = 0; i < got; i++) {
             if (t[i].id >= 0 && r->n < 512) r->ids[r->n++] = t[i].id;
             strncat(r->text, t[i].text ? t[i].text : "", sizeof r->text - strlen(r->text) - 1);
@@ -83,13 +83,13 @@ static void wait_done(SchedJob *j, Waiter *w, Result *r) {
             pthread_cond_wait(&w->cv, &w->mu);
         pthread_mutex_unlock(&w->mu);
     }
-    sched_job_stats(j, &r->stats);
+    sched_seq_stats(j, &r->stats);
 }
 
 static Waiter g_w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
 
-static SchedJob *submit(Sched *s, const SchedParams *p) {
-    SchedJob *j = NULL;
+static SchedSeq *submit(Sched *s, const SchedParams *p) {
+    SchedSeq *j = NULL;
     char err[KG_ERRLEN];
     int rc = sched_submit(s, p, on_notify, &g_w, &j, err);
     REQUIRE(rc == KG_OK, "sched_submit: %s", err);
@@ -97,9 +97,9 @@ static SchedJob *submit(Sched *s, const SchedParams *p) {
 }
 
 static void run_job(Sched *s, const SchedParams *p, Result *r) {
-    SchedJob *j = submit(s, p);
+    SchedSeq *j = submit(s, p);
     wait_done(j, &g_w, r);
-    sched_job_release(j);
+    sched_seq_release(j);
 }
 
 // The reference: a direct prefill of the prompt, top-k over its last logits.
@@ -199,12 +199,12 @@ typedef struct {
 } Explained;
 
 static void run_explain(Sched *s, const SchedParams *p, Explained *e) {
-    SchedJob *j = submit(s, p);
+    SchedSeq *j = submit(s, p);
     memset(e, 0, sizeof *e);
     SchedState st = SCHED_RUNNING;
     while (st == SCHED_RUNNING) {
         SchedToken t;
-        if (!sched_job_read(j, &t, 1, &st)) {
+        if (!sched_seq_read(j, &t, 1, &st)) {
             usleep(1000);
             continue;
         }
@@ -224,10 +224,10 @@ static void run_explain(Sched *s, const SchedParams *p, Explained *e) {
         memcpy(e->att, x->attention, e->n_att * sizeof *e->att);
     }
     SchedStats stats;
-    sched_job_stats(j, &stats);
+    sched_seq_stats(j, &stats);
     e->cached = stats.cached_tokens;
     CHECK(st == SCHED_DONE_LENGTH);
-    sched_job_release(j);
+    sched_seq_release(j);
 }
 
 // 1 when a and b agree: the same top ids per stage, logprobs within tol, attention within 1e-5.
@@ -303,7 +303,7 @@ static void test_explain(Sched *s, const Gpt2 *m, const Tokenizer *tok) {
 
     // beside three generations that share its passes
     const char *gen[3] = {"오늘 날씨가", "한국어 모델은", "옛날 옛적에 호랑이가"};
-    SchedJob *jobs[3];
+    SchedSeq *jobs[3];
     int *gids[3];
     for (int i = 0; i < 3; i++) {
         size_t gn;
@@ -321,7 +321,7 @@ static void test_explain(Sched *s, const Gpt2 *m, const Tokenizer *tok) {
     for (int i = 0; i < 3; i++) {
         Result r;
         wait_done(jobs[i], &g_w, &r);
-        sched_job_release(jobs[i]);
+        sched_seq_release(jobs[i]);
         free(gids[i]);
     }
     CHECK(same_explained(&batched, &direct, TOL, &worst));
@@ -337,12 +337,12 @@ static void test_explain(Sched *s, const Gpt2 *m, const Tokenizer *tok) {
     SchedParams lens_only = plain;
     lens_only.lens = 1;
     lens_only.lens_k = EX_K;
-    SchedJob *j = submit(s, &lens_only);
+    SchedSeq *j = submit(s, &lens_only);
     SchedState state = SCHED_RUNNING;
     int got_lens = 0;
     while (state == SCHED_RUNNING) {
         SchedToken t;
-        if (!sched_job_read(j, &t, 1, &state)) {
+        if (!sched_seq_read(j, &t, 1, &state)) {
             usleep(1000);
             continue;
         }
@@ -351,8 +351,8 @@ static void test_explain(Sched *s, const Gpt2 *m, const Tokenizer *tok) {
             t.explain->lens.top[(direct.stages - 1) * EX_K].id == direct.top[direct.stages - 1][0];
     }
     SchedStats stats;
-    sched_job_stats(j, &stats);
-    sched_job_release(j);
+    sched_seq_stats(j, &stats);
+    sched_seq_release(j);
     CHECK(got_lens && stats.cached_tokens == n - 1);
 
     // refused: an explain on a generation, a position past the prompt, a top_k of 0
@@ -426,7 +426,7 @@ static void test_batched_equals_alone(Sched *s, const Tokenizer *tok) {
         SchedParams p = gen_params(ids[i], n[i], 12, i % 2 ? 0.8f : 0.0f, 1234 + i);
         run_job(s, &p, &alone[i]);
     }
-    SchedJob *jobs[6];
+    SchedSeq *jobs[6];
     for (int i = 0; i < 6; i++) {
         SchedParams p = gen_params(ids[i], n[i], 12, i % 2 ? 0.8f : 0.0f, 1234 + i);
         jobs[i] = submit(s, &p);
@@ -438,7 +438,7 @@ static void test_batched_equals_alone(Sched *s, const Tokenizer *tok) {
         for (size_t k = 0; same && k < alone[i].n; k++)
             same &= together[i].ids[k] == alone[i].ids[k];
         CHECK(together[i].state == SCHED_DONE_LENGTH && together[i].stats.generated_tokens == 12);
-        sched_job_release(jobs[i]);
+        sched_seq_release(jobs[i]);
     }
     printf("6 generations batched vs one at a time (greedy and seeded): ids %s\n",
            same ? "identical" : "DIFFER");
@@ -473,7 +473,7 @@ static void test_preemption(const Gpt2 *m, const Tokenizer *tok) {
     }
     SchedGauges g0, g1;
     sched_gauges(s, &g0);
-    SchedJob *jobs[6];
+    SchedSeq *jobs[6];
     for (int i = 0; i < 6; i++) {
         SchedParams p = gen_params(ids[i], n[i], 100, i % 2 ? 0.8f : 0.0f, 99 + i);
         jobs[i] = submit(s, &p);
@@ -485,7 +485,7 @@ static void test_preemption(const Gpt2 *m, const Tokenizer *tok) {
         for (size_t k = 0; same && k < alone[i].n; k++)
             same &= together[i].ids[k] == alone[i].ids[k];
         CHECK(together[i].state == SCHED_DONE_LENGTH);
-        sched_job_release(jobs[i]);
+        sched_seq_release(jobs[i]);
     }
     // the engine publishes the pool's figures after the step that dropped the last job
     for (int t = 0; t < 200 && (sched_gauges(s, &g1), g1.kv.used); t++)
@@ -559,7 +559,7 @@ static void test_text_and_stop(Sched *s, const Tokenizer *tok) {
 
 static void test_limits(Sched *s, size_t n_ctx) {
     char err[KG_ERRLEN];
-    SchedJob *j = NULL;
+    SchedSeq *j = NULL;
     int big[600];
     for (int i = 0; i < 600; i++)
         big[i] = i + 10;
@@ -575,11 +575,11 @@ static void test_limits(Sched *s, size_t n_ctx) {
     p = gen_params(big, 8, 400, 1.0f, 1);
     j = submit(s, &p);
     usleep(20 * 1000);
-    sched_job_cancel(j);
+    sched_seq_cancel(j);
     Result r;
     wait_done(j, &g_w, &r);
     CHECK(r.state == SCHED_DONE_CANCELLED && r.n < 400);
-    sched_job_release(j);
+    sched_seq_release(j);
     printf("cancelled after %zu tokens\n", r.n);
 }
 
@@ -594,7 +594,7 @@ static void test_queue_full(const Gpt2 *m, const Tokenizer *tok) {
     REQUIRE(!sched_start(&s, m, tok, &o, err), "%s", err);
     int ids[4] = {10, 11, 12, 13};
     SchedParams p = gen_params(ids, 4, 200, 0.0f, 1);
-    SchedJob *jobs[8];
+    SchedSeq *jobs[8];
     int busy = 0, ok = 0;
     for (int i = 0; i < 8; i++) {
         int rc = sched_submit(s, &p, on_notify, &g_w, &jobs[ok], err);
@@ -606,7 +606,7 @@ static void test_queue_full(const Gpt2 *m, const Tokenizer *tok) {
     printf("one batch slot and a queue of 2: %d accepted, %d busy\n", ok, busy);
     CHECK(ok == 3 && busy == 5); // one batch slot and two queue places
     for (int i = 0; i < ok; i++)
-        sched_job_release(jobs[i]); // released: cancelled
+        sched_seq_release(jobs[i]); // released: cancelled
     sched_free(s);
 }
 
@@ -707,14 +707,14 @@ static void test_prompt_scoring(Sched *s, const Gpt2 *m, const Tokenizer *tok) {
     REQUIRE(!gpt2_forward(m, &st, &q, 1, err), "%s", err);
     // a generation in the same batches, and the scoring job itself (3 candidates, 4 tokens)
     int other[3] = {100, 200, 300};
-    SchedJob *jo = submit(
+    SchedSeq *jo = submit(
         s,
         &(SchedParams){
             .kind = SCHED_GENERATE, .tokens = other, .n_tokens = 3, .max_tokens = 24, .top_p = 1});
     SchedParams ps = gen_params(ids, n, 4, 0.0f, 7);
     ps.score_prompt = 1;
     ps.n_logprobs = 3;
-    SchedJob *j = submit(s, &ps);
+    SchedSeq *j = submit(s, &ps);
     size_t n_scored = 0, n_gen = 0, first_unscored = 0, top_ok = 1;
     int gen[8];
     float worst = 0;
@@ -724,7 +724,7 @@ static void test_prompt_scoring(Sched *s, const Gpt2 *m, const Tokenizer *tok) {
         int seen = g_w.signals;
         pthread_mutex_unlock(&g_w.mu);
         SchedToken t[16];
-        size_t got = sched_job_read(j, t, 16, &state);
+        size_t got = sched_seq_read(j, t, 16, &state);
         for (size_t i = 0; i < got; i++) {
             if (!t[i].prompt) {
                 if (t[i].id >= 0 && n_gen < 8) gen[n_gen++] = t[i].id;
@@ -757,10 +757,10 @@ static void test_prompt_scoring(Sched *s, const Gpt2 *m, const Tokenizer *tok) {
             pthread_cond_wait(&g_w.cv, &g_w.mu);
         pthread_mutex_unlock(&g_w.mu);
     }
-    sched_job_release(j);
+    sched_seq_release(j);
     Result ro, plain;
     wait_done(jo, &g_w, &ro);
-    sched_job_release(jo);
+    sched_seq_release(jo);
     run_job(s,
             &(SchedParams){.kind = SCHED_GENERATE,
                            .tokens = ids,
@@ -782,7 +782,7 @@ static void test_prompt_scoring(Sched *s, const Gpt2 *m, const Tokenizer *tok) {
     run_job(s, &ps, &r0);
     CHECK(r0.state == SCHED_DONE_LENGTH && r0.stats.generated_tokens == 0);
     ps.score_prompt = 0;
-    SchedJob *bad = NULL;
+    SchedSeq *bad = NULL;
     CHECK(sched_submit(s, &ps, on_notify, &g_w, &bad, err) == KG_EINVAL && !bad);
     kv_free(&kv);
     gpt2_state_free(&st, m);
@@ -817,7 +817,7 @@ static void test_gentext(void) {
 }
 
 // A job for the planner, fed up to n_fed of its prompt (decode: every token).
-static SchedJob *plan_job(const int *ids, size_t n, int score, int decode, size_t n_fed) {
+static SchedSeq *plan_job(const int *ids, size_t n, int score, int decode, size_t n_fed) {
     SchedParams p = {.kind = score ? SCHED_GENERATE : SCHED_NEXT_TOKEN,
                      .tokens = ids,
                      .n_tokens = n,
@@ -826,9 +826,9 @@ static SchedJob *plan_job(const int *ids, size_t n, int score, int decode, size_
                      .max_tokens = 1,
                      .top_p = 1,
                      .score_prompt = score};
-    SchedJob *j;
+    SchedSeq *j;
     char err[KG_ERRLEN];
-    REQUIRE(!sched_job_new(&j, 100, &p, NULL, NULL, err), "%s", err);
+    REQUIRE(!sched_seq_new(&j, 100, &p, NULL, NULL, err), "%s", err);
     j->work.phase = decode ? SCHED_DECODE : SCHED_PREFILL;
     j->work.n_fed = n_fed;
     j->work.kv.len = n_fed; // its KV holds what it was fed: no replay
@@ -839,7 +839,7 @@ static SchedJob *plan_job(const int *ids, size_t n, int score, int decode, size_
 // waits), a scored prompt within its own logits budget, logits rows counted in order.
 static void test_plan(void) {
     int ids[100] = {0};
-    SchedJob *jobs[5] = {plan_job(ids, 10, 0, 1, 10), plan_job(ids, 100, 1, 0, 0),
+    SchedSeq *jobs[5] = {plan_job(ids, 10, 0, 1, 10), plan_job(ids, 100, 1, 0, 0),
                          plan_job(ids, 50, 0, 0, 40), plan_job(ids, 60, 0, 0, 0),
                          plan_job(ids, 20, 0, 1, 20)};
     Gpt2Seq seqs[5];
@@ -869,7 +869,7 @@ static void test_plan(void) {
     CHECK(n == 1 && rows == 30 && plan[0].replay && seqs[0].logits == GPT2_LOGITS_NONE &&
           seqs[0].tokens == jobs[2]->in.tokens);
     for (size_t i = 0; i < 5; i++)
-        sched_job_free(jobs[i]);
+        sched_seq_free(jobs[i]);
     printf("batch planner: prefill and scoring budgets, decode rows, logits rows in order, "
            "replays\n");
 }

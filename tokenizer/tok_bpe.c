@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <utf8proc.h>
 
+#include "base/kg.h"
 #include "tok_bpe_impl.h"
 
 // The leftmost match at or after s, longest there (*at: its offset, *mlen its length);
@@ -65,13 +66,7 @@ typedef struct {
 
 static int push_id(BpeRun *r, int id) {
     if (r->n == r->max) return BPE_OVER; // the caller's limit: the array never grows past it
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 256;
-        int *p = realloc(r->ids, cap * sizeof(int));
-        if (!p) return BPE_OOM;
-        r->ids = p;
-        r->cap = cap;
-    }
+    if (KG_GROW(r->ids, &r->cap, r->n + 1, NULL)) return BPE_OOM;
     r->ids[r->n++] = id;
     return 0;
 }
@@ -81,13 +76,7 @@ static int cand_less(Cand a, Cand b) {
 }
 
 static int heap_push(BpeRun *r, Cand c) {
-    if (r->heap_n == r->heap_cap) {
-        size_t cap = r->heap_cap ? r->heap_cap * 2 : 64;
-        Cand *p = realloc(r->heap, cap * sizeof(Cand));
-        if (!p) return -1;
-        r->heap = p;
-        r->heap_cap = cap;
-    }
+    if (KG_GROW(r->heap, &r->heap_cap, r->heap_n + 1, NULL)) return -1;
     size_t i = r->heap_n++;
     while (i > 0 && cand_less(c, r->heap[(i - 1) / 2])) {
         r->heap[i] = r->heap[(i - 1) / 2];

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <utf8proc.h>
 
+#include "base/kg.h"
 #include "base/kg_json.h"
 #include "tok_bpe_impl.h"
 
@@ -43,13 +44,7 @@ static void trie_init(Trie *t) {
 }
 
 static int32_t trie_node_new(Trie *t, uint8_t byte) {
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 256;
-        TrieNode *p = realloc(t->nodes, cap * sizeof(*p));
-        if (!p) return -1;
-        t->nodes = p;
-        t->cap = cap;
-    }
+    if (KG_GROW(t->nodes, &t->cap, t->n + 1, NULL)) return -1;
     t->nodes[t->n] = (TrieNode){-1, -1, -1, byte};
     return (int32_t)t->n++;
 }

@@ -544,14 +544,9 @@ static int list_steps(const char *dir, uint64_t **steps, size_t *n, char *err) {
         }
         long long s = step_of(e->d_name, base, 0);
         if (s < 0) continue;
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 16;
-            uint64_t *q = realloc(*steps, cap * sizeof *q);
-            if (!q) {
-                rc = kg_err(err, KG_ENOMEM, "%s: out of memory", parent);
-                break;
-            }
-            *steps = q;
+        if (KG_GROW(*steps, &cap, *n + 1, NULL)) {
+            rc = kg_err(err, KG_ENOMEM, "%s: out of memory", parent);
+            break;
         }
         (*steps)[(*n)++] = (uint64_t)s;
     }

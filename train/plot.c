@@ -225,13 +225,7 @@ static void draw_series(Canvas *cv, const Frame *f, const Series *s, int thick, 
 // --- the log ---
 
 static int series_add(Series *s, double x, double y, size_t order) {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 256;
-        Point *q = realloc(s->p, cap * sizeof *q);
-        if (!q) return KG_ENOMEM;
-        s->p = q;
-        s->cap = cap;
-    }
+    if (KG_GROW(s->p, &s->cap, s->n + 1, NULL)) return KG_ENOMEM;
     s->p[s->n++] = (Point){x, y, order};
     return KG_OK;
 }

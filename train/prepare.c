@@ -429,14 +429,9 @@ static int prep_path(Prep *p, const char *path, int named, char *err) {
     int rc = KG_OK;
     for (struct dirent *e; (e = readdir(d));) {
         if (e->d_name[0] == '.') continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 64;
-            char **q = realloc(names, cap * sizeof *q);
-            if (!q) {
-                rc = kg_err(err, KG_ENOMEM, "opendir %s: out of memory", path);
-                break;
-            }
-            names = q;
+        if (KG_GROW(names, &cap, n + 1, NULL)) {
+            rc = kg_err(err, KG_ENOMEM, "opendir %s: out of memory", path);
+            break;
         }
         size_t len = strlen(path) + strlen(e->d_name) + 2;
         if (!(names[n] = malloc(len))) {

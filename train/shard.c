@@ -106,17 +106,12 @@ int shard_list(const char *dir, const char *prefix, char (**names)[SHARD_NAME_MA
         if (strncmp(e->d_name, prefix, strlen(prefix)) || !kg_ends_with(e->d_name, ".bin"))
             continue;
         if (strlen(e->d_name) >= SHARD_NAME_MAX) continue;
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 16;
-            char(*q)[SHARD_NAME_MAX] = realloc(*names, cap * sizeof *q);
-            if (!q) {
-                closedir(d);
-                free(*names);
-                *names = NULL;
-                *n = 0;
-                return kg_err(err, KG_ENOMEM, "opendir %s: out of memory", dir);
-            }
-            *names = q;
+        if (KG_GROW(*names, &cap, *n + 1, NULL)) {
+            closedir(d);
+            free(*names);
+            *names = NULL;
+            *n = 0;
+            return kg_err(err, KG_ENOMEM, "opendir %s: out of memory", dir);
         }
         // zero-padded: checkpoints write the whole slot (train_state.bin)
         memset((*names)[*n], 0, SHARD_NAME_MAX);

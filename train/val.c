@@ -14,7 +14,7 @@ typedef struct {
     const Tokenizer *tok;
     size_t V;
     uint64_t max_tokens; // 0: no budget
-    uint64_t cap;        // ids allocated
+    size_t cap;          // ids allocated
     int full;            // the budget is spent: later documents are left out
     const char *what;    // the source, for messages
 } ValLoad;
@@ -42,17 +42,8 @@ static int load_doc(ValLoad *l, const int *ids, size_t n, long long written, cha
         if (ids[i] < 0 || (size_t)ids[i] >= l->V)
             return kg_err(err, KG_EFORMAT, "%s: token id %d is outside the model's vocabulary %zu",
                           l->what, ids[i], l->V);
-    if (v->n + n + 1 > l->cap) {
-        uint64_t cap = l->cap ? 2 * l->cap : 4096;
-        while (cap < v->n + n + 1)
-            cap *= 2;
-        int *q = cap <= SIZE_MAX / sizeof *q ? realloc(v->ids, (size_t)cap * sizeof *q) : NULL;
-        if (!q)
-            return kg_err(err, KG_ENOMEM, "%s: out of memory for %llu tokens", l->what,
-                          (unsigned long long)cap);
-        v->ids = q;
-        l->cap = cap;
-    }
+    if (KG_GROW(v->ids, &l->cap, v->n + n + 1, NULL))
+        return kg_err(err, KG_ENOMEM, "%s: out of memory for %zu tokens", l->what, v->n + n + 1);
     char *text = NULL;
     size_t len = 0;
     int rc = tok_decode(l->tok, ids, n, &text, &len, err);

@@ -112,13 +112,7 @@ static void cuda_free(KgBackend *be, void *p) {
 
 static const void *cuda_weights_map(KgBackend *be, const void *host, size_t bytes) {
     CudaBackend *cb = cuda_use(be);
-    if (cb->n_weights == cb->weights_cap) {
-        size_t cap = cb->weights_cap ? 2 * cb->weights_cap : 64;
-        void **grown = (void **)realloc(cb->weights, cap * sizeof *grown);
-        if (!grown) return NULL;
-        cb->weights = grown;
-        cb->weights_cap = cap;
-    }
+    if (KG_GROW(cb->weights, &cb->weights_cap, cb->n_weights + 1, NULL)) return NULL;
     void *d = NULL;
     if (cudaMalloc(&d, bytes ? bytes : 256) != cudaSuccess) {
         cudaGetLastError();

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/kg.h"
 #include "chat_template_ast.h"
 
 #define CT_MAX_NODES (1 << 16) // parts of a template: statements and expression nodes
@@ -347,15 +348,11 @@ static int ct_expect_end(CtParser *p) { return p->tok == TK_END ? KG_OK : ct_une
 
 static int ct_new(CtParser *p, int kind, int line, int *out) {
     ChatTemplate *t = p->t;
-    if (t->n_nodes == t->cap_nodes) {
-        if (t->cap_nodes >= CT_MAX_NODES)
-            return ct_fail(p->err, KG_ERANGE, line, "the template has more than %d parts",
-                           CT_MAX_NODES);
-        int cap = t->cap_nodes ? 2 * t->cap_nodes : 64;
-        CtNode *nodes = realloc(t->nodes, (size_t)cap * sizeof *nodes);
-        if (!nodes) return ct_fail(p->err, KG_ENOMEM, 0, "out of memory");
-        t->nodes = nodes, t->cap_nodes = cap;
-    }
+    if (t->n_nodes >= CT_MAX_NODES)
+        return ct_fail(p->err, KG_ERANGE, line, "the template has more than %d parts",
+                       CT_MAX_NODES);
+    if (KG_GROW(t->nodes, &t->cap_nodes, (size_t)t->n_nodes + 1, NULL))
+        return ct_fail(p->err, KG_ENOMEM, 0, "out of memory");
     *out = t->n_nodes++;
     t->nodes[*out] =
         (CtNode){.kind = (uint8_t)kind, .line = line, .kids = {-1, -1, -1, -1}, .next = -1};

@@ -109,7 +109,8 @@ struct ChatTemplate {
     char *lits; // decoded string literals, never longer in all than the source
     size_t n_lits;
     CtNode *nodes;
-    int n_nodes, cap_nodes;
+    int n_nodes;
+    size_t cap_nodes;
     int root;    // the first top-level statement; -1 when none
     int n_binds; // CT_NODE_SET + 2 per CT_NODE_FOR: the most bindings a render keeps to undo
     int n_names;

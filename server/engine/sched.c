@@ -4,7 +4,7 @@
 //
 // Beside it (sched_engine.h): what a job does with its logits (sched_logits.c), the
 // speculative next clicks (sched_spec.c), a job's record and the caller's reads
-// (sched_job.c), which rows go into a step (the batch planner, sched_plan.c), a generation's
+// (sched_seq.c), which rows go into a step (the batch planner, sched_plan.c), a generation's
 // text (gentext.c), the remembered logits (logits_memo.c), a next-token answer's lens and
 // attention view (sched_explain.c); the blocks are model/kv.c's.
 #define _GNU_SOURCE // pthread_setname_np
@@ -16,7 +16,7 @@
 #include "sched_engine.h"
 #include "sched_explain.h"
 
-static void sched_set_cached(SchedJob *j, size_t n) {
+static void sched_set_cached(SchedSeq *j, size_t n) {
     pthread_mutex_lock(&j->out.mu); // the caller may read the figures at any time
     j->out.stats.cached_tokens = n;
     pthread_mutex_unlock(&j->out.mu);
@@ -34,7 +34,7 @@ static size_t sched_blocks_held_back(const Sched *s) { return s->n_active; }
 // lost). Returns the cached positions; *logits the remembered row when the prompt is whole.
 // A lens or attention view must see its positions run in the job's own passes: the lens its
 // last token (never a remembered row), the attention every key it reads (nothing cached).
-static size_t sched_match_prefix(Sched *s, SchedJob *j, const float **logits) {
+static size_t sched_match_prefix(Sched *s, SchedSeq *j, const float **logits) {
     const SchedParams *p = &j->in.p;
     KvSeq *kv = &j->work.kv;
     *logits = NULL;
@@ -47,25 +47,25 @@ static size_t sched_match_prefix(Sched *s, SchedJob *j, const float **logits) {
         if (got == p->n_tokens && !*logits) kv_seq_truncate(kv, --got);
         return got;
     }
-    size_t target = sched_job_replay_target(j), got = 0, run, step;
+    size_t target = sched_seq_replay_target(j), got = 0, run, step;
     do { // the prompt, then the generated ids: two arrays
-        const int *t = sched_job_tokens_at(j, kv->len, &run);
+        const int *t = sched_seq_tokens_at(j, kv->len, &run);
         got += step = kv_seq_match(kv, t, run < target - kv->len ? run : target - kv->len);
     } while (step && kv->len < target && kv->len % KV_BLOCK_LEN == 0);
     return got;
 }
 
 // Blocks j needs from the pool to hold every position before its next row, and that row.
-static size_t sched_blocks_wanted(const SchedJob *j) {
+static size_t sched_blocks_wanted(const SchedSeq *j) {
     const KvSeq *kv = &j->work.kv;
     size_t upto =
-        j->work.phase == SCHED_PREFILL ? j->in.p.n_tokens : sched_job_replay_target(j) + 1;
+        j->work.phase == SCHED_PREFILL ? j->in.p.n_tokens : sched_seq_replay_target(j) + 1;
     return kv_seq_blocks_needed(kv, upto - kv->len);
 }
 
 // The first admission's bookkeeping: figures, the sampler and streams, the first score.
 // KG_OK, or an error with the job finished.
-static int sched_admit_first(Sched *s, SchedJob *j) {
+static int sched_admit_first(Sched *s, SchedSeq *j) {
     const SchedParams *p = &j->in.p;
     j->work.t_start = kg_now_ms();
     pthread_mutex_lock(&j->out.mu); // the caller may read the figures at any time
@@ -76,7 +76,7 @@ static int sched_admit_first(Sched *s, SchedJob *j) {
     if ((p->lens || p->attention) && sched_explain_capture(s->m, j)) return KG_ENOMEM;
     if (p->score_prompt) {
         if (!(j->work.prompt_stream = tok_stream_new(s->tok))) {
-            sched_job_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, "out of memory");
+            sched_seq_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, "out of memory");
             return KG_ENOMEM;
         }
         return sched_score_emit(s, j, p->tokens[0], NULL);
@@ -87,10 +87,10 @@ static int sched_admit_first(Sched *s, SchedJob *j) {
 // Admission of j, first or after a preemption. 1: admitted (it joins the batch); 0: the pool
 // has too few blocks now (j waits, first in line); -1: done already (answered from the cache
 // alone, or failed).
-static int sched_admit(Sched *s, SchedJob *j) {
+static int sched_admit(Sched *s, SchedSeq *j) {
     char err[KG_ERRLEN];
     if (!j->work.kv.pool && kv_seq_init(&j->work.kv, s->pool, err)) {
-        sched_job_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, err);
+        sched_seq_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, err);
         return -1;
     }
     const float *logits;
@@ -111,7 +111,7 @@ static int sched_admit(Sched *s, SchedJob *j) {
 }
 
 // A finished job leaves the engine: its blocks go back, its figures counted, its owner woken.
-static void sched_drop(Sched *s, SchedJob *j) {
+static void sched_drop(Sched *s, SchedSeq *j) {
     kv_seq_release(&j->work.kv);
     sched_explain_release(s->m, j);
     pthread_mutex_lock(&s->shared.mu);
@@ -119,14 +119,14 @@ static void sched_drop(Sched *s, SchedJob *j) {
     s->shared.gauges.cached_tokens_total += j->out.stats.cached_tokens;
     s->shared.gauges.generated_tokens_total += j->work.n_gen;
     pthread_mutex_unlock(&s->shared.mu);
-    sched_job_notify(j);
-    sched_job_unref(j);
+    sched_seq_notify(j);
+    sched_seq_unref(j);
 }
 
 // The next job to admit: a preempted one first (the earliest admitted first), else the
 // queue's head; taken off its list. NULL when none waits.
-static SchedJob *sched_next_waiting(Sched *s) {
-    SchedJob *j = s->preempted;
+static SchedSeq *sched_next_waiting(Sched *s) {
+    SchedSeq *j = s->preempted;
     if (j) {
         s->preempted = j->next_queued;
         return j;
@@ -145,16 +145,16 @@ static SchedJob *sched_next_waiting(Sched *s) {
 
 // j back at the front of the waiting jobs, before the other preempted ones (those were
 // admitted after it) and the queue.
-static void sched_wait_again(Sched *s, SchedJob *j) {
+static void sched_wait_again(Sched *s, SchedSeq *j) {
     j->next_queued = s->preempted;
     s->preempted = j;
 }
 
 // Moves waiting jobs into free batch slots while the pool has blocks for them.
 static void sched_admit_queued(Sched *s) {
-    SchedJob *j;
+    SchedSeq *j;
     while (s->n_active < s->opt.max_batch && (j = sched_next_waiting(s))) {
-        if (atomic_load(&j->cancelled)) sched_job_finish(j, SCHED_DONE_CANCELLED, KG_ECANCEL, NULL);
+        if (atomic_load(&j->cancelled)) sched_seq_finish(j, SCHED_DONE_CANCELLED, KG_ECANCEL, NULL);
         int admitted = j->out.state == SCHED_RUNNING ? sched_admit(s, j) : -1;
         if (admitted > 0) {
             s->active[s->n_active++] = j;
@@ -171,9 +171,9 @@ static void sched_admit_queued(Sched *s) {
 static void sched_retire(Sched *s) {
     size_t kept = 0;
     for (size_t i = 0; i < s->n_active; i++) {
-        SchedJob *j = s->active[i];
-        if (atomic_load(&j->cancelled)) sched_job_finish(j, SCHED_DONE_CANCELLED, KG_ECANCEL, NULL);
-        if (sched_job_state(j) == SCHED_RUNNING)
+        SchedSeq *j = s->active[i];
+        if (atomic_load(&j->cancelled)) sched_seq_finish(j, SCHED_DONE_CANCELLED, KG_ECANCEL, NULL);
+        if (sched_seq_state(j) == SCHED_RUNNING)
             s->active[kept++] = j;
         else
             sched_drop(s, j);
@@ -188,7 +188,7 @@ static void sched_retire(Sched *s) {
 // partly filled one joins it) and waits at the front of the line; its sampler and output
 // stay, and a replay recomputes its positions when it is admitted again.
 static void sched_preempt_last(Sched *s) {
-    SchedJob *j = s->active[--s->n_active];
+    SchedSeq *j = s->active[--s->n_active];
     kv_seq_reset(&j->work.kv);
     sched_wait_again(s, j);
     pthread_mutex_lock(&s->shared.mu);
@@ -208,7 +208,7 @@ static size_t sched_plan_with_blocks(Sched *s, size_t *rows) {
             i++;
         if (i == n_seq) return n_seq;
         if (s->n_active == 1) { // the pool holds a context and a copy: only a bug gets here
-            sched_job_finish(s->active[0], SCHED_DONE_ERROR, KG_EINTERNAL,
+            sched_seq_finish(s->active[0], SCHED_DONE_ERROR, KG_EINTERNAL,
                              "the KV cache has no block left for one sequence");
             return 0;
         }
@@ -223,9 +223,9 @@ static size_t sched_plan_with_blocks(Sched *s, size_t *rows) {
 // err its message): the prompt advances, then the job scores, answers or samples.
 static void sched_consume(Sched *s, const SchedPlanEntry *e, const Gpt2Seq *q, int rc,
                           const char *err) {
-    SchedJob *j = e->job;
+    SchedSeq *j = e->job;
     if (rc) {
-        sched_job_finish(j, SCHED_DONE_ERROR, rc, err);
+        sched_seq_finish(j, SCHED_DONE_ERROR, rc, err);
         return;
     }
     if (e->replay) return; // positions a preemption took, back in the KV
@@ -235,7 +235,7 @@ static void sched_consume(Sched *s, const SchedPlanEntry *e, const Gpt2Seq *q, i
     if (q->logits == GPT2_LOGITS_NONE) return;
     if (q->logits == GPT2_LOGITS_ALL) {
         if (sched_score_chunk(s, j, fed, q->n, row)) {
-            sched_job_notify(j);
+            sched_seq_notify(j);
             return;
         }
         row += q->n - 1; // the last prompt position: its logits answer as below
@@ -247,7 +247,7 @@ static void sched_consume(Sched *s, const SchedPlanEntry *e, const Gpt2Seq *q, i
     } else { // its token drawn already, beside the others' (sched_draw_decodes)
         sched_emit_draw(s, j, &s->draws[e - s->plan]);
     }
-    sched_job_notify(j);
+    sched_seq_notify(j);
 }
 
 // 1 when entry e of the plan is a decode row: its job draws a token from its logits.
@@ -333,7 +333,7 @@ static void *sched_main(void *arg) {
         if (timed_out) { // past the drain timeout: whatever is left is cancelled
             for (size_t i = 0; i < s->n_active; i++)
                 atomic_store(&s->active[i]->cancelled, 1);
-            for (SchedJob *j = s->preempted; j; j = j->next_queued)
+            for (SchedSeq *j = s->preempted; j; j = j->next_queued)
                 atomic_store(&j->cancelled, 1);
         }
         sched_admit_queued(s);
@@ -501,12 +501,12 @@ static int sched_check_params(const Sched *s, const SchedParams *p, char *err) {
 }
 
 int sched_submit(Sched *s, const SchedParams *p, void (*notify)(void *ctx), void *ctx,
-                 SchedJob **job, char *err) {
+                 SchedSeq **job, char *err) {
     *job = NULL;
     int rc = sched_check_params(s, p, err);
     if (rc) return rc;
-    SchedJob *j;
-    if ((rc = sched_job_new(&j, s->V, p, notify, ctx, err))) return rc;
+    SchedSeq *j;
+    if ((rc = sched_seq_new(&j, s->V, p, notify, ctx, err))) return rc;
     j->in.t_submit = kg_now_ms();
     SchedShared *sh = &s->shared;
     pthread_mutex_lock(&sh->mu);
@@ -516,7 +516,7 @@ int sched_submit(Sched *s, const SchedParams *p, void (*notify)(void *ctx), void
         rc = kg_err(err, KG_EBUSY, "the queue is full (%zu waiting)", sh->n_queued);
     if (rc) {
         pthread_mutex_unlock(&sh->mu);
-        sched_job_free(j);
+        sched_seq_free(j);
         return rc;
     }
     if (sh->queue_tail)

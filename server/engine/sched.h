@@ -1,35 +1,37 @@
 // sched.h — the engine: one thread owns the model and runs every forward pass.
 //
-// HTTP handlers submit jobs and read their output; they never touch tensors. Each engine
-// step advances every running job together (continuous batching: one forward over the new
+// A sequence (SchedSeq) is one thing the engine runs: a generation or a scoring of one
+// prompt, one choice of one request (job.h's JobRequest submits one per choice). HTTP
+// handlers submit sequences and read their output; they never touch tensors. Each engine
+// step advances every running sequence together (continuous batching: one forward over the new
 // rows of all of them). Memory is counted in KV blocks (model/kv.h): one pool per model,
-// sized once; a job holds a block table, never a buffer, and a prompt starts from the blocks
-// of its longest cached prefix, shared with every other job that has it (vLLM's automatic
+// sized once; a sequence holds a block table, never a buffer, and a prompt starts from the blocks
+// of its longest cached prefix, shared with every other sequence that has it (vLLM's automatic
 // prefix caching); a prompt cached whole whose logits are remembered (logits_memo.h) costs
 // no forward pass. When idle after a next-token answer that asked for it, the engine
 // precomputes the top candidates' continuations, so the Explorer's likely next click is
-// already answered; a job that arrives meanwhile stops that pass (it runs again when the
+// already answered; a sequence that arrives meanwhile stops that pass (it runs again when the
 // engine is next idle).
 //
-// Admission and preemption, by counting blocks (vLLM's policy): a queued job joins the
+// Admission and preemption, by counting blocks (vLLM's policy): a queued sequence joins the
 // batch when it fits max_batch and the pool has blocks for its whole prompt (after its
-// cached prefix) plus one for every running job's next step; otherwise it waits, first in
-// line. A step whose rows need more blocks than are left preempts the job admitted last: its
+// cached prefix) plus one for every running sequence's next step; otherwise it waits, first in
+// line. A step whose rows need more blocks than are left preempts the sequence admitted last: its
 // blocks go back (its filled blocks stay in the prefix cache), and it waits at the front of
 // the line to be recomputed from its tokens, keeping its sampler, so its output goes on as
 // if nothing happened. A full pool is never an error a client sees.
 //
 // Where the engine lives: sched.c runs the thread (queue, admission, preemption, each step's
-// forward); sched_logits.c is what a job does with its logits (answer, score, sample, emit);
-// sched_spec.c the speculative next clicks; sched_job.c one job's record and the
-// sched_job_* calls below; the batch planner, which rows of which jobs go into a step (a new
+// forward); sched_logits.c is what a sequence does with its logits (answer, score, sample, emit);
+// sched_spec.c the speculative next clicks; sched_seq.c one sequence's record and the
+// sched_seq_* calls below; the batch planner, which rows of which sequences go into a step (a new
 // batching policy goes there), is sched_plan.c; a generation's text, stop strings and
 // held-back bytes are gentext.c; the remembered logits logits_memo.c, and /v1/score's memo
 // of finished scores score_memo.c; a next-token answer's lens and attention view
 // (SchedParams.lens, .attention) are sched_explain.c.
 //
-// Threads: sched_* functions may be called from any thread. A job's notify callback runs
-// on the engine thread; it must only wake the job's owner (e.g. MHD_resume_connection).
+// Threads: sched_* functions may be called from any thread. A sequence's notify callback runs
+// on the engine thread; it must only wake the sequence's owner (e.g. MHD_resume_connection).
 #ifndef SCHED_H
 #define SCHED_H
 
@@ -42,7 +44,7 @@
 #include "tokenizer/tokenizer.h"
 
 typedef struct Sched Sched;
-typedef struct SchedJob SchedJob;
+typedef struct SchedSeq SchedSeq;
 
 typedef struct {
     size_t max_batch;    // jobs advanced together per step, at most (--max-batch)
@@ -174,21 +176,21 @@ void sched_free(Sched *s);
 // longer than max_prompt or a token id is outside the vocabulary (message says which),
 // KG_EINVAL for bad parameters, KG_ECANCEL when stopping. notify(ctx) runs on the engine
 // thread whenever the job has new output or finishes. On KG_OK the caller owns *job and
-// must call sched_job_release() once.
+// must call sched_seq_release() once.
 int sched_submit(Sched *s, const SchedParams *p, void (*notify)(void *ctx), void *ctx,
-                 SchedJob **job, char *err);
+                 SchedSeq **job, char *err);
 
 // Copies out the tokens produced since the last call (at most cap), and the job's state.
 // The SchedToken strings and candidates stay valid until the job is released.
-size_t sched_job_read(SchedJob *j, SchedToken *out, size_t cap, SchedState *state);
+size_t sched_seq_read(SchedSeq *j, SchedToken *out, size_t cap, SchedState *state);
 // Error code and message of a job in SCHED_DONE_ERROR.
-int sched_job_error(SchedJob *j, char *err);
-void sched_job_stats(SchedJob *j, SchedStats *stats);
+int sched_seq_error(SchedSeq *j, char *err);
+void sched_seq_stats(SchedSeq *j, SchedStats *stats);
 // The client went away: stop working on the job (its slot is freed at the next step).
-void sched_job_cancel(SchedJob *j);
+void sched_seq_cancel(SchedSeq *j);
 // Drops the caller's reference; cancels the job if it is still running. Once it returns,
 // the job's notify callback is never called again (so ctx may be freed).
-void sched_job_release(SchedJob *j);
+void sched_seq_release(SchedSeq *j);
 
 // Gauges for /metrics: jobs waiting, jobs running, rows in the last batch, the KV pool and
 // the prefix cache.

@@ -9,8 +9,8 @@
 #include "logits_memo.h"
 #include "model/kv.h"
 #include "sched.h"
-#include "sched_job.h"
 #include "sched_plan.h"
+#include "sched_seq.h"
 
 #define SCHED_SPEC_CANDIDATES 10 // precomputed after a next-token answer (the Explorer's 10)
 #define SCHED_MEMO_ROWS       64 // prompts whose last logits are remembered
@@ -36,7 +36,7 @@ typedef struct {
 typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t wake;
-    SchedJob *queue_head, *queue_tail;
+    SchedSeq *queue_head, *queue_tail;
     size_t n_queued;
     size_t n_busy; // jobs taken off the queue and not yet dropped (at most max_batch)
     int stopping;
@@ -54,10 +54,10 @@ struct Sched {
     Gpt2State st;
     KvPool *pool;      // every job's KV blocks and the prefix cache
     LogitsMemo *memo;  // the last logits of prompts, by the blocks that hold them
-    SchedJob **active; // (max_batch) the jobs being advanced, in admission order
+    SchedSeq **active; // (max_batch) the jobs being advanced, in admission order
     size_t n_active;
     // jobs preempted to free blocks, the earliest admitted first: re-admitted before the queue
-    SchedJob *preempted;
+    SchedSeq *preempted;
     Gpt2Seq *seqs;          // (max(max_batch, SCHED_SPEC_CANDIDATES)) a step's sequences
     SchedPlanEntry *plan;   // (max_batch) each sequence's job and first logits row
     Gpt2Capture **captures; // (max_batch) each sequence's capture in a step, or NULL
@@ -83,24 +83,24 @@ static inline const float *sched_logits_row(const Sched *s, size_t row) {
 // scratch (V floats, the calling thread's), the sampler, the logprob and candidates. Changes
 // only j (its sampler, penalty counts, mask state, or its end on an error), so the engine may
 // draw several jobs' tokens at once on the backend's host threads.
-void sched_draw(const Sched *s, SchedJob *j, const float *logits, float *scratch, SchedDraw *d);
+void sched_draw(const Sched *s, SchedSeq *j, const float *logits, float *scratch, SchedDraw *d);
 // The engine thread's half: the drawn token ends the job, or its text is emitted.
-void sched_emit_draw(Sched *s, SchedJob *j, SchedDraw *d);
+void sched_emit_draw(Sched *s, SchedSeq *j, SchedDraw *d);
 
 // A generation's sampler, text stream and generated-ids array (KG_OK), or KG_ENOMEM with the
 // job finished.
-int sched_start_generation(Sched *s, SchedJob *j);
+int sched_start_generation(Sched *s, SchedSeq *j);
 // The prompt's logits are known: answer, or sample the first generated token.
-void sched_prompt_done(Sched *s, SchedJob *j, const float *logits);
+void sched_prompt_done(Sched *s, SchedSeq *j, const float *logits);
 // Samples the next token of a generation from logits and emits its text (or ends the job):
 // sched_draw, then sched_emit_draw, on the engine thread.
-void sched_generate_step(Sched *s, SchedJob *j, const float *logits);
+void sched_generate_step(Sched *s, SchedSeq *j, const float *logits);
 // Emits prompt token id's score (logits NULL for the first token, which nothing predicts).
 // 0, or an error code with the job finished.
-int sched_score_emit(Sched *s, SchedJob *j, int id, const float *logits);
+int sched_score_emit(Sched *s, SchedSeq *j, int id, const float *logits);
 // A scored chunk of j's prompt (n rows of logits from row, after fed prompt tokens): 1 while
 // the job waits for more of its prompt (or has failed), 0 once its last row must answer.
-int sched_score_chunk(Sched *s, SchedJob *j, size_t fed, size_t n, size_t row);
+int sched_score_chunk(Sched *s, SchedSeq *j, size_t fed, size_t n, size_t row);
 
 // --- sched_spec.c: the speculative next clicks ---
 

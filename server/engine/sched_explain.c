@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-int sched_explain_capture(const Gpt2 *m, SchedJob *j) {
+int sched_explain_capture(const Gpt2 *m, SchedSeq *j) {
     const SchedParams *p = &j->in.p;
     char err[KG_ERRLEN];
     Gpt2Capture *c = calloc(1, sizeof *c);
@@ -12,14 +12,14 @@ int sched_explain_capture(const Gpt2 *m, SchedJob *j) {
           : kg_err(err, KG_ENOMEM, "out of memory");
     if (rc) {
         free(c);
-        sched_job_finish(j, SCHED_DONE_ERROR, rc, err);
+        sched_seq_finish(j, SCHED_DONE_ERROR, rc, err);
         return rc;
     }
     j->work.capture = c;
     return KG_OK;
 }
 
-void sched_explain_release(const Gpt2 *m, SchedJob *j) {
+void sched_explain_release(const Gpt2 *m, SchedSeq *j) {
     if (!j->work.capture) return;
     gpt2_capture_free(j->work.capture, m);
     free(j->work.capture);
@@ -33,7 +33,7 @@ void sched_explain_free(SchedExplain *e) {
     free(e);
 }
 
-SchedExplain *sched_explain_make(const Gpt2 *m, size_t V, SchedJob *j,
+SchedExplain *sched_explain_make(const Gpt2 *m, size_t V, SchedSeq *j,
                                  const KgCandidate *candidates, int *rc, char *err) {
     const SchedParams *p = &j->in.p;
     *rc = KG_OK;

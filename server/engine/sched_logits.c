@@ -25,7 +25,7 @@ static KgCandidate *sched_candidates(const Sched *s, const float *logits, size_t
     return c;
 }
 
-static void sched_answer_next_token(Sched *s, SchedJob *j, const float *logits) {
+static void sched_answer_next_token(Sched *s, SchedSeq *j, const float *logits) {
     const SchedParams *p = &j->in.p;
     int oom, rc;
     char err[KG_ERRLEN];
@@ -35,22 +35,22 @@ static void sched_answer_next_token(Sched *s, SchedJob *j, const float *logits) 
     SchedExplain *explain = oom ? NULL : sched_explain_make(s->m, s->V, j, candidates, &rc, err);
     if (!oom && rc) {
         free(candidates);
-        sched_job_finish(j, SCHED_DONE_ERROR, rc, err);
+        sched_seq_finish(j, SCHED_DONE_ERROR, rc, err);
         return;
     }
-    if (oom || sched_job_emit_answer(j, candidates, p->n_candidates, entropy, explain)) {
-        sched_job_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, "out of memory");
+    if (oom || sched_seq_emit_answer(j, candidates, p->n_candidates, entropy, explain)) {
+        sched_seq_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, "out of memory");
         return;
     }
     if (p->speculate && s->opt.speculate) sched_spec_remember(s, p, candidates);
-    sched_job_finish(j, SCHED_DONE_LENGTH, KG_OK, NULL);
+    sched_seq_finish(j, SCHED_DONE_LENGTH, KG_OK, NULL);
 }
 
 // Draws a generation's next token from logits (its penalties and, with utf8_strict, the UTF-8
 // mask applied to a copy in scratch) and counts it in the penalties and the mask's state. The
 // id, or -1 with the job finished.
-static int sched_sample(const Sched *s, SchedJob *j, const float *logits, float *scratch) {
-    SchedJobWork *w = &j->work;
+static int sched_sample(const Sched *s, SchedSeq *j, const float *logits, float *scratch) {
+    SchedSeqWork *w = &j->work;
     const float *row = logits; // the raw row stays: the reported logprobs are its
     if (sampler_penalty_active(w->penalty)) {
         sampler_penalty_apply(w->penalty, scratch, logits);
@@ -63,12 +63,12 @@ static int sched_sample(const Sched *s, SchedJob *j, const float *logits, float 
     }
     int id = sampler_sample(w->sampler, row);
     if (id < 0) { // every logit NaN: nothing to draw (a broken model; never an index)
-        sched_job_finish(j, SCHED_DONE_ERROR, KG_EINTERNAL, "the model's logits are not numbers");
+        sched_seq_finish(j, SCHED_DONE_ERROR, KG_EINTERNAL, "the model's logits are not numbers");
         return -1;
     }
     char err[KG_ERRLEN];
     if (w->penalty && sampler_penalty_accept(w->penalty, id, err)) {
-        sched_job_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, err);
+        sched_seq_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, err);
         return -1;
     }
     if (strict) sampler_utf8_accept(&w->utf8, tok_byte(s->tok, id));
@@ -77,7 +77,7 @@ static int sched_sample(const Sched *s, SchedJob *j, const float *logits, float 
 
 // How id ends the generation without being part of it: SCHED_DONE_EOS (the end-of-text
 // token, unless ignored), SCHED_DONE_STOP (a stop token), else SCHED_RUNNING.
-static SchedState sched_end_token(const Sched *s, const SchedJob *j, int id) {
+static SchedState sched_end_token(const Sched *s, const SchedSeq *j, int id) {
     const SchedParams *p = &j->in.p;
     for (size_t i = 0; i < p->n_stop_tokens; i++)
         if (id == p->stop_tokens[i]) return SCHED_DONE_STOP;
@@ -86,22 +86,22 @@ static SchedState sched_end_token(const Sched *s, const SchedJob *j, int id) {
 }
 
 // The generation ends before a token: what was held back goes out as a last entry.
-static void sched_end_text(SchedJob *j, SchedState state) {
+static void sched_end_text(SchedSeq *j, SchedState state) {
     GenText *g = &j->work.text;
     const char *t;
     size_t tl, len;
     char *rest = NULL;
     if (!tok_stream_flush(j->work.stream, &t, &tl, NULL) && !gentext_append(g, t, tl) &&
         (rest = gentext_release(g, g->text.len, &len)) && len)
-        sched_job_emit(j, -1, 0.0f, rest, len, NULL, 0);
+        sched_seq_emit(j, -1, 0.0f, rest, len, NULL, 0);
     else
         free(rest);
-    sched_job_finish(j, state, KG_OK, NULL);
+    sched_seq_finish(j, state, KG_OK, NULL);
 }
 
 // Emits generated token id (its text up to a stop string, less what may start one) and ends
 // the job at a stop string or at the length limit.
-static void sched_emit_generated(Sched *s, SchedJob *j, int id, float logprob,
+static void sched_emit_generated(Sched *s, SchedSeq *j, int id, float logprob,
                                  KgCandidate *candidates) {
     GenText *g = &j->work.text;
     long stop = gentext_find_stop(g);
@@ -118,18 +118,18 @@ static void sched_emit_generated(Sched *s, SchedJob *j, int id, float logprob,
     size_t len;
     char *text = gentext_release(g, upto, &len);
     if (!text) free(candidates);
-    if (!text || sched_job_emit(j, id, logprob, text, len, candidates, j->in.p.n_logprobs)) {
-        sched_job_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, "out of memory");
+    if (!text || sched_seq_emit(j, id, logprob, text, len, candidates, j->in.p.n_logprobs)) {
+        sched_seq_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, "out of memory");
         return;
     }
     if (stop >= 0)
-        sched_job_finish(j, SCHED_DONE_STOP, KG_OK, NULL);
+        sched_seq_finish(j, SCHED_DONE_STOP, KG_OK, NULL);
     else if (done_len)
-        sched_job_finish(j, SCHED_DONE_LENGTH, KG_OK, NULL);
+        sched_seq_finish(j, SCHED_DONE_LENGTH, KG_OK, NULL);
 }
 
-void sched_draw(const Sched *s, SchedJob *j, const float *logits, float *scratch, SchedDraw *d) {
-    SchedJobWork *w = &j->work;
+void sched_draw(const Sched *s, SchedSeq *j, const float *logits, float *scratch, SchedDraw *d) {
+    SchedSeqWork *w = &j->work;
     *d = (SchedDraw){.id = -1};
     if (w->t_first == 0) w->t_first = kg_now_ms();
     if ((d->id = sched_sample(s, j, logits, scratch)) < 0) return;
@@ -137,13 +137,13 @@ void sched_draw(const Sched *s, SchedJob *j, const float *logits, float *scratch
     int oom;
     d->candidates = sched_candidates(s, logits, j->in.p.n_logprobs, 1.0f, &oom);
     if (oom) {
-        sched_job_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, "out of memory");
+        sched_seq_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, "out of memory");
         d->id = -1;
     }
 }
 
-void sched_emit_draw(Sched *s, SchedJob *j, SchedDraw *d) {
-    SchedJobWork *w = &j->work;
+void sched_emit_draw(Sched *s, SchedSeq *j, SchedDraw *d) {
+    SchedSeqWork *w = &j->work;
     if (d->id < 0) return;
     SchedState end = sched_end_token(s, j, d->id);
     if (end != SCHED_RUNNING) {
@@ -159,7 +159,7 @@ void sched_emit_draw(Sched *s, SchedJob *j, SchedDraw *d) {
         rc = kg_err(err, KG_ENOMEM, "out of memory");
     if (rc) {
         free(d->candidates);
-        sched_job_finish(j, SCHED_DONE_ERROR, rc, err);
+        sched_seq_finish(j, SCHED_DONE_ERROR, rc, err);
         return;
     }
     w->gen[w->n_gen++] = d->id; // gen_cap covers max_tokens and the context (admission)
@@ -170,14 +170,14 @@ void sched_emit_draw(Sched *s, SchedJob *j, SchedDraw *d) {
     sched_emit_generated(s, j, d->id, d->logprob, d->candidates);
 }
 
-void sched_generate_step(Sched *s, SchedJob *j, const float *logits) {
+void sched_generate_step(Sched *s, SchedSeq *j, const float *logits) {
     SchedDraw d;
     sched_draw(s, j, logits, s->penalized, &d); // thread 0's scratch: the engine thread's
     sched_emit_draw(s, j, &d);
 }
 
 // The prompt's logits are known: answer, or sample the first generated token.
-void sched_prompt_done(Sched *s, SchedJob *j, const float *logits) {
+void sched_prompt_done(Sched *s, SchedSeq *j, const float *logits) {
     j->work.phase = SCHED_DECODE;
     pthread_mutex_lock(&j->out.mu);
     j->out.stats.prefill_ms = kg_now_ms() - j->work.t_start;
@@ -185,7 +185,7 @@ void sched_prompt_done(Sched *s, SchedJob *j, const float *logits) {
     if (j->in.p.kind == SCHED_NEXT_TOKEN)
         sched_answer_next_token(s, j, logits);
     else if (j->in.p.max_tokens == 0) // scoring only
-        sched_job_finish(j, SCHED_DONE_LENGTH, KG_OK, NULL);
+        sched_seq_finish(j, SCHED_DONE_LENGTH, KG_OK, NULL);
     else
         sched_generate_step(s, j, logits);
 }
@@ -193,7 +193,7 @@ void sched_prompt_done(Sched *s, SchedJob *j, const float *logits) {
 // Emits prompt token id's score: its logprob and rank under logits (NULL for the first token,
 // which nothing predicts) and the n_logprobs candidates there. 0, or an error code with the job
 // finished.
-int sched_score_emit(Sched *s, SchedJob *j, int id, const float *logits) {
+int sched_score_emit(Sched *s, SchedSeq *j, int id, const float *logits) {
     const char *piece;
     size_t len;
     char err[KG_ERRLEN];
@@ -204,20 +204,20 @@ int sched_score_emit(Sched *s, SchedJob *j, int id, const float *logits) {
     if (!rc && !text) rc = kg_err(err, KG_ENOMEM, "out of memory");
     float lp = logits ? (float)(logits[id] - logits_logsumexp(logits, s->V, 1.0f)) : NAN;
     size_t rank = logits ? logits_rank(logits, s->V, id) : 0;
-    if (!rc && sched_job_emit_score(j, id, lp, text, len, candidates, n_candidates, rank))
+    if (!rc && sched_seq_emit_score(j, id, lp, text, len, candidates, n_candidates, rank))
         rc = kg_err(err, KG_ENOMEM, "out of memory");
     else if (rc) {
         free(text);
         free(candidates);
     }
-    if (rc) sched_job_finish(j, SCHED_DONE_ERROR, rc, err);
+    if (rc) sched_seq_finish(j, SCHED_DONE_ERROR, rc, err);
     return rc;
 }
 
 // A scored chunk of j's prompt (n rows of logits from row, after fed prompt tokens): row r
 // predicts prompt token fed + r + 1. 1 while the job waits for more of its prompt (or has
 // failed), 0 once the prompt is complete: its last row then answers as any prompt's does.
-int sched_score_chunk(Sched *s, SchedJob *j, size_t fed, size_t n, size_t row) {
+int sched_score_chunk(Sched *s, SchedSeq *j, size_t fed, size_t n, size_t row) {
     const int *tokens = j->in.p.tokens;
     int failed = 0;
     for (size_t r = 0; r + 1 < n && !failed; r++)
@@ -232,9 +232,9 @@ int sched_score_chunk(Sched *s, SchedJob *j, size_t fed, size_t n, size_t row) {
 // whole decoded text. A prompt that ends in byte tokens primes it (and the UTF-8 mask's state)
 // with up to the last 4 of them instead: a prompt ending inside a character (the Explorer's
 // clicked bytes) goes on with that character. KG_OK, or KG_ENOMEM with the job finished.
-int sched_start_generation(Sched *s, SchedJob *j) {
+int sched_start_generation(Sched *s, SchedSeq *j) {
     const SchedParams *p = &j->in.p;
-    SchedJobWork *w = &j->work;
+    SchedSeqWork *w = &j->work;
     w->sampler = sampler_new(s->V, p->temperature, p->top_k, p->top_p, p->seed);
     w->stream = tok_stream_new(s->tok);
     size_t from = p->n_tokens - 1; // a character has at most 4 bytes
@@ -254,7 +254,7 @@ int sched_start_generation(Sched *s, SchedJob *j) {
         sampler_utf8_accept(&w->utf8, tok_byte(s->tok, p->tokens[i]));
     }
     if (rc) {
-        sched_job_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, "out of memory");
+        sched_seq_finish(j, SCHED_DONE_ERROR, KG_ENOMEM, "out of memory");
         return KG_ENOMEM;
     }
     return KG_OK;

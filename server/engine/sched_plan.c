@@ -7,11 +7,11 @@ size_t sched_plan_logits_rows(const Gpt2Seq *q) {
 }
 
 // 1 when j's next row is a decode row: a decoding job holding every position before it.
-static int sched_plan_decodes(const SchedJob *j) {
-    return j->work.phase == SCHED_DECODE && j->work.kv.len >= sched_job_replay_target(j);
+static int sched_plan_decodes(const SchedSeq *j) {
+    return j->work.phase == SCHED_DECODE && j->work.kv.len >= sched_seq_replay_target(j);
 }
 
-size_t sched_plan_prefill_budget(SchedJob *const *active, size_t n_active, size_t step_tokens) {
+size_t sched_plan_prefill_budget(SchedSeq *const *active, size_t n_active, size_t step_tokens) {
     size_t decoding = 0;
     for (size_t i = 0; i < n_active; i++)
         decoding += sched_plan_decodes(active[i]);
@@ -22,9 +22,9 @@ size_t sched_plan_prefill_budget(SchedJob *const *active, size_t n_active, size_
 
 // The positions a preempted j lost, from kv.len on, within the budget (which shrinks by
 // them), as a sequence without logits; n = 0 when the budget is spent.
-static Gpt2Seq sched_plan_replay(SchedJob *j, size_t *budget) {
-    size_t run, len = j->work.kv.len, left = sched_job_replay_target(j) - len;
-    const int *tokens = sched_job_tokens_at(j, len, &run);
+static Gpt2Seq sched_plan_replay(SchedSeq *j, size_t *budget) {
+    size_t run, len = j->work.kv.len, left = sched_seq_replay_target(j) - len;
+    const int *tokens = sched_seq_tokens_at(j, len, &run);
     size_t n = left < run ? left : run;
     if (n > *budget) n = *budget;
     *budget -= n;
@@ -33,7 +33,7 @@ static Gpt2Seq sched_plan_replay(SchedJob *j, size_t *budget) {
 
 // The next chunk of j's prompt within the budgets (both shrink by it): its sequence, or
 // n = 0 when a budget is spent.
-static Gpt2Seq sched_plan_prefill(SchedJob *j, size_t *budget, size_t *score_budget) {
+static Gpt2Seq sched_plan_prefill(SchedSeq *j, size_t *budget, size_t *score_budget) {
     const SchedParams *p = &j->in.p;
     size_t left = p->n_tokens - j->work.n_fed;
     size_t n = left < *budget ? left : *budget;
@@ -46,14 +46,14 @@ static Gpt2Seq sched_plan_prefill(SchedJob *j, size_t *budget, size_t *score_bud
     return (Gpt2Seq){&j->work.kv, p->tokens + j->work.n_fed, n, logits};
 }
 
-size_t sched_plan_step(SchedJob *const *active, size_t n_active, size_t prefill_budget,
+size_t sched_plan_step(SchedSeq *const *active, size_t n_active, size_t prefill_budget,
                        Gpt2Seq *seqs, SchedPlanEntry *entries, size_t *rows) {
     size_t n_seq = 0, n_logits = 0, budget = prefill_budget, score_budget = SCHED_PLAN_SCORE_ROWS;
     *rows = 0;
     for (size_t i = 0; i < n_active; i++) {
-        SchedJob *j = active[i];
+        SchedSeq *j = active[i];
         Gpt2Seq *q = &seqs[n_seq];
-        int replay = j->work.kv.len < sched_job_replay_target(j);
+        int replay = j->work.kv.len < sched_seq_replay_target(j);
         if (replay)
             *q = sched_plan_replay(j, &budget);
         else if (j->work.phase == SCHED_PREFILL)

@@ -16,7 +16,7 @@
 
 #include <stddef.h>
 
-#include "sched_job.h"
+#include "sched_seq.h"
 
 // Logits rows per step for prompts being scored: at most this many times V extra floats.
 #define SCHED_PLAN_SCORE_ROWS 32
@@ -24,7 +24,7 @@
 // One sequence of a planned step: its job, where its rows start in the forward's logits, and
 // whether it only replays positions a preemption took (nothing to consume).
 typedef struct {
-    SchedJob *job;
+    SchedSeq *job;
     size_t first_row;
     int replay;
 } SchedPlanEntry;
@@ -36,12 +36,12 @@ typedef struct {
 // The prompt rows a step may take: step_tokens less one row per decoding job, at least
 // SCHED_MIN_PREFILL_ROWS (a prompt always moves on, however many jobs decode), and at least
 // SCHED_IDLE_PREFILL_ROWS when none decodes.
-size_t sched_plan_prefill_budget(SchedJob *const *active, size_t n_active, size_t step_tokens);
+size_t sched_plan_prefill_budget(SchedSeq *const *active, size_t n_active, size_t step_tokens);
 
 // Plans the next forward over active[0 .. n_active): fills seqs[i] and entries[i] (room for
 // n_active each) and returns how many; *rows is the token rows fed. Changes no job: the
 // caller advances each job's n_fed by its sequence's n once the forward has run.
-size_t sched_plan_step(SchedJob *const *active, size_t n_active, size_t prefill_budget,
+size_t sched_plan_step(SchedSeq *const *active, size_t n_active, size_t prefill_budget,
                        Gpt2Seq *seqs, SchedPlanEntry *entries, size_t *rows);
 
 // The rows of logits gpt2_forward writes for q.

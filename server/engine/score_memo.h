@@ -5,7 +5,7 @@
 //
 // Beside the prefix cache (model/kv.h's shared blocks) and the logits memo (logits_memo.h),
 // which the engine thread keeps, this keeps finished answers for the HTTP threads: one per app
-// (SrvApp.score_memo), a fixed number of prompts, the oldest replaced first. Thread-safe (one
+// (ApiApp.score_memo), a fixed number of prompts, the oldest replaced first. Thread-safe (one
 // mutex).
 #ifndef SCORE_MEMO_H
 #define SCORE_MEMO_H

@@ -806,7 +806,7 @@ static void srv_completed(void *cls, struct MHD_Connection *conn, void **req_cls
     SrvReq *r = *req_cls;
     if (!r) return;
     int aborted = toe != MHD_REQUEST_TERMINATED_COMPLETED_OK;
-    if (r->done) r->done(r, aborted); // releases the engine job: no srv_wake() after this
+    if (r->done) r->done(r, aborted); // releases the engine sequence: no srv_wake() after this
     double dt = kg_now_s() - r->t_start;
     int status = r->status ? r->status : 499; // 499: the client closed before the answer
     metrics_request(r->endpoint, status, dt);

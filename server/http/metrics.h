@@ -58,7 +58,7 @@ void metrics_init(const char *const *endpoints, size_t n, const char *const *mod
 
 // One finished request: endpoint label (unknown names count as "other"), status, seconds.
 void metrics_request(const char *endpoint, int status, double seconds);
-// Tokens of one finished engine job of an endpoint on a model (an unknown model counts as the
+// Tokens of one finished engine sequence of an endpoint on a model (an unknown model counts as the
 // first), and the time it spent decoding.
 void metrics_tokens(const char *endpoint, const char *model, size_t prompt, size_t cached,
                     size_t generated, double decode_ms);

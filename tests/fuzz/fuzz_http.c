@@ -19,7 +19,7 @@
 
 #define FUZZ_HTTP_N_CTX 512 // the default model's n_positions (models/default/config.json)
 
-static SrvApp fuzz_app;
+static ApiApp fuzz_app;
 static const SrvRoute *fuzz_routes[16]; // the JSON (POST) routes
 static size_t fuzz_n_routes;
 
@@ -34,7 +34,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         fprintf(stderr, "fuzz_http: %s\n", err);
         exit(1);
     }
-    static SrvModel model;
+    static ApiModel model;
     model.sched = fuzz_http_sched();
     model.tok = tok;
     model.name = "fuzz";

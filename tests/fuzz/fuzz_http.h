@@ -6,8 +6,8 @@
 #include "api.h"
 
 // The app srv_app() returns for every request.
-void fuzz_http_set_app(SrvApp *app);
-// A non-NULL engine handle for SrvApp.sched (the stubs never look inside it).
+void fuzz_http_set_app(ApiApp *app);
+// A non-NULL engine handle for ApiApp.sched (the stubs never look inside it).
 Sched *fuzz_http_sched(void);
 // Ends r as srv_completed() would (runs r->done) and checks that exactly one reply was
 // queued with a status a client's input may cause.

@@ -11,10 +11,10 @@
 #include "server/http/json_in.h"
 #include "server/http/metrics.h"
 
-static SrvApp *fuzz_app;
+static ApiApp *fuzz_app;
 static int fuzz_sched_token;
 
-void fuzz_http_set_app(SrvApp *app) { fuzz_app = app; }
+void fuzz_http_set_app(ApiApp *app) { fuzz_app = app; }
 Sched *fuzz_http_sched(void) { return (Sched *)&fuzz_sched_token; }
 
 // --- http.c ---
@@ -137,9 +137,9 @@ void fuzz_http_complete(SrvReq *r) {
     FUZZ_CHECK(r->status == 200 || r->status == 400 || r->status == 404 || r->status == 422);
 }
 
-// --- sched.h (sched.c, sched_job.c) ---
+// --- sched.h (sched.c, sched_seq.c) ---
 
-struct SchedJob {
+struct SchedSeq {
     SchedParams p;
     int id;           // the one made-up token: the prompt's last
     int read;         // it was handed out
@@ -186,12 +186,12 @@ static void fuzz_check_params(const SchedParams *p) {
 }
 
 int sched_submit(Sched *s, const SchedParams *p, void (*notify)(void *ctx), void *ctx,
-                 SchedJob **job, char *err) {
+                 SchedSeq **job, char *err) {
     (void)notify;
     (void)ctx;
     FUZZ_CHECK(s == fuzz_http_sched());
     fuzz_check_params(p);
-    SchedJob *j = calloc(1, sizeof *j);
+    SchedSeq *j = calloc(1, sizeof *j);
     FUZZ_CHECK(j);
     j->p = *p;
     j->p.tokens = NULL; // not kept: the caller owns them
@@ -215,7 +215,7 @@ int sched_submit(Sched *s, const SchedParams *p, void (*notify)(void *ctx), void
 
 // A scoring job first yields one entry per prompt token (the first with no score), as the
 // engine does; then every job yields its one made-up token.
-size_t sched_job_read(SchedJob *j, SchedToken *out, size_t cap, SchedState *state) {
+size_t sched_seq_read(SchedSeq *j, SchedToken *out, size_t cap, SchedState *state) {
     *state = SCHED_DONE_LENGTH;
     size_t n = 0;
     for (; j->p.score_prompt && j->n_scored < j->p.n_tokens && n < cap; j->n_scored++, n++)
@@ -242,18 +242,18 @@ size_t sched_job_read(SchedJob *j, SchedToken *out, size_t cap, SchedState *stat
     return n + 1;
 }
 
-int sched_job_error(SchedJob *j, char *err) {
+int sched_seq_error(SchedSeq *j, char *err) {
     (void)j;
     return kg_err(err, KG_EINTERNAL, "fuzz: no job ends in an error");
 }
 
-void sched_job_stats(SchedJob *j, SchedStats *stats) {
+void sched_seq_stats(SchedSeq *j, SchedStats *stats) {
     *stats = (SchedStats){.prompt_tokens = 1, .generated_tokens = j->read};
 }
 
-void sched_job_cancel(SchedJob *j) { (void)j; }
+void sched_seq_cancel(SchedSeq *j) { (void)j; }
 
-void sched_job_release(SchedJob *j) {
+void sched_seq_release(SchedSeq *j) {
     free(j->text);
     free(j->top);
     free(j);

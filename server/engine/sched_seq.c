@@ -1,6 +1,6 @@
-// sched_job.c — one engine job: made from what sched_submit was given, its output entries and
+// sched_seq.c — one engine sequence: made from what sched_submit was given, its output entries and
 // end, its references; and the caller's side of sched.h (read, error, stats, cancel, release).
-#include "sched_job.h"
+#include "sched_seq.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +9,7 @@
 #include "base/kg.h"
 #include "sched_explain.h"
 
-void sched_job_free(SchedJob *j) {
+void sched_seq_free(SchedSeq *j) {
     for (size_t i = 0; i < j->out.n; i++) {
         free((char *)j->out.tokens[i].text);
         free((KgCandidate *)j->out.tokens[i].candidates);
@@ -30,13 +30,13 @@ void sched_job_free(SchedJob *j) {
     free(j);
 }
 
-void sched_job_unref(SchedJob *j) {
-    if (atomic_fetch_sub(&j->refs, 1) == 1) sched_job_free(j);
+void sched_seq_unref(SchedSeq *j) {
+    if (atomic_fetch_sub(&j->refs, 1) == 1) sched_seq_free(j);
 }
 
 // Copies the prompt, the stop ids and the stop strings into j and points j->in.p at them.
-static int sched_job_copy_input(SchedJob *j, const SchedParams *p) {
-    SchedJobInput *in = &j->in;
+static int sched_seq_copy_input(SchedSeq *j, const SchedParams *p) {
+    SchedSeqInput *in = &j->in;
     in->p = *p;
     in->tokens = malloc((p->n_tokens ? p->n_tokens : 1) * sizeof *in->tokens);
     in->stop_tokens = malloc((p->n_stop_tokens ? p->n_stop_tokens : 1) * sizeof *in->stop_tokens);
@@ -52,50 +52,44 @@ static int sched_job_copy_input(SchedJob *j, const SchedParams *p) {
     return KG_OK;
 }
 
-int sched_job_new(SchedJob **out, size_t V, const SchedParams *p, void (*notify)(void *), void *ctx,
+int sched_seq_new(SchedSeq **out, size_t V, const SchedParams *p, void (*notify)(void *), void *ctx,
                   char *err) {
     *out = NULL;
-    SchedJob *j = calloc(1, sizeof *j);
+    SchedSeq *j = calloc(1, sizeof *j);
     if (!j) return kg_err(err, KG_ENOMEM, "out of memory");
     pthread_mutex_init(&j->out.mu, NULL);
     pthread_mutex_init(&j->notify_mu, NULL);
     j->notify = notify;
     j->ctx = ctx;
     atomic_init(&j->refs, 2);
-    int rc = sched_job_copy_input(j, p) ? kg_err(err, KG_ENOMEM, "out of memory") : KG_OK;
+    int rc = sched_seq_copy_input(j, p) ? kg_err(err, KG_ENOMEM, "out of memory") : KG_OK;
     KgPenalties pen = p->penalties;
     if (pen.repetition == 0) pen.repetition = 1; // a zero-initialized SchedParams: none
     if (!rc && p->kind == SCHED_GENERATE) rc = sampler_penalty_new(&j->work.penalty, V, &pen, err);
     if (!rc && j->work.penalty)
         rc = sampler_penalty_prompt(j->work.penalty, j->in.tokens, p->n_tokens, err);
     if (rc) {
-        sched_job_free(j);
+        sched_seq_free(j);
         return rc;
     }
     *out = j;
     return KG_OK;
 }
 
-void sched_job_notify(SchedJob *j) {
+void sched_seq_notify(SchedSeq *j) {
     pthread_mutex_lock(&j->notify_mu);
     if (j->notify) j->notify(j->ctx);
     pthread_mutex_unlock(&j->notify_mu);
 }
 
 // Appends t, taking its text and candidates (freed on failure).
-static int sched_job_push(SchedJob *j, const SchedToken *t) {
-    SchedJobOutput *o = &j->out;
+static int sched_seq_push(SchedSeq *j, const SchedToken *t) {
+    SchedSeqOutput *o = &j->out;
     pthread_mutex_lock(&o->mu);
     int rc = KG_OK;
-    if (o->n == o->cap) {
-        size_t cap = o->cap ? 2 * o->cap : 16;
-        SchedToken *grown = realloc(o->tokens, cap * sizeof *grown);
-        if (!grown) {
-            rc = KG_ENOMEM;
-            goto end;
-        }
-        o->tokens = grown;
-        o->cap = cap;
+    if (KG_GROW(o->tokens, &o->cap, o->n + 1, NULL)) {
+        rc = KG_ENOMEM;
+        goto end;
     }
     o->tokens[o->n++] = *t;
 end:
@@ -108,9 +102,9 @@ end:
     return rc;
 }
 
-int sched_job_emit(SchedJob *j, int id, float logprob, char *text, size_t text_len,
+int sched_seq_emit(SchedSeq *j, int id, float logprob, char *text, size_t text_len,
                    KgCandidate *candidates, size_t n_candidates) {
-    return sched_job_push(j, &(SchedToken){.id = id,
+    return sched_seq_push(j, &(SchedToken){.id = id,
                                            .logprob = logprob,
                                            .text = text,
                                            .text_len = text_len,
@@ -118,9 +112,9 @@ int sched_job_emit(SchedJob *j, int id, float logprob, char *text, size_t text_l
                                            .n_candidates = n_candidates});
 }
 
-int sched_job_emit_score(SchedJob *j, int id, float logprob, char *text, size_t text_len,
+int sched_seq_emit_score(SchedSeq *j, int id, float logprob, char *text, size_t text_len,
                          KgCandidate *candidates, size_t n_candidates, size_t rank) {
-    return sched_job_push(j, &(SchedToken){.id = id,
+    return sched_seq_push(j, &(SchedToken){.id = id,
                                            .logprob = logprob,
                                            .text = text,
                                            .text_len = text_len,
@@ -130,17 +124,17 @@ int sched_job_emit_score(SchedJob *j, int id, float logprob, char *text, size_t 
                                            .rank = rank});
 }
 
-int sched_job_emit_answer(SchedJob *j, KgCandidate *candidates, size_t n_candidates, double entropy,
+int sched_seq_emit_answer(SchedSeq *j, KgCandidate *candidates, size_t n_candidates, double entropy,
                           SchedExplain *explain) {
-    return sched_job_push(j, &(SchedToken){.id = -1,
+    return sched_seq_push(j, &(SchedToken){.id = -1,
                                            .candidates = candidates,
                                            .n_candidates = n_candidates,
                                            .entropy = entropy,
                                            .explain = explain});
 }
 
-void sched_job_finish(SchedJob *j, SchedState state, int code, const char *msg) {
-    SchedJobOutput *o = &j->out;
+void sched_seq_finish(SchedSeq *j, SchedState state, int code, const char *msg) {
+    SchedSeqOutput *o = &j->out;
     pthread_mutex_lock(&o->mu);
     if (o->state == SCHED_RUNNING) {
         o->state = state;
@@ -154,12 +148,12 @@ void sched_job_finish(SchedJob *j, SchedState state, int code, const char *msg) 
     pthread_mutex_unlock(&o->mu);
 }
 
-size_t sched_job_replay_target(const SchedJob *j) {
+size_t sched_seq_replay_target(const SchedSeq *j) {
     if (j->work.phase == SCHED_PREFILL) return j->work.n_fed;
     return j->in.p.n_tokens + j->work.n_gen - 1; // next_id, the last generated, is fed next
 }
 
-const int *sched_job_tokens_at(const SchedJob *j, size_t pos, size_t *run) {
+const int *sched_seq_tokens_at(const SchedSeq *j, size_t pos, size_t *run) {
     const size_t n = j->in.p.n_tokens;
     if (pos < n) {
         *run = n - pos;
@@ -169,7 +163,7 @@ const int *sched_job_tokens_at(const SchedJob *j, size_t pos, size_t *run) {
     return j->work.gen + (pos - n);
 }
 
-SchedState sched_job_state(SchedJob *j) {
+SchedState sched_seq_state(SchedSeq *j) {
     pthread_mutex_lock(&j->out.mu);
     SchedState state = j->out.state;
     pthread_mutex_unlock(&j->out.mu);
@@ -178,8 +172,8 @@ SchedState sched_job_state(SchedJob *j) {
 
 // --- the caller's side (sched.h) ---
 
-size_t sched_job_read(SchedJob *j, SchedToken *out, size_t cap, SchedState *state) {
-    SchedJobOutput *o = &j->out;
+size_t sched_seq_read(SchedSeq *j, SchedToken *out, size_t cap, SchedState *state) {
+    SchedSeqOutput *o = &j->out;
     pthread_mutex_lock(&o->mu);
     size_t n = 0;
     while (n < cap && o->n_read < o->n)
@@ -190,7 +184,7 @@ size_t sched_job_read(SchedJob *j, SchedToken *out, size_t cap, SchedState *stat
     return n;
 }
 
-int sched_job_error(SchedJob *j, char *err) {
+int sched_seq_error(SchedSeq *j, char *err) {
     pthread_mutex_lock(&j->out.mu);
     int code = j->out.err_code;
     kg_err(err, code, "%s", j->out.err);
@@ -198,18 +192,18 @@ int sched_job_error(SchedJob *j, char *err) {
     return code;
 }
 
-void sched_job_stats(SchedJob *j, SchedStats *stats) {
+void sched_seq_stats(SchedSeq *j, SchedStats *stats) {
     pthread_mutex_lock(&j->out.mu);
     *stats = j->out.stats;
     pthread_mutex_unlock(&j->out.mu);
 }
 
-void sched_job_cancel(SchedJob *j) { atomic_store(&j->cancelled, 1); }
+void sched_seq_cancel(SchedSeq *j) { atomic_store(&j->cancelled, 1); }
 
-void sched_job_release(SchedJob *j) {
+void sched_seq_release(SchedSeq *j) {
     atomic_store(&j->cancelled, 1);
     pthread_mutex_lock(&j->notify_mu);
     j->notify = NULL;
     pthread_mutex_unlock(&j->notify_mu);
-    sched_job_unref(j);
+    sched_seq_unref(j);
 }

@@ -1,12 +1,12 @@
-// sched_job.h — inside the engine: one job's record and its life cycle, for sched.c and the
-// batch planner (sched_plan.c). Endpoints see only sched.h's opaque SchedJob.
+// sched_seq.h — inside the engine: one sequence's record and its life cycle, for sched.c and the
+// batch planner (sched_plan.c). Endpoints see only sched.h's opaque SchedSeq.
 //
-// A job has three parts by who touches them: what was submitted (copied by sched_job_new,
+// A sequence has three parts by who touches them: what was submitted (copied by sched_seq_new,
 // then read-only), the engine thread's working state (only that thread), and the output
 // the caller reads (under out.mu). Two references hold it, the caller's and the engine's;
-// the last sched_job_unref frees it.
-#ifndef SCHED_JOB_H
-#define SCHED_JOB_H
+// the last sched_seq_unref frees it.
+#ifndef SCHED_SEQ_H
+#define SCHED_SEQ_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -24,7 +24,7 @@ typedef struct {
     int *tokens;      // (p.n_tokens) the prompt
     int *stop_tokens; // (p.n_stop_tokens)
     double t_submit;  // ms (kg_now_ms)
-} SchedJobInput;
+} SchedSeqInput;
 
 // The engine thread's working state.
 typedef struct {
@@ -44,9 +44,9 @@ typedef struct {
     GenText text;             // the generated text, its stop strings, the bytes held back
     Gpt2Capture *capture;     // next-token with lens or attention: what its passes keep
     double t_start, t_first;  // ms: admitted, first token sampled (0: not yet)
-} SchedJobWork;
+} SchedSeqWork;
 
-// What the caller reads (sched_job_read, _error, _stats): every field under mu.
+// What the caller reads (sched_seq_read, _error, _stats): every field under mu.
 typedef struct {
     pthread_mutex_t mu;
     SchedToken *tokens; // (n, cap) entries produced; n_read of them handed out
@@ -55,59 +55,59 @@ typedef struct {
     int err_code;
     char err[KG_ERRLEN];
     SchedStats stats;
-} SchedJobOutput;
+} SchedSeqOutput;
 
-struct SchedJob {
-    SchedJobInput in;
-    SchedJobWork work;
-    SchedJobOutput out;
+struct SchedSeq {
+    SchedSeqInput in;
+    SchedSeqWork work;
+    SchedSeqOutput out;
     // notify is cleared by release under notify_mu, so it never runs on a freed ctx
     pthread_mutex_t notify_mu;
     void (*notify)(void *ctx);
     void *ctx;
     atomic_int refs; // the caller's and the engine's
     atomic_int cancelled;
-    SchedJob *next_queued; // in the queue, or among the engine's preempted jobs
+    SchedSeq *next_queued; // in the queue, or among the engine's preempted jobs
 };
 
 // A job holding copies of what p points to (p is checked already), with the penalty state
 // of a generation (it counts the prompt) and two references. KG_OK and *out, or an error
 // (KG_ENOMEM) with err.
-int sched_job_new(SchedJob **out, size_t V, const SchedParams *p, void (*notify)(void *), void *ctx,
+int sched_seq_new(SchedSeq **out, size_t V, const SchedParams *p, void (*notify)(void *), void *ctx,
                   char *err);
-// Frees j at once (sched_submit's refusal); otherwise drop references with sched_job_unref.
-void sched_job_free(SchedJob *j);
-void sched_job_unref(SchedJob *j);
+// Frees j at once (sched_submit's refusal); otherwise drop references with sched_seq_unref.
+void sched_seq_free(SchedSeq *j);
+void sched_seq_unref(SchedSeq *j);
 
 // Runs the job's notify callback unless the caller has released the job.
-void sched_job_notify(SchedJob *j);
+void sched_seq_notify(SchedSeq *j);
 
 // Appends one generated token, taking text and candidates (freed on failure). KG_OK or
 // KG_ENOMEM.
-int sched_job_emit(SchedJob *j, int id, float logprob, char *text, size_t text_len,
+int sched_seq_emit(SchedSeq *j, int id, float logprob, char *text, size_t text_len,
                    KgCandidate *candidates, size_t n_candidates);
-// Appends a scored prompt token (score_prompt), as sched_job_emit, with its rank there (0 for
+// Appends a scored prompt token (score_prompt), as sched_seq_emit, with its rank there (0 for
 // the first token, which nothing predicts).
-int sched_job_emit_score(SchedJob *j, int id, float logprob, char *text, size_t text_len,
+int sched_seq_emit_score(SchedSeq *j, int id, float logprob, char *text, size_t text_len,
                          KgCandidate *candidates, size_t n_candidates, size_t rank);
 // Appends a next-token job's answer: its candidates and explain (both taken, freed on failure;
 // explain may be NULL) and the entropy of the distribution they come from. KG_OK or KG_ENOMEM.
-int sched_job_emit_answer(SchedJob *j, KgCandidate *candidates, size_t n_candidates, double entropy,
+int sched_seq_emit_answer(SchedSeq *j, KgCandidate *candidates, size_t n_candidates, double entropy,
                           SchedExplain *explain);
 
 // Marks the job finished (only the first call counts) with its final figures; msg may be
 // NULL.
-void sched_job_finish(SchedJob *j, SchedState state, int code, const char *msg);
+void sched_seq_finish(SchedSeq *j, SchedState state, int code, const char *msg);
 
 // The job's state as the caller would see it now.
-SchedState sched_job_state(SchedJob *j);
+SchedState sched_seq_state(SchedSeq *j);
 
 // The positions j's KV must hold before its next row: the prompt tokens consumed (prefill),
 // or the prompt and every generated token but the last (decode, which feeds that one). A
 // preempted job's KV holds fewer, and it replays [kv.len, target) without logits first.
-size_t sched_job_replay_target(const SchedJob *j);
+size_t sched_seq_replay_target(const SchedSeq *j);
 // The token at position pos of j's sequence (the prompt, then the generated ids), and how many
 // follow it in the same array (a chunk never spans both).
-const int *sched_job_tokens_at(const SchedJob *j, size_t pos, size_t *run);
+const int *sched_seq_tokens_at(const SchedSeq *j, size_t pos, size_t *run);
 
 #endif
