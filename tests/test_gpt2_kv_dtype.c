@@ -29,10 +29,11 @@
 // (b) The model's float32 keys and values lie a few 1e-7 (relative) from the reference's
 // float64 ones, so now and then one sits that close to a rounding boundary and rounds the
 // other way: one f16 or bf16 step (2^-11, 2^-8 relative) or one q8_0 step (a block's max / 127)
-// in a key moves the log-probs by up to these (seen: 3.2e-4, 1.6e-3, 1.0e-2; f32 1.5e-5). The
-// rounding itself moves them by 2.9e-3, 2.5e-2 and 8.9e-2 (kv_dtype_ref.py prints it): at
-// least 3x each tolerance, checked below.
-static const double MODEL_TOL[] = {1e-4, 6e-4, 4e-3, 2.5e-2};
+// in a key moves the log-probs by up to these (seen: f16 3.2e-4 in a Release build and 6.4e-4,
+// two such flips, in the Debug + ASan one, whose sums round differently; bf16 1.6e-3, q8_0
+// 1.0e-2; f32 1.5e-5). The rounding itself moves them by 2.9e-3, 2.5e-2 and 8.9e-2
+// (kv_dtype_ref.py prints it): at least 3x each tolerance, checked below.
+static const double MODEL_TOL[] = {1e-4, 9e-4, 4e-3, 2.5e-2};
 
 static const KgDtype DTYPES[] = {KG_F32, KG_F16, KG_BF16, KG_Q8_0};
 static const char *const NAMES[] = {"f32", "f16", "bf16", "q8_0"};
