@@ -1,7 +1,7 @@
 // http.c — the MHD glue: the access handler's three calls, the body reader, one reply
-// helper, one error builder, SSE streaming with suspend/resume, handlers on the work pool,
-// the request log, and the connection limits' plumbing (admit.h decides; here connections are
-// listed, cut and watched for their request deadline).
+// helper, SSE streaming with suspend/resume, handlers on the work pool, the request log. The
+// error bodies are http_error.c's; the open connections (admission, the request deadline)
+// conns.c's.
 #include "http.h"
 
 #include <arpa/inet.h>
@@ -18,18 +18,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "admit.h"
+#include "conns.h"
 #include "json_in.h"
 #include "log.h"
 #include "metrics.h"
 #include "workpool.h"
-
-// One open connection (MHD's socket context), listed in the server's admission table while
-// it is open.
-struct SrvConn {
-    AdmitConn a; // first: the table's entry (admit.h)
-    MHD_socket fd;
-};
 
 struct SrvServer {
     struct MHD_Daemon *d;
@@ -40,193 +33,8 @@ struct SrvServer {
     WorkPool *pool;         // SRV_ROUTE_WORK handlers (NULL: they run on MHD's threads)
     atomic_int trim_owed;   // a large body was handled since the last malloc_trim
     MHD_socket quiesced_fd; // the listening socket once srv_drain took it from MHD
-    // open connections and the request-deadline watchdog, under conns_mu
-    pthread_mutex_t conns_mu;
-    pthread_cond_t conns_cv; // wakes the watchdog to stop
-    AdmitTable adm;
-    int watchdog_on, watchdog_stop;
-    pthread_t watchdog;
+    ConnTable conns;        // open connections, their admission and request deadline
 };
-
-int srv_status_from_err(int kg_code) {
-    switch (kg_code) {
-    case KG_EINVAL:
-        return MHD_HTTP_BAD_REQUEST;
-    case KG_ERANGE:
-        return 422;
-    case KG_EUNSUP:
-        return 422;
-    case KG_ENOTFOUND:
-        return MHD_HTTP_NOT_FOUND;
-    case KG_EBUSY:
-        return MHD_HTTP_TOO_MANY_REQUESTS;
-    case KG_ECANCEL:
-        return MHD_HTTP_SERVICE_UNAVAILABLE;
-    case KG_ENOMEM:
-        return MHD_HTTP_SERVICE_UNAVAILABLE;
-    default:
-        return MHD_HTTP_INTERNAL_SERVER_ERROR;
-    }
-}
-
-// The "type" of an error reply: OpenAI's names, so that its SDKs show ours as theirs.
-static const char *srv_error_type(int status) {
-    switch (status) {
-    case 401:
-        return "authentication_error";
-    case 403:
-        return "permission_error";
-    case 429:
-        return "rate_limit_error";
-    default:
-        return status < 500 ? "invalid_request_error" : "server_error";
-    }
-}
-
-// --- connections: the limits and the request deadline ---
-
-// waiting = 1: a request has been answered and the next is expected from now on (the
-// deadline runs); 0: it has arrived.
-static void srv_conn_arm(SrvServer *s, SrvConn *c, int waiting) {
-    if (!c) return;
-    pthread_mutex_lock(&s->conns_mu);
-    c->a.waiting_since = waiting ? kg_now_s() : 0;
-    c->a.answered = 0;
-    c->a.served |= waiting;
-    pthread_mutex_unlock(&s->conns_mu);
-}
-
-// The request being answered on c has its whole reply: only bytes to send are left.
-static void srv_conn_answered(SrvServer *s, SrvConn *c) {
-    if (!c) return;
-    pthread_mutex_lock(&s->conns_mu);
-    c->a.answered = 1;
-    pthread_mutex_unlock(&s->conns_mu);
-}
-
-// The client address of conn (family 0 when MHD has none).
-static AdmitAddr srv_conn_addr(struct MHD_Connection *conn) {
-    AdmitAddr a = {0};
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
-    if (sa && sa->sa_family == AF_INET) {
-        memcpy(a.bytes, &((const struct sockaddr_in *)sa)->sin_addr, 4);
-        a.family = AF_INET;
-    } else if (sa && sa->sa_family == AF_INET6) {
-        memcpy(a.bytes, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
-        a.family = AF_INET6;
-    }
-    return a;
-}
-
-// Shuts c down: MHD then reads end-of-file and closes it as hung up (the descriptor stays
-// MHD's; MHD sends CLOSED before closing it, so this never touches a reused descriptor).
-// Its slot is free at once. Caller holds conns_mu.
-static void srv_conn_cut(SrvServer *s, SrvConn *c) {
-    shutdown(c->fd, SHUT_RDWR);
-    admit_unslot(&s->adm, &c->a);
-}
-
-// admit_sweep's question: has the client of a listed connection closed its side (end of
-// file, or an error such as a reset)? Read without taking a byte, on any thread: the
-// descriptor stays open until MHD's CLOSED, which unlists it under conns_mu first.
-static int srv_conn_gone(const AdmitConn *a, void *ctx) {
-    (void)ctx;
-    char b;
-    ssize_t n = recv(((const SrvConn *)a)->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-}
-
-// Decides a new connection's fate (admit.h) and lists it: admitted, or refused (its request
-// gets 503); a connection the decision cuts to make room is shut down. Before a decision that
-// refuses or cuts, the address's connections whose client has gone stop counting (MHD may not
-// have read their end yet: a client's strictly sequential connections must never be refused).
-// Caller holds conns_mu; c is not listed yet.
-static void srv_conn_admit(SrvServer *s, SrvConn *c, double now) {
-    AdmitView v;
-    AdmitConn *oldest[3]; // admitted, refused, refused from c's address
-    admit_view(&s->adm, &c->a.addr, now, &v, &oldest[0], &oldest[1], &oldest[2]);
-    AdmitDecision d = admit_decide(&v);
-    if ((d.slot != ADMIT_SLOT_ADMITTED || d.cut) &&
-        admit_sweep(&s->adm, &c->a.addr, srv_conn_gone, NULL)) {
-        admit_view(&s->adm, &c->a.addr, now, &v, &oldest[0], &oldest[1], &oldest[2]);
-        d = admit_decide(&v);
-    }
-    AdmitConn *victim = d.cut == ADMIT_CUT_ADMITTED     ? oldest[0]
-                        : d.cut == ADMIT_CUT_REFUSED    ? oldest[1]
-                        : d.cut == ADMIT_CUT_IP_REFUSED ? oldest[2]
-                                                        : NULL;
-    if (victim) {
-        srv_conn_cut(s, (SrvConn *)victim);
-        metrics_reject(d.cut == ADMIT_CUT_ADMITTED ? METRICS_REJ_SHED : METRICS_REJ_CLOSED, 1);
-    }
-    admit_add(&s->adm, &c->a, &d, now);
-}
-
-// MHD's connection notifications: decide and list on STARTED, unlist on CLOSED.
-static void srv_conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
-                            enum MHD_ConnectionNotificationCode toe) {
-    SrvServer *s = cls;
-    SrvConn *c = *socket_context;
-    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-        const union MHD_ConnectionInfo *ci =
-            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        c = ci ? calloc(1, sizeof *c) : NULL; // NULL: neither limited nor watched
-        if (c) {
-            c->fd = ci->connect_fd;
-            c->a.addr = srv_conn_addr(conn);
-            pthread_mutex_lock(&s->conns_mu);
-            srv_conn_admit(s, c, kg_now_s());
-            pthread_mutex_unlock(&s->conns_mu);
-        }
-        *socket_context = c;
-        return;
-    }
-    if (c) {
-        pthread_mutex_lock(&s->conns_mu);
-        admit_remove(&s->adm, &c->a);
-        pthread_mutex_unlock(&s->conns_mu);
-    }
-    free(c);
-    *socket_context = NULL;
-}
-
-// The watchdog: every 250 ms, shuts down the connections whose request is overdue: past
-// request_timeout_s, or past SRV_REFUSED_GRACE_S for a refused one.
-static void *srv_watchdog(void *arg) {
-    SrvServer *s = arg;
-    pthread_mutex_lock(&s->conns_mu);
-    while (!s->watchdog_stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 250 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000 * 1000 * 1000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000 * 1000 * 1000;
-        }
-        pthread_cond_timedwait(&s->conns_cv, &s->conns_mu, &ts);
-        double now = kg_now_s(), timeout = (double)s->opt.request_timeout_s;
-        size_t n_cut = 0, n_refused_cut = 0;
-        for (AdmitConn *a = s->adm.conns; a; a = a->next) {
-            if (!admit_overdue(a, now, SRV_REFUSED_GRACE_S, timeout)) continue;
-            a->refused ? n_refused_cut++ : n_cut++;
-            srv_conn_cut(s, (SrvConn *)a);
-        }
-        if (n_cut + n_refused_cut)
-            metrics_reject(METRICS_REJ_REQUEST_TIMEOUT, n_cut + n_refused_cut);
-        if (n_cut && s->opt.log) {
-            pthread_mutex_unlock(&s->conns_mu);
-            log_msg(LOG_WARN,
-                    "request timeout: closed %zu connection(s) whose request did not arrive "
-                    "within %us",
-                    n_cut, s->opt.request_timeout_s);
-            pthread_mutex_lock(&s->conns_mu);
-        }
-    }
-    pthread_mutex_unlock(&s->conns_mu);
-    return NULL;
-}
 
 // --- replies ---
 
@@ -281,8 +89,8 @@ static enum MHD_Result srv_queue(SrvReq *r, int status, struct MHD_Response *res
     if (ret == MHD_YES) {
         r->status = status;
         r->bytes_out = len;
-        srv_conn_arm(r->srv, r->sc, 0);
-        if (whole) srv_conn_answered(r->srv, r->sc);
+        conns_arm(&r->srv->conns, r->sc, 0);
+        if (whole) conns_answered(&r->srv->conns, r->sc);
     }
     return ret;
 }
@@ -323,47 +131,6 @@ static enum MHD_Result srv_reply_json_h(SrvReq *r, int status, cJSON *j_root, co
 
 enum MHD_Result srv_reply_json(SrvReq *r, int status, cJSON *j_root) {
     return srv_reply_json_h(r, status, j_root, NULL, NULL);
-}
-
-cJSON *srv_error_json(int status, const char *message, const char *param) {
-    cJSON *j_root = cJSON_CreateObject();
-    cJSON *j_err = cJSON_AddObjectToObject(j_root, "error");
-    if (!j_err || !cJSON_AddNumberToObject(j_err, "code", status) ||
-        !cJSON_AddStringToObject(j_err, "type", srv_error_type(status)) ||
-        !cJSON_AddStringToObject(j_err, "message", message ? message : "") ||
-        !(param ? cJSON_AddStringToObject(j_err, "param", param)
-                : cJSON_AddNullToObject(j_err, "param"))) {
-        cJSON_Delete(j_root);
-        return NULL;
-    }
-    return j_root;
-}
-
-// TGI's error_type for a status (its router's names, and ours where it has none).
-static const char *srv_tgi_error_type(int status) {
-    switch (status) {
-    case 401:
-        return "unauthorized";
-    case 404:
-        return "not_found";
-    case 429:
-    case 503:
-        return "overloaded";
-    default:
-        return status < 500 ? "validation" : "generation";
-    }
-}
-
-cJSON *srv_req_error_json(const SrvReq *r, int status, const char *message, const char *param) {
-    if (!r->route || !(r->route->flags & SRV_ROUTE_TGI))
-        return srv_error_json(status, message, param);
-    cJSON *j_root = cJSON_CreateObject();
-    if (!cJSON_AddStringToObject(j_root, "error", message ? message : "") ||
-        !cJSON_AddStringToObject(j_root, "error_type", srv_tgi_error_type(status))) {
-        cJSON_Delete(j_root);
-        return NULL;
-    }
-    return j_root;
 }
 
 // An error reply with one extra header (Allow, Retry-After, WWW-Authenticate).
@@ -511,7 +278,7 @@ static ssize_t srv_stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
     for (;;) {
         ssize_t n = r->pull(r, buf, max);
         if (n > 0) r->bytes_out += (size_t)n;
-        if (n < 0) srv_conn_answered(r->srv, r->sc); // the end: only bytes to send are left
+        if (n < 0) conns_answered(&r->srv->conns, r->sc); // the end: only bytes to send are left
         if (n != 0) return n;
         if (srv_client_gone(r)) return MHD_CONTENT_READER_END_WITH_ERROR;
         if (srv_wait(r)) return 0; // suspended: MHD calls again after srv_wake()
@@ -768,11 +535,11 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
     int worked = r->work.state == SRV_WORK_DONE;
     if (worked) r->work.state = SRV_WORK_NONE; // (srv_wake reads it on the engine's thread)
     pthread_mutex_unlock(&r->mu);
-    if (worked) return srv_work_end(r); // resumed: its handler ran on the work pool
-    if (r->status) return MHD_YES;      // answered already (early 413 or 503)
-    if (r->resume) return r->resume(r); // woken up while waiting on the engine
-    srv_conn_arm(r->srv, r->sc, 0);     // the whole request is here: no deadline now
-    return srv_dispatch(r, url);        // last call: answer
+    if (worked) return srv_work_end(r);  // resumed: its handler ran on the work pool
+    if (r->status) return MHD_YES;       // answered already (early 413 or 503)
+    if (r->resume) return r->resume(r);  // woken up while waiting on the engine
+    conns_arm(&r->srv->conns, r->sc, 0); // the whole request is here: no deadline now
+    return srv_dispatch(r, url);         // last call: answer
 }
 
 // Writes the request's line to the request log (log.h).
@@ -811,7 +578,7 @@ static void srv_completed(void *cls, struct MHD_Connection *conn, void **req_cls
     int status = r->status ? r->status : 499; // 499: the client closed before the answer
     metrics_request(r->endpoint, status, dt);
     srv_log_request(r, status, dt, aborted);
-    srv_conn_arm(s, r->sc, 1); // the next request on this connection has its own deadline
+    conns_arm(&s->conns, r->sc, 1); // the next request on this connection has its own deadline
     if (r->work.resp) MHD_destroy_response(r->work.resp); // held when the daemon stopped
     // a thread that resumed r (a work thread ending its handler, srv_wake) may still be
     // unlocking r->mu after the resume let MHD complete it: wait it out before the destroy
@@ -848,8 +615,7 @@ static size_t srv_unescape(void *cls, struct MHD_Connection *conn, char *uri) {
 // --- the server ---
 
 static void srv_free(SrvServer *s) {
-    pthread_cond_destroy(&s->conns_cv);
-    pthread_mutex_destroy(&s->conns_mu);
+    conns_free(&s->conns);
     free(s);
 }
 
@@ -887,13 +653,8 @@ int srv_start(SrvServer **out, const SrvOptions *opt, char *err) {
     s->quiesced_fd = MHD_INVALID_SOCKET;
     if (!s->opt.max_body) s->opt.max_body = SRV_MAX_BODY;
     if (!s->opt.max_connections) s->opt.max_connections = SRV_MAX_CONNECTIONS;
-    admit_table_init(&s->adm, s->opt.max_connections, s->opt.max_connections_per_ip);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_mutex_init(&s->conns_mu, NULL);
-    pthread_cond_init(&s->conns_cv, &ca);
-    pthread_condattr_destroy(&ca);
+    conns_init(&s->conns, s->opt.max_connections, s->opt.max_connections_per_ip,
+               s->opt.request_timeout_s, s->opt.log);
     char port[16];
     snprintf(port, sizeof port, "%d", opt->port);
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
@@ -930,7 +691,7 @@ int srv_start(SrvServer **out, const SrvOptions *opt, char *err) {
         MHD_OPTION_CONNECTION_LIMIT, 2 * s->opt.max_connections + 16 * threads,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)opt->timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
         srv_completed, s, MHD_OPTION_UNESCAPE_CALLBACK, srv_unescape, NULL,
-        MHD_OPTION_NOTIFY_CONNECTION, srv_conn_notify, s, MHD_OPTION_CLIENT_DISCIPLINE_LVL, 1,
+        MHD_OPTION_NOTIFY_CONNECTION, conns_notify, &s->conns, MHD_OPTION_CLIENT_DISCIPLINE_LVL, 1,
         MHD_OPTION_END); // level 1: "suitable for highly loaded public servers"
     if (!s->d) {
         close(fd);
@@ -938,13 +699,12 @@ int srv_start(SrvServer **out, const SrvOptions *opt, char *err) {
         srv_free(s);
         return kg_err(err, KG_EIO, "could not start the HTTP server");
     }
-    if (pthread_create(&s->watchdog, NULL, srv_watchdog, s)) { // (refused ones have a deadline)
+    if (conns_watch(&s->conns, err)) { // (refused ones have a deadline too)
         MHD_stop_daemon(s->d);
         workpool_stop(s->pool);
         srv_free(s);
-        return kg_err(err, KG_ENOMEM, "server: could not start the watchdog thread");
+        return KG_ENOMEM;
     }
-    s->watchdog_on = 1;
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : opt->port;
     *out = s;
@@ -958,10 +718,7 @@ size_t srv_in_flight(const SrvServer *s) { return atomic_load(&s->in_flight); }
 
 void srv_gauges(SrvServer *s, SrvGauges *g) {
     *g = (SrvGauges){0};
-    pthread_mutex_lock(&s->conns_mu);
-    g->admitted = s->adm.n_admitted;
-    g->refused = s->adm.n_refused;
-    pthread_mutex_unlock(&s->conns_mu);
+    conns_counts(&s->conns, &g->admitted, &g->refused);
     if (s->pool) workpool_gauges(s->pool, &g->work_queued, &g->work_running);
 }
 
@@ -981,12 +738,5 @@ void srv_stop(SrvServer *s) {
     workpool_stop(s->pool);
     MHD_stop_daemon(s->d); // CLOSED for every connection: the list is empty after this
     if (s->quiesced_fd != MHD_INVALID_SOCKET) close(s->quiesced_fd);
-    if (s->watchdog_on) {
-        pthread_mutex_lock(&s->conns_mu);
-        s->watchdog_stop = 1;
-        pthread_cond_signal(&s->conns_cv);
-        pthread_mutex_unlock(&s->conns_mu);
-        pthread_join(s->watchdog, NULL);
-    }
-    srv_free(s);
+    srv_free(s); // (the watchdog stopped there)
 }

@@ -58,7 +58,7 @@
 
 typedef struct SrvReq SrvReq;
 typedef struct SrvServer SrvServer;
-typedef struct SrvConn SrvConn; // one open connection (http.c)
+typedef struct SrvConn SrvConn; // one open connection (conns.h)
 
 // A route's handler runs on the last call with the parsed JSON body (NULL for GET) and
 // answers through srv_reply_*() or srv_stream_start(); it returns what MHD expects.
