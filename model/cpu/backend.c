@@ -57,7 +57,7 @@ void cpu_destroy(KgBackend *be) {
 }
 
 static const KgBackendOps *ops_for_isa(const char *isa) {
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(KG_CPU_GENERIC_ONLY) // (built with -DKG_CPU_SIMD=OFF)
     __builtin_cpu_init();
     if (!strcmp(isa, "avx512bf16"))
         return ops_for_isa("avx512vnni") && __builtin_cpu_supports("avx512bf16")
