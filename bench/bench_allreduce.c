@@ -21,11 +21,6 @@
 
 #include "bench_util.h"
 
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 int main(int argc, char **argv) {
     static const struct option opts[] = {
         {"floats", required_argument, 0, 'n'},    {"layers", required_argument, 0, 'l'},
@@ -102,8 +97,9 @@ int main(int argc, char **argv) {
         printf("allreduce ranks %d floats %zu bucket_mb %g wire %s bucketed_ms %.2f whole_ms "
                "%.2f small_ms %.3f\n",
                d.size, n, bucket_mb, wire == KG_F32 ? "f32" : kg_dtype_name(wire),
-               1e3 * median(t_bucket, reps), 1e3 * median(t_whole, reps),
-               1e3 * median(t_small, reps));
+               1e3 * bench_median(t_bucket, (size_t)reps),
+               1e3 * bench_median(t_whole, (size_t)reps),
+               1e3 * bench_median(t_small, (size_t)reps));
     }
     dist_grads_free(g);
     free(buf);

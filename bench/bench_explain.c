@@ -31,16 +31,6 @@
 static const char *const KIND_NAMES[N_KINDS] = {"cold plain",     "cold lens",  "cold attention",
                                                 "cold lens+attn", "warm plain", "warm lens"};
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, size_t n) {
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // One request of kind k on tokens (n): its milliseconds. warm is a cache of the first n - 1.
 static double one(const Gpt2 *m, Gpt2State *s, KvSeq *kv, const KvSeq *warm, const int *tokens,
                   size_t n, int k, char *err) {
@@ -136,10 +126,10 @@ int main(int argc, char **argv) {
         int b = k < 4 ? 0 : 4;
         for (long r = 0; r < rounds; r++)
             d[r] = t[k][r] - t[b][r];
-        diff[k] = median(d, (size_t)rounds);
+        diff[k] = bench_median(d, (size_t)rounds);
     }
     for (int k = 0; k < N_KINDS; k++)
-        med[k] = median(t[k], (size_t)rounds);
+        med[k] = bench_median(t[k], (size_t)rounds);
     printf("\n%-16s %10s %12s %8s %16s\n", "kind", "median ms", "extra ms", "ratio",
            "paired extra ms");
     for (int k = 0; k < N_KINDS; k++) {

@@ -29,6 +29,12 @@ static inline double bench_pct(const double *v, size_t n, double p) {
     return n ? v[(size_t)(p * (double)(n - 1) + 0.5)] : 0;
 }
 
+// The median of v (n >= 1 values; sorts v in place): the middle one, or the mean of the two.
+static inline double bench_median(double *v, size_t n) {
+    qsort(v, n, sizeof *v, bench_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 typedef float bench_v16 __attribute__((vector_size(64)));
 
 typedef struct {
