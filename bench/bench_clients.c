@@ -54,13 +54,8 @@ typedef struct {
 } Times;
 
 static void times_add(Times *t, double x) {
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? 2 * t->cap : 1024;
-        double *v = realloc(t->v, cap * sizeof *v);
-        if (!v) return; // out of memory: the sample is dropped, the run goes on
-        t->v = v;
-        t->cap = cap;
-    }
+    char err[KG_ERRLEN];
+    if (KG_GROW(t->v, &t->cap, t->n + 1, err)) return; // the sample dropped, the run goes on
     t->v[t->n++] = x;
 }
 

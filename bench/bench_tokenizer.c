@@ -27,12 +27,8 @@ static int read_lines(const char *path, Lines *ls) {
     while ((got = getline(&buf, &cap, f)) > 0) {
         cJSON *j_s = cJSON_ParseWithLength(buf, (size_t)got);
         if (cJSON_IsString(j_s)) {
-            if (ls->n == ls->cap) {
-                ls->cap = ls->cap ? 2 * ls->cap : 1024;
-                char **p = realloc(ls->line, ls->cap * sizeof(char *));
-                if (!p) return -1;
-                ls->line = p;
-            }
+            char err[KG_ERRLEN];
+            if (KG_GROW(ls->line, &ls->cap, ls->n + 1, err)) return -1;
             ls->line[ls->n] = strdup(j_s->valuestring);
             ls->bytes += strlen(j_s->valuestring);
             ls->n++;

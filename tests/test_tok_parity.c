@@ -54,16 +54,10 @@ static char *stream_decode(const Tokenizer *t, const int *ids, size_t n) {
             all = NULL;
             break;
         }
-        if (len + plen + 1 > cap) { // geometric: a 1 MB input streams in linear time
-            while (len + plen + 1 > cap)
-                cap *= 2;
-            char *grown = realloc(all, cap);
-            if (!grown) {
-                free(all);
-                all = NULL;
-                break;
-            }
-            all = grown;
+        if (KG_GROW(all, &cap, len + plen + 1, err)) { // geometric: a 1 MB input is linear
+            free(all);
+            all = NULL;
+            break;
         }
         memcpy(all + len, piece, plen);
         len += plen;
