@@ -204,9 +204,11 @@ typedef struct {
     // non-finite x gives a non-finite sum (the dynamic loss scaler's overflow test).
     double (*sum_squares)(KgBackend *be, const float *x, size_t n);
 
-    // --- host work beside the ops (optional: NULL, and the caller runs the loop itself) ---
+    // --- host work beside the ops ---
     // fn(ctx, i, thread) for every i in [0, n), spread over the backend's host threads (the
-    // CPU's pool; thread < be->threads indexes per-thread scratch); returns when all have run.
+    // CPU's pool, or one after another on the calling thread: the CUDA backend's, whose
+    // host has no pool; thread < be->threads indexes per-thread scratch); returns when all have
+    // run.
     // For per-row work on host logits that would otherwise leave the other threads idle
     // between forwards: the engine draws every decoding sequence's token this way.
     void (*host_parallel)(KgBackend *be, void (*fn)(void *ctx, size_t i, int thread), void *ctx,

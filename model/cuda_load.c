@@ -115,18 +115,13 @@ int kg_cuda_device_count(char *why, size_t why_size) {
 // pointer size.
 #define N_OPS ((sizeof(KgBackendOps) - offsetof(KgBackendOps, alloc)) / sizeof(void (*)(void)))
 
-// The one op a backend may leave NULL (backend.h: the caller then runs the loop itself).
-#define OPTIONAL_OP                                                                                \
-    ((offsetof(KgBackendOps, host_parallel) - offsetof(KgBackendOps, alloc)) /                     \
-     sizeof(void (*)(void)))
-
 // 0 when the library's table has every op, else the 1-based number of the first missing one.
 static size_t first_missing_op(const KgBackendOps *ops) {
     const char *p = (const char *)ops + offsetof(KgBackendOps, alloc);
     for (size_t i = 0; i < N_OPS; i++) {
         void (*op)(void);
         memcpy(&op, p + i * sizeof op, sizeof op);
-        if (!op && i != OPTIONAL_OP) return i + 1;
+        if (!op) return i + 1;
     }
     return 0;
 }

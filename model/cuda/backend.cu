@@ -194,6 +194,16 @@ static void cuda_destroy(KgBackend *be) {
     free(be);
 }
 
+// The host work beside the ops (backend.h), one task after another on the calling thread:
+// the rows it runs read host memory (the logits already copied back), and this host has no
+// pool of its own.
+static void cuda_host_parallel(KgBackend *be, void (*fn)(void *ctx, size_t i, int thread),
+                               void *ctx, size_t n) {
+    (void)be;
+    for (size_t i = 0; i < n; i++)
+        fn(ctx, i, 0);
+}
+
 static const KgBackendOps CUDA_OPS = {
     .name = NULL, // each backend's own (cb->name), set on a copy in kg_cuda_backend_new
     .host_memory = 0,
@@ -229,7 +239,7 @@ static const KgBackendOps CUDA_OPS = {
     .crossentropy_forward_backward = cuda_crossentropy_forward_backward,
     .adamw_update = cuda_adamw_update,
     .sum_squares = cuda_sum_squares,
-    .host_parallel = NULL, // the engine draws each row on its own thread (logits come to the host)
+    .host_parallel = cuda_host_parallel,
     .logits_topk = cuda_logits_topk,
 };
 

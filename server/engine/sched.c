@@ -268,11 +268,7 @@ static void sched_draw_task(void *ctx, size_t i, int thread) {
 // forwards); the text and the output follow on the engine thread, in order.
 static void sched_draw_decodes(Sched *s, size_t n_seq) {
     KgBackend *be = s->m->be;
-    if (be->ops->host_parallel)
-        be->ops->host_parallel(be, sched_draw_task, s, n_seq);
-    else
-        for (size_t i = 0; i < n_seq; i++)
-            sched_draw_task(s, i, 0);
+    be->ops->host_parallel(be, sched_draw_task, s, n_seq);
 }
 
 // One forward over the rows the planner picks from every active job.
