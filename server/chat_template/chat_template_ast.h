@@ -1,6 +1,7 @@
-// chat_template_ast.h — what chat_template.c (lexer, parser) hands chat_template_render.c:
-// one flat array of nodes, children by index, and the template's variable names; and the few
-// helpers both use. Internal to those two files (ct_ is their prefix).
+// chat_template_ast.h — what the parser (chat_template.c) hands the renderer
+// (chat_template_render.c, chat_template_ops.c): one flat array of nodes, children by index,
+// and the template's variable names; and the few text helpers all of kgchattemplate's files
+// use (defined in chat_template_lex.c). Private to kgchattemplate (ct_ is its prefix).
 #ifndef CHAT_TEMPLATE_AST_H
 #define CHAT_TEMPLATE_AST_H
 
@@ -168,6 +169,8 @@ enum {
     CT_TEST_ODD,
     CT_TEST_EVEN
 };
+
+// The helpers below are pure: safe from any thread.
 
 // "chat template: what (line N)" into err and code back; line 0 leaves the line out. what is
 // made one line (control characters become spaces) and cut between characters to fit.
