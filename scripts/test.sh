@@ -107,7 +107,7 @@ asan_left_out+='|^test_gpt2_quant_quality$|^test_deploy_(build|build_cuda|manife
 
 stage "ThreadSanitizer: the thread pool, the CPU kernels, the KV blocks, the scheduler, HTTP, training"
 # test_train_zero runs the trainer's gradient reducer (its communication thread) under mpirun
-tsan_tests='test_cpu_pool test_cpu_matmul test_cpu_matmul_q test_model_kv test_server_sched test_server_workpool test_server_http test_model_sampler test_train_accum test_train_zero'
+tsan_tests='test_cpu_pool test_cpu_matmul test_cpu_matmul_q test_model_kv test_server_sched_answers test_server_sched_batch test_server_workpool test_server_http test_model_sampler test_train_accum test_train_zero'
 # (no CUDA library: none of these tests opens it)
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKG_WERROR=ON \
     -DKG_SANITIZE=thread -DKG_CUDA=OFF >/dev/null
