@@ -5,7 +5,8 @@
 #      KoGPT2-base forward, an injected kernel fault, kogpt2d's e2e and abuse tests with
 #      --device cuda, what --device auto maps on a GPU machine
 #   2. the trainer's tests on the GPU (resume must continue bit for bit)
-#   3. compute-sanitizer: memcheck over every op, racecheck over the attention ops
+#   3. compute-sanitizer: memcheck over every op and the whole model, racecheck over the
+#      attention ops
 #   4. bench_cuda (decode, prompt, batched decode, training step and MFU), one decode and one
 #      training step profiled by ncu (each kernel's time), bench_server (the Explorer's click)
 # BUILD_DIR (build) must be a CUDA build (scripts/build.sh finds nvcc in /usr/local/cuda).
@@ -37,6 +38,7 @@ step() {
 step gpu_ctest 600 ctest --test-dir "$B" -L gpu -j 3 --output-on-failure
 step train_ctest 300 ctest --test-dir "$B" -R 'test_train_(resume|kill|e2e)' --output-on-failure
 step memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/test_cuda_ops"
+step memcheck_model 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/test_cuda_model"
 step racecheck 300 compute-sanitizer --tool racecheck --error-exitcode 9 "$B/test_cuda_ops" \
   attention
 step bench_cuda 300 "$B/bench_cuda"
@@ -47,6 +49,7 @@ step bench_server 300 "$B/bench_server" --shape base --seconds 4
 echo "== summary"
 cat "$L/summary"
 grep -hE "tests passed|Failed" "$L/gpu_ctest.log" "$L/train_ctest.log"
-grep -hE "ERROR SUMMARY|RACECHECK SUMMARY" "$L/memcheck.log" "$L/racecheck.log"
+grep -hE "ERROR SUMMARY|RACECHECK SUMMARY" "$L/memcheck.log" "$L/memcheck_model.log" \
+  "$L/racecheck.log"
 grep -vE "^  " "$L/bench_cuda.log" | tail -n 14
 grep -E "click|generate" "$L/bench_server.log"

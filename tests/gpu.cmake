@@ -8,12 +8,14 @@ endif()
 # libkgcuda.so opened only when asked for, its door and op table (issue 34 item 6): runs
 # without a GPU too (opening the library needs only the CUDA runtime and cuBLAS to be there)
 kg_test(test_cuda_load SOURCES test_cuda_load.c LIBS kgmodel LABELS gpu)
+# every op against the CPU backend (tests/cuda_test.h: the tolerances); the whole model
 kg_test(test_cuda_ops SOURCES test_cuda_ops.c LIBS kgmodel LABELS gpu)
+kg_test(test_cuda_model SOURCES test_cuda_model.c LIBS kgmodel LABELS gpu)
 get_test_property(test_cuda_ops ENVIRONMENT KG_CUDA_TEST_ENV)
 # the whole model at the KoGPT2-base shape; an injected kernel fault in a process of its own
-add_test(NAME test_cuda_kogpt2 COMMAND test_cuda_ops kogpt2)
+add_test(NAME test_cuda_kogpt2 COMMAND test_cuda_model kogpt2)
 add_test(NAME test_cuda_fault COMMAND test_cuda_ops fault)
-set_tests_properties(test_cuda_ops test_cuda_kogpt2 test_cuda_fault PROPERTIES TIMEOUT 600
+set_tests_properties(test_cuda_ops test_cuda_model test_cuda_kogpt2 test_cuda_fault PROPERTIES TIMEOUT 600
   SKIP_RETURN_CODE 77 LABELS gpu ENVIRONMENT "${KG_CUDA_TEST_ENV}")
 
 # kogpt2d end to end on the GPU: the server tests with --device cuda (they skip without one)
