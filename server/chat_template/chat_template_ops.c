@@ -16,18 +16,6 @@
 #include "base/kg.h"
 #include "chat_template_ast.h"
 
-#define CT_MAX_MEMORY (16 << 20) // arena bytes per render (strings and lists built)
-#define CT_MAX_WORK   (1 << 22)  // steps per render: any render stops within ~0.1 s (below)
-// Bytes one step pays for, by how fast an operation goes through them, so that a step costs
-// about what a node or loop iteration does (~17 ns). Measured on 2 EPYC cores, the slowest
-// input of each: memmem ~10 ns a byte (a 3-byte needle over a run of its first byte; glibc's
-// is linear, with that constant), a byte loop ~1.4 ns. The worst render of each kind (256
-// messages of 4 KB, two nested loops) stops after 20-95 ms; charged 1 step per 64 bytes for
-// everything, an `in` ran for 1.2 s before its budget was spent.
-#define CT_BYTES_COPIED   64 // memcpy, memcmp, strlen
-#define CT_BYTES_LOOPED   16 // a byte-at-a-time loop: length, upper, lower, strip()
-#define CT_BYTES_SEARCHED 1  // memmem (in); strip(chars) pays per byte of s and of chars
-
 // --- the arena and the work budget ---
 
 struct CtChunk { // one block of the arena; the newest first
@@ -35,18 +23,6 @@ struct CtChunk { // one block of the arena; the newest first
     size_t used, cap;
     max_align_t data[];
 };
-
-// Charges one step plus bytes at per bytes a step (CT_BYTES_*): the budget bounds time, not
-// only memory, whatever mix of operations a template uses.
-static int ct_charge(CtRender *r, size_t bytes, size_t per, int line) {
-    r->work += 1 + bytes / per;
-    if (r->work <= CT_MAX_WORK) return KG_OK;
-    return ct_fail(r->err, KG_ERANGE, line, "rendering takes more than %d steps", CT_MAX_WORK);
-}
-
-int ct_work(CtRender *r, size_t bytes, int line) {
-    return ct_charge(r, bytes, CT_BYTES_COPIED, line);
-}
 
 // n bytes from the render's arena, aligned for CtVal.
 static int ct_alloc(CtRender *r, size_t n, int line, void **out) {
