@@ -7,6 +7,8 @@
 
 const PEEK_K = 5;     // a candidate's own next tokens
 
+// The list of state.cands: a button each (its key, piece, bar, probability), the keyboard
+// focus kept; then the peek and the lens, which follow it.
 function render() {
   const list = $('cands');
   const hadFocus = list.contains(document.activeElement);

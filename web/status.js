@@ -1,7 +1,8 @@
 // status.js — the header's model status: which model is served (or the picker, when several
 // are), and whether the server answers; an unreachable or loading server is polled every 3 s.
-// Uses state.js and api.js. onBack is what the page does once the server answers (prompt.js's
-// askAgain): handed down, so that this file never calls up into the prompt's requests.
+// Uses state.js, show.js and api.js. onBack is what the page does once the server answers
+// (prompt.js's askAgain): handed down, so that this file never calls up into the prompt's
+// requests.
 'use strict';
 
 // The served models into the picker and the compare view's selects; both stay hidden while
