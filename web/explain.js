@@ -1,6 +1,5 @@
-// explain.js — how the model reached its guess, from /v1/next-token's "explain" (issue 36);
-// loaded before app.js, whose state and helpers ($, api, state, pieceNode, pct, shown, visible,
-// peekAt) it uses when called (never while it loads).
+// explain.js — how the model reached its guess, from /v1/next-token's "explain" (issue 36).
+// Uses state.js, show.js and api.js; scores.js and candidates.js call its renderers.
 //
 // Layer by layer (the logit lens): a grid of each layer's best tokens beside the candidates,
 // following the candidate hovered, focused or peeked at (its rank at every layer, its cells
