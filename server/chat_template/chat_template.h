@@ -2,11 +2,12 @@
 // chat template (tokenizer_config.json's "chat_template"): the small part of Jinja2 that
 // GPT-2-family and simple chat templates use (issue 15).
 //
-// A library of its own (kgchattemplate): this header is its one door. Its files, each with a
-// private header: chat_template_lex.c (lexer, UTF-8 and whitespace), chat_template.c (parser,
-// into chat_template_ast.h's nodes; the defaults), chat_template_render.c (the tree walk and
-// its statements) and chat_template_ops.c (operations on values: comparisons, arithmetic,
-// subscripts, methods, filters, tests). It uses base/ and the C library, nothing of the server.
+// A library of its own (kgchattemplate): this header is its one door. Its files:
+// chat_template_lex.c (+ _lex.h: the lexer, UTF-8 and whitespace), chat_template.c (the parser,
+// into the nodes of _ast.h; the defaults), chat_template_ops.c (+ _ops.h: operations on values:
+// comparisons, arithmetic, subscripts, methods, filters, tests) and chat_template_render.c (the
+// tree walk and its statements); the private headers are for those files alone. It uses base/
+// and the C library, nothing of the server.
 //
 // Rendered as transformers renders it: trim_blocks and lstrip_blocks on, one trailing
 // newline of the source dropped, \r\n and \r read as \n; the variables messages (a list of
