@@ -19,7 +19,7 @@ quick=0
 [ "${1:-}" = quick ] && quick=1
 
 # --- the stage clock and the report at the end ---
-stage_name='' stage_t0=0 times=() skips=$(mktemp) prep_pid=''
+stage_name='' stage_t0=0 times=() skips=$(mktemp) prep_pid='' prep_log=''
 mmss() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
 stage() { # stage NAME: ends the stage before it, starts this one's clock
     stage_end
@@ -44,7 +44,7 @@ report() {
     echo "== skipped: $(grep -vc 'a part skipped' "$skips" || true) tests and stages," \
         "$(grep -c 'a part skipped' "$skips" || true) more in part"
     cat "$skips"
-    rm -f "$skips"
+    rm -f "$skips" ${prep_log:+"$prep_log"}
     exit $rc
 }
 trap report EXIT
@@ -157,7 +157,6 @@ echo "   docker/test_images.sh cuda (the CUDA image, on this machine's CPU when 
 rc=0; wait "$prep_pid" || rc=$?
 prep_pid=''
 sed 's/^/   (made during the builds) /' "$prep_log"
-rm -f "$prep_log"
 # 77 from the setup is test_images.sh's own skip below (it runs the setup again: at once now)
 [ $rc -eq 0 ] || [ $rc -eq 77 ] || exit $rc
 rc=0; docker/test_images.sh || rc=$?
