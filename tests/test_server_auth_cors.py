@@ -2,7 +2,7 @@
 """test_server_auth_cors: --api-key, --cors-origin and a full queue (split from
 test_server_e2e.py, issue 33 item 6): 401 without the key or with a wrong one, the probes open,
 the CORS header and preflight, 429 with Retry-After past --max-queue. kogpt2d on 127.0.0.1 with
-a small random model (lib.make_model: 2 layers, 64 wide, n_ctx 128, the default model's
+a small random model (lib.make_model: 2 layers, 64 wide, n_ctx 1024, the default model's
 12,000-id SentencePiece tokenizer), one daemon for the file.
 Exit 0 pass, 1 fail, 77 skip."""
 import json
@@ -14,6 +14,26 @@ import time
 
 import test_server_lib as lib
 from test_server_lib import check, expect_error
+
+
+N_CTX = 1024  # room for a long first job: the queue's states are seen while it runs
+
+
+def wait_metrics(d, key, running, queued, timeout=30):
+    """Polls /metrics until kogpt2_running_jobs and kogpt2_queue_depth (the one model's) are
+    (running, queued): the last pair seen."""
+    deadline = time.time() + timeout
+    seen = None
+    while time.time() < deadline:
+        text = d.request("GET", "/metrics", None, key)[2].decode()
+        values = dict((line.split("{")[0], line.split()[-1]) for line in text.splitlines()
+                      if line.startswith(("kogpt2_running_jobs{", "kogpt2_queue_depth{")))
+        seen = (int(float(values.get("kogpt2_running_jobs", -1))),
+                int(float(values.get("kogpt2_queue_depth", -1))))
+        if seen == (running, queued):
+            break
+        time.sleep(0.002)
+    return seen
 
 
 def test_auth_cors_busy(model_dir):
@@ -36,25 +56,34 @@ def test_auth_cors_busy(model_dir):
         check(st == 204 and "POST" in hdrs.get("access-control-allow-methods", "") and
               "Authorization" in hdrs.get("access-control-allow-headers", ""),
               "CORS preflight %d %r" % (st, hdrs))
-        # 429: one running, one queued, the rest are refused with Retry-After
-        results = []
-
-        def slow():
-            # 127 tokens fill the 128-position context: the first job holds the one slot
-            results.append(d.request("POST", "/v1/generate", {"tokens": [5], "max_tokens": 127,
-                                                              "ignore_eos": True}, key))
-
-        threads = [threading.Thread(target=slow) for _ in range(4)]
-        for t in threads:
-            t.start()
-            time.sleep(0.03)
-        for t in threads:
-            t.join()
-        codes = sorted(r[0] for r in results)
-        busy = [r for r in results if r[0] == 429]
-        check(codes.count(200) >= 2 and busy and all(r[1].get("retry-after") for r in busy) and
-              all(json.loads(r[2])["error"]["code"] == 429 for r in busy),
-              "queue full gives 429 + Retry-After: %r" % codes)
+        # 429: one job running, one queued, the next refused with Retry-After. Each state is
+        # seen in /metrics before the next request is sent (not guessed from sleeps: the
+        # first job's 1,023 tokens take ~0.1 s on a fast machine), and the running job is a
+        # stream whose first event has arrived.
+        long_job = {"tokens": [5], "max_tokens": N_CTX - 1, "ignore_eos": True}
+        running = d.conn()
+        running.request("POST", "/v1/generate", json.dumps(dict(long_job, stream=True)),
+                        dict(key, **{"Content-Type": "application/json"}))
+        first = running.getresponse()
+        first_line = first.readline()
+        queued = []
+        waiter = threading.Thread(target=lambda: queued.append(
+            d.request("POST", "/v1/generate", long_job, key)))
+        waiter.start()
+        states = wait_metrics(d, key, running=1, queued=1)
+        check(states == (1, 1), "one job running, one queued before the third (%r)" % (states,))
+        hdrs, body = expect_error(d, "POST", "/v1/generate", long_job, 429, "queue full",
+                                  key)
+        check(hdrs.get("retry-after", "").isdigit(), "429 has Retry-After %r" % hdrs)
+        rest = first.read()
+        running.close()
+        waiter.join()
+        events = lib.sse_events(first_line + rest)
+        check(first.status == 200 and len(events) == N_CTX and
+              json.loads(events[-1]).get("done") is True, "the running stream ends whole")
+        check(queued and queued[0][0] == 200 and
+              len(json.loads(queued[0][2])["tokens"]) == N_CTX - 1,
+              "the queued job ran after it (%r)" % (queued[0][:2] if queued else None,))
     finally:
         check(d.stop() == 0, "auth daemon exits 0")
 
@@ -62,7 +91,7 @@ def test_auth_cors_busy(model_dir):
 def main():
     lib.kogpt2d_path()
     tmp = tempfile.mkdtemp(prefix="kg_auth_")
-    model_dir = lib.make_model(os.path.join(tmp, "model"))
+    model_dir = lib.make_model(os.path.join(tmp, "model"), n_ctx=N_CTX)
     return lib.run_tests([("auth, CORS, 429", lambda: test_auth_cors_busy(model_dir))],
                          logs=[os.path.join(model_dir, "*.log")], tmp=tmp)
 
