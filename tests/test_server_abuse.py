@@ -42,7 +42,6 @@ import http.client
 import json
 import os
 import random
-import re
 import selectors
 import socket
 import sys
@@ -348,6 +347,16 @@ def test_slow_drip(model_dir):
 
 # --- connection limit ---
 
+def admitted(d, conn=None):
+    """kogpt2_connections{state="admitted"} asked on conn (a new connection if None); -1 when
+    refused (503) or not there."""
+    try:
+        m = lib.metrics(d, conn=conn)
+    except OSError:  # a refused keep-alive connection closed after its 503
+        return -2
+    return int(m.get('kogpt2_connections{state="admitted"}', -1))
+
+
 def test_max_connections(model_dir):
     d = lib.Daemon(model_dir, "--max-connections", "8", "--timeout", "20",
                    log=os.path.join(model_dir, "conns.log"))
@@ -358,17 +367,9 @@ def test_max_connections(model_dir):
         # the 8th asks /metrics until MHD has accepted (counted) all 8, however loaded this
         # machine is, before the next connection comes
         probe = d.conn()
-        admitted = -1
-        for _ in range(100):
-            probe.request("GET", "/metrics")
-            r = probe.getresponse()
-            m = re.search(rb'kogpt2_connections\{state="admitted"\} (\d+)', r.read())
-            admitted = int(m.group(1)) if m else -1
-            if admitted == 8:
-                break
-            time.sleep(0.1)
-        check(admitted == 8, "the 8 held connections admitted: %d" % admitted)
         held.append(probe)
+        lib.wait_for(lambda: admitted(d, probe), lambda n: n == 8,
+                     "the 8 held connections admitted")
         for k in range(3):
             st, hdrs, data = d.request("GET", "/healthz" if k else "/v1/models")
             try:
@@ -383,9 +384,15 @@ def test_max_connections(model_dir):
         for s in held:
             s.close()
         held = []
-        time.sleep(0.5)
-        # the count came back down: 8 kept-alive connections are all served ...
-        conns = [d.conn() for _ in range(8)]
+        # the count came back down: once the daemon has seen the 8 closes (a new connection
+        # asking /metrics sees itself alone, and then the one that asked last closed too),
+        # 8 kept-alive connections are all served ...
+        lib.wait_for(lambda: admitted(d), lambda n: n == 1,
+                     "the 8 closed connections no longer counted")
+        conns = [d.conn()]
+        lib.wait_for(lambda: admitted(d, conns[0]), lambda n: n == 1,
+                     "the connection that asked /metrics no longer counted")
+        conns += [d.conn() for _ in range(7)]
         codes = []
         for c in conns:
             c.request("GET", "/healthz")
@@ -397,9 +404,12 @@ def test_max_connections(model_dir):
         st = d.request("GET", "/healthz")[0]
         check(st == 503, "ninth connection refused while 8 are open: %d" % st)
         conns[0].close()
-        time.sleep(0.3)
-        st = d.request("GET", "/healthz")[0]
-        check(st == 200, "served again once one closed: %d" % st)
+        # each new connection is refused (503) until the daemon has seen the close, then
+        # served, counted with the 7 still open (a slow poll: many refusals still open would
+        # let the daemon shed an idle admitted one)
+        n = lib.wait_for(lambda: admitted(d), lambda n: n >= 0, "served again once one closed",
+                         interval=0.2)
+        check(n == 8, "served as the 8th, beside the 7 still open: %r" % n)
         for c in conns[1:]:
             c.close()
     finally:

@@ -4,9 +4,12 @@ and greedy sampling, the SSE stream equal to the whole answer, stop strings, log
 temperatures and top_p too small for a float; a client that hangs up cancels its job; one that
 half-closes gets its whole answer. kogpt2d on 127.0.0.1 with a small random model
 (lib.make_model: 2 layers, 64 wide, n_ctx 128, the default model's 12,000-id SentencePiece
-tokenizer), one daemon for the file.
+tokenizer), one daemon for the file; the hang-ups' jobs run on a slower one (4 layers, 256
+wide, n_ctx 1024) of their own, so that they are seen running.
 Exit 0 pass, 1 fail, 77 skip."""
 import json
+import os
+import re
 import socket
 import struct
 import sys
@@ -14,6 +17,11 @@ import time
 
 import test_server_lib as lib
 from test_server_lib import check, generate, stream
+
+# test_disconnect's model and job: 1,000 tokens at ~2 ms each here (120 on the small model
+# took ~10 ms, so a hang-up came after the end), long enough to be seen running and cut short
+LONG_MODEL = {"n_layer": 4, "n_embd": 256, "n_head": 4, "n_ctx": 1024}
+LONG = 1000
 
 
 def test_generate(d):
@@ -61,18 +69,28 @@ def test_generate(d):
               % (extra, lim["tokens"], greedy["tokens"]))
 
 
-def test_disconnect(d):
+def test_disconnect(tmp):
     """A client that hangs up cancels its job: the engine is idle long before max_tokens.
     A stream's client is gone when a write fails (a closed socket answers it with a reset);
     a client waiting for a whole answer is gone when its socket resets (SO_LINGER 0). A bare
     FIN is not a hang-up (test_half_close)."""
+    model_dir = lib.make_model(os.path.join(tmp, "long"), **LONG_MODEL)
+    d = lib.Daemon(model_dir, "--max-batch", "8", log=os.path.join(tmp, "long.log"))
+    try:
+        hang_up(d)
+    finally:
+        check(d.stop() == 0, "the hang-ups' daemon exits 0")
+
+
+def hang_up(d):
     def running():
-        txt = d.request("GET", "/metrics")[2].decode()
-        # one line each per served model, labelled {model="..."}: this daemon serves one
-        return [float(l.split()[-1]) for l in txt.splitlines()
-                if l.split("{")[0].split(" ")[0] in ("kogpt2_running_jobs", "kogpt2_queue_depth")]
+        """(running, queued) jobs: one line each per served model; this daemon serves one."""
+        m = lib.metrics(d)
+        return (lib.metric_sum(m, "kogpt2_running_jobs"), lib.metric_sum(m, "kogpt2_queue_depth"))
     for streamed in (True, False):
-        body = json.dumps({"text": "안녕", "max_tokens": 120, "ignore_eos": True,
+        # the tokens counted say whether the job was cut short
+        generated = lib.metric_sum(lib.metrics(d), "kogpt2_generated_tokens_total")
+        body = json.dumps({"text": "안녕", "max_tokens": LONG, "ignore_eos": True,
                            "stream": streamed}).encode()
         s = socket.create_connection(("127.0.0.1", d.port))
         s.sendall(b"POST /v1/generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -80,13 +98,18 @@ def test_disconnect(d):
         if streamed:
             s.recv(100)  # the first event arrived: it is running
         else:
-            time.sleep(0.3)
+            # hang up while it runs: seen running in /metrics (a 0.3 s sleep guessed it), then
+            # the reset
+            lib.wait_for(running, lambda r: r == (1, 0),
+                         "the whole-answer job running before the hang-up")
             s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         s.close()
         t0 = time.time()
-        while time.time() - t0 < 10 and running() != [0.0, 0.0]:
-            time.sleep(0.05)
-        check(running() == [0.0, 0.0], "hang-up cancels the job (stream=%s)" % streamed)
+        lib.wait_for(running, lambda r: r == (0, 0),
+                     "hang-up cancels the job (stream=%s)" % streamed)
+        generated = lib.metric_sum(lib.metrics(d), "kogpt2_generated_tokens_total") - generated
+        check(generated < LONG, "the hung-up job stopped short of its %d tokens (stream=%s):"
+              " %d generated" % (LONG, streamed, generated))
         print("  hang-up (stream=%s): engine idle after %.2fs" % (streamed, time.time() - t0))
 
 
@@ -98,7 +121,8 @@ def test_half_close(d):
         body = json.dumps({"text": "안녕", "max_tokens": 24, "ignore_eos": True,
                            "stream": streamed}).encode()
         out = d.raw(b"POST /v1/generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                    b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+                    b"X-Request-Id: half-%d\r\nConnection: close\r\nContent-Length: %d\r\n\r\n"
+                    % (streamed, len(body)) + body)
         head, _, payload = out.partition(b"\r\n\r\n")
         check(head.startswith(b"HTTP/1.1 200"), "half-closed client answered (stream=%s): %r"
               % (streamed, out[:80]))
@@ -108,15 +132,23 @@ def test_half_close(d):
         else:
             check(json.loads(payload)["generated_tokens"] == 24,
                   "half-closed client gets every token: %r" % payload[-120:])
-    time.sleep(0.2)
-    check(" 499 " not in d.log_text()[log_before:], "no 499 logged for a half-close")
+    # each request's access line is written as it completes, maybe after its answer arrived
+    # (and test_disconnect's hung-up requests may be logged meanwhile)
+    def ours(text):
+        return [l for l in text.splitlines() if re.search(r" id=half-[01]( aborted)?$", l)]
+    log = lib.wait_log(d, lambda t: len(ours(t)) >= 2, "the two half-closed requests' access "
+                       "lines", log_before)
+    lines = ours(log)
+    check(len(lines) == 2 and all('"POST /v1/generate" 200 ' in l for l in lines),
+          "200 logged for a half-close, not 499: %r" % lines)
 
 
 def main():
     tmp, model_dir, d = lib.start("kg_generate_", "--max-batch", "8")
     return lib.run_tests([("generate", lambda: test_generate(d)),
-                          ("disconnect", lambda: test_disconnect(d)),
-                          ("half-close", lambda: test_half_close(d))], daemons=[d], tmp=tmp)
+                          ("disconnect", lambda: test_disconnect(tmp)),
+                          ("half-close", lambda: test_half_close(d))], daemons=[d],
+                         logs=[os.path.join(tmp, "long.log")], tmp=tmp)
 
 
 if __name__ == "__main__":

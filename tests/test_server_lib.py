@@ -404,6 +404,59 @@ def sse_events(data):
     return out
 
 
+# --- waiting for a state, not guessing it from a sleep (CI runs these under ASan and TSan on
+# a loaded 2-core machine, and on machines much faster than ours) ---
+
+WAIT_S = 60  # generous: a sanitized daemon on a loaded machine is 5-20x slower
+
+
+def wait_for(probe, ok, what, timeout=WAIT_S, interval=0.02):
+    """Calls probe() until ok(its value) or timeout seconds pass; check()s that it got there,
+    the failure saying what was seen last. Returns the last value."""
+    deadline = time.time() + timeout
+    while True:
+        seen = probe()
+        if ok(seen):
+            return seen
+        if time.time() >= deadline:
+            check(False, "%s: not seen in %d s (last seen: %r)" % (what, timeout, seen))
+            return seen
+        time.sleep(interval)
+
+
+def metrics(d, headers=None, conn=None):
+    """/metrics as {"name{labels}": value}, asked on conn (kept open) or a new connection;
+    {} with "status" set when it is not a 200."""
+    if conn is None:
+        st, _, data = d.request("GET", "/metrics", None, headers)
+    else:
+        conn.request("GET", "/metrics", headers=headers or {})
+        r = conn.getresponse()
+        st, data = r.status, r.read()
+    if st != 200:
+        return {"status": st}
+    out = {}
+    for line in data.decode("utf-8", "replace").splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            try:
+                out[key] = float(value)
+            except ValueError:
+                pass
+    return out
+
+
+def metric_sum(m, name):
+    """The sum of a metric's lines over their labels (a model's gauges: one line per model)."""
+    return sum(v for k, v in m.items() if k == name or k.startswith(name + "{"))
+
+
+def wait_log(d, ok, what, start=0, timeout=WAIT_S):
+    """Waits until ok(the log past offset start) holds (a line the daemon writes as a request
+    completes, not before); check()s it did. Returns that text."""
+    return wait_for(lambda: d.log_text()[start:], ok, what, timeout, 0.05)
+
+
 if __name__ == "__main__":
     # python3 tests/test_server_lib.py make-model DIR: the model the browser test serves
     if len(sys.argv) != 3 or sys.argv[1] != "make-model":
