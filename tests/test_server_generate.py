@@ -18,9 +18,8 @@ import time
 import test_server_lib as lib
 from test_server_lib import check, generate, stream
 
-# test_disconnect's model and job: 1,000 tokens at ~2 ms each here (120 on the small model
-# took ~10 ms, so a hang-up came after the end), long enough to be seen running and cut short
-LONG_MODEL = {"n_layer": 4, "n_embd": 256, "n_head": 4, "n_ctx": 1024}
+# test_disconnect's job, on lib.SLOW_MODEL: 1,000 tokens (120 on the small model took ~10 ms,
+# so a hang-up came after the end), long enough to be seen running and cut short
 LONG = 1000
 
 
@@ -74,7 +73,7 @@ def test_disconnect(tmp):
     A stream's client is gone when a write fails (a closed socket answers it with a reset);
     a client waiting for a whole answer is gone when its socket resets (SO_LINGER 0). A bare
     FIN is not a hang-up (test_half_close)."""
-    model_dir = lib.make_model(os.path.join(tmp, "long"), **LONG_MODEL)
+    model_dir = lib.make_model(os.path.join(tmp, "long"), **lib.SLOW_MODEL)
     d = lib.Daemon(model_dir, "--max-batch", "8", log=os.path.join(tmp, "long.log"))
     try:
         hang_up(d)

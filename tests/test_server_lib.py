@@ -408,6 +408,9 @@ def sse_events(data):
 # a loaded 2-core machine, and on machines much faster than ours) ---
 
 WAIT_S = 60  # generous: a sanitized daemon on a loaded machine is 5-20x slower
+# make_model(**SLOW_MODEL): a model whose jobs are seen running: ~2 ms a token here (the
+# default small one's 120 tokens take ~10 ms, over before a client can look), n_ctx 1024
+SLOW_MODEL = {"n_layer": 4, "n_embd": 256, "n_head": 4, "n_ctx": 1024}
 
 
 def wait_for(probe, ok, what, timeout=WAIT_S, interval=0.02):
@@ -454,7 +457,7 @@ def metric_sum(m, name):
 def wait_log(d, ok, what, start=0, timeout=WAIT_S):
     """Waits until ok(the log past offset start) holds (a line the daemon writes as a request
     completes, not before); check()s it did. Returns that text."""
-    return wait_for(lambda: d.log_text()[start:], ok, what, timeout, 0.05)
+    return wait_for(lambda: d.log_text()[start:], ok, what, timeout, 0.01)
 
 
 if __name__ == "__main__":

@@ -34,25 +34,36 @@ def test_port_in_use(d, model_dir):
     check(d.request("GET", "/healthz")[0] == 200, "the first daemon still serves")
 
 
+def jobs(d, conn=None):
+    """Jobs in the engine, running or queued (/metrics, asked on conn if given)."""
+    m = lib.metrics(d, conn=conn)
+    return int(lib.metric_sum(m, "kogpt2_running_jobs") + lib.metric_sum(m, "kogpt2_queue_depth"))
+
+
 def test_sigterm(model_dir):
-    """SIGTERM under load: every in-flight request completes, /readyz 503, exit 0."""
+    """SIGTERM under load: every in-flight request completes, /readyz 503, exit 0. model_dir
+    is lib.SLOW_MODEL's: the 8 jobs are seen in the engine before the signal (a 0.3 s sleep
+    guessed it: too short to start them on a loaded machine, and long enough for a fast one
+    to finish 40 tokens each, proving nothing about the drain) and still run after it."""
     d = lib.Daemon(model_dir, "--timeout", "60", log=os.path.join(model_dir, "term.log"))
     results = []
     keep = d.conn()
     keep.request("GET", "/healthz")
     keep.getresponse().read()
+    n_tokens = 300
 
     def client(i):
-        results.append(d.request("POST", "/v1/generate", {"text": "안녕", "max_tokens": 40,
+        results.append(d.request("POST", "/v1/generate", {"text": "안녕", "max_tokens": n_tokens,
                                                           "ignore_eos": True, "seed": i,
                                                           "stream": i % 2 == 0}))
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
     for t in threads:
         t.start()
-    time.sleep(0.3)
+    lib.wait_for(lambda: jobs(d, keep), lambda n: n == 8, "the 8 jobs in the engine")
+    check(not results, "no job done before the SIGTERM (%d)" % len(results))
     d.proc.send_signal(15)
-    time.sleep(0.1)
+    lib.wait_log(d, lambda t: "Terminated: draining" in t, "the SIGTERM taken")
     try:
         keep.request("GET", "/readyz")
         st = keep.getresponse().status
@@ -66,9 +77,9 @@ def test_sigterm(model_dir):
     for st_, hdrs, data in ok:
         if hdrs.get("content-type", "").startswith("text/event-stream"):
             ev = lib.sse_events(data)
-            full += bool(ev) and json.loads(ev[-1]).get("generated_tokens") == 40
+            full += bool(ev) and json.loads(ev[-1]).get("generated_tokens") == n_tokens
         else:
-            full += json.loads(data)["generated_tokens"] == 40
+            full += json.loads(data)["generated_tokens"] == n_tokens
     check(len(results) == 8 and full == 8, "no in-flight request lost: %d of 8 complete (%r)" % (
         full, [r[0] for r in results]))
     try:
@@ -93,20 +104,25 @@ def test_signals(model_dir):
     def client(i):
         try:
             results.append(d.request("POST", "/v1/generate", {
-                "text": "안녕", "max_tokens": 120, "ignore_eos": True, "seed": i, "stream": True}))
+                "text": "안녕", "max_tokens": 1000, "ignore_eos": True, "seed": i, "stream": True}))
         except OSError as e:
             results.append((None, {}, repr(e).encode()))
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(4)]
     for t in threads:
         t.start()
-    time.sleep(0.3)
+    # the 4 streams in the engine (model_dir is lib.SLOW_MODEL's: 1,000 tokens each still
+    # run at the second SIGTERM), and the first SIGTERM taken before the second is sent (two
+    # sent at once may be pending together: one signal, a plain drain)
+    lib.wait_for(lambda: jobs(d), lambda n: n == 4, "the 4 streams in the engine")
     d.proc.send_signal(signal.SIGTERM)
-    time.sleep(0.2)
+    lib.wait_log(d, lambda t: "Terminated: draining" in t, "the first SIGTERM taken")
     d.proc.send_signal(signal.SIGHUP)  # ignored during the drain too
     d.proc.send_signal(signal.SIGTERM)
     for t in threads:
         t.join(60)
+    check("Terminated again: ending the requests in flight now" in d.log_text(),
+          "the second SIGTERM came during the drain")
     ended = 0  # streams whose last event is the final one: done, or an error saying why
     for st, _, data in results:
         ev = lib.sse_events(data) if st == 200 else []
@@ -149,12 +165,14 @@ def test_truncated_model(model_dir):
 
 def main():
     tmp, model_dir, d = lib.start("kg_lifecycle_")
+    slow_dir = lib.make_model(os.path.join(tmp, "slow"), **lib.SLOW_MODEL)
     return lib.run_tests([("port in use", lambda: test_port_in_use(d, model_dir)),
-                          ("SIGTERM under load", lambda: test_sigterm(model_dir)),
-                          ("SIGHUP, a second SIGTERM", lambda: test_signals(model_dir)),
+                          ("SIGTERM under load", lambda: test_sigterm(slow_dir)),
+                          ("SIGHUP, a second SIGTERM", lambda: test_signals(slow_dir)),
                           ("the model file truncated while served",
                            lambda: test_truncated_model(model_dir))],
-                         daemons=[d], logs=[os.path.join(model_dir, "*.log")], tmp=tmp)
+                         daemons=[d], logs=[os.path.join(model_dir, "*.log"),
+                                            os.path.join(slow_dir, "*.log")], tmp=tmp)
 
 
 if __name__ == "__main__":
