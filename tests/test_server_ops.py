@@ -93,8 +93,27 @@ def test_build_info(d):
         check(r.returncode == 0, "promtool check metrics: %s" % (r.stdout + r.stderr)[-300:])
 
 
+def json_lines(text):
+    """The log's lines that parse as JSON objects."""
+    out = []
+    for line in text.splitlines():
+        try:
+            o = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(o, dict):
+            out.append(o)
+    return out
+
+
+def access_ids(text):
+    return {o.get("request_id") for o in json_lines(text) if o.get("type") == "access"}
+
+
 def test_json_log(d):
-    time.sleep(0.2)  # the last request's line is written as it completes
+    # a request's line is written as it completes, maybe after its answer arrived
+    lib.wait_log(d, lambda t: {"stream-1", "err-1", "big-1"} <= access_ids(t),
+                 "the access lines of stream-1, err-1 and big-1")
     lines = [l for l in d.log_text().splitlines() if l.strip()]
     parsed = []
     for line in lines:
@@ -121,7 +140,9 @@ def test_json_log(d):
     d.raw(b"GET /a%0a%22%ff%fe HTTP/1.1\r\nHost: x\r\nX-Request-Id: odd-1\r\n\r\n")
     # libmicrohttpd's own message for a request it refuses itself (no handler runs)
     d.raw(b"GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n")
-    time.sleep(0.3)
+    lib.wait_log(d, lambda t: "odd-1" in access_ids(t) and any(
+        o.get("msg", "").startswith("libmicrohttpd: ") for o in json_lines(t)),
+        "the odd path's access line and a libmicrohttpd line")
     parsed = []
     for line in d.log_text().splitlines():
         try:
@@ -213,9 +234,10 @@ def test_text_log(model_dir, tmp):
     d = lib.Daemon(model_dir, log=os.path.join(tmp, "text.log"))
     try:
         d.request("GET", "/healthz", headers={"X-Request-Id": "text-1"})
-        time.sleep(0.2)
-        check(re.search(r'"GET /healthz" 200 \d+B [\d.]+ms id=text-1$', d.log_text(), re.M),
-              "the text request line ends with id=<request id>")
+        # written as the request completes, maybe after its answer arrived
+        log = lib.wait_log(d, lambda t: "id=text-1" in t, "the text-1 request's line")
+        check(re.search(r'"GET /healthz" 200 \d+B [\d.]+ms id=text-1$', log, re.M),
+              "the text request line ends with id=<request id>: %r" % log[-300:])
     finally:
         d.stop()
 
