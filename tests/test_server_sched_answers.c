@@ -50,6 +50,9 @@ static void test_next_token_and_cache(Sched *s, const Gpt2 *m, const int *ids, s
 
     CHECK(same && d <= TOL && r.stats.cached_tokens == 0);
 
+    SchedGauges g;
+    sched_gauges(s, &g);
+    uint64_t spec0 = g.speculations_total;
     run_job(s, &p, &r); // the same prompt again: whole from the cache
     d = max_cand_diff(r.candidates, ref, 10, &same);
     printf("cached prompt: max |d logprob| %.2e, cached %zu/%zu\n", d, r.stats.cached_tokens, n);
@@ -60,7 +63,13 @@ static void test_next_token_and_cache(Sched *s, const Gpt2 *m, const int *ids, s
     memcpy(ext, ids, n * sizeof *ext);
     ext[n] = ref[0].id;
     direct_topk(m, ext, n + 1, ref2, 10);
-    usleep(300 * 1000); // let the idle engine speculate
+    // the idle engine's speculation after that answer finished (a 300 ms sleep guessed it: short
+    // for a sanitized build on a loaded machine); one after the first answer, of the same
+    // prompt, counts as well (its logits are the same)
+    for (int i = 0; i < 60000 && g.speculations_total == spec0; i++, usleep(1000))
+        sched_gauges(s, &g);
+    CHECK_MSG(g.speculations_total > spec0, "a speculation finished in 60 s: %llu",
+              (unsigned long long)g.speculations_total);
     SchedParams p2 = next_params(ext, n + 1);
     run_job(s, &p2, &r);
     d = max_cand_diff(r.candidates, ref2, 10, &same);

@@ -200,6 +200,9 @@ typedef struct {
     KvPoolStats kv; // the pool's blocks by state, block refs, bytes (kv.h)
     uint64_t steps, cached_tokens_total, prompt_tokens_total, generated_tokens_total;
     uint64_t preemptions_total; // jobs whose blocks were taken back to let a step run
+    // speculative next clicks finished (their logits remembered, or found not worth it): a
+    // test waits on it instead of sleeping while the idle engine speculates
+    uint64_t speculations_total;
 } SchedGauges;
 void sched_gauges(Sched *s, SchedGauges *g);
 

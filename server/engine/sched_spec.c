@@ -78,4 +78,7 @@ void sched_speculate(Sched *s) {
     free(sp->prompt);             // done (or not worth it): forget the guess
     sp->prompt = NULL;
     sp->n = sp->n_candidates = 0;
+    pthread_mutex_lock(&s->shared.mu);
+    s->shared.gauges.speculations_total++;
+    pthread_mutex_unlock(&s->shared.mu);
 }
