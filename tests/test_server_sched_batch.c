@@ -128,10 +128,18 @@ static void test_limits(Sched *s, size_t n_ctx) {
     CHECK(sched_submit(s, &p, on_notify, &g_w, &j, err) == KG_ERANGE);
     p = next_params(bad, 0);
     CHECK(sched_submit(s, &p, on_notify, &g_w, &j, err) == KG_EINVAL);
-    // a long generation, cancelled: it ends as cancelled, well before max_tokens
+    // a long generation, cancelled while it runs (two steps seen past its submission; a 20 ms
+    // sleep guessed it, and a sanitized build may not have started it by then): it ends as
+    // cancelled, well before max_tokens
     p = gen_params(big, 8, 400, 1.0f, 1);
+    SchedGauges g;
+    sched_gauges(s, &g);
+    uint64_t steps0 = g.steps;
     j = submit(s, &p);
-    usleep(20 * 1000);
+    for (int t = 0; t < 60000 && g.steps < steps0 + 2; t++, usleep(1000)) // up to 60 s
+        sched_gauges(s, &g);
+    CHECK_MSG(g.steps >= steps0 + 2, "the generation ran 2 steps in 60 s: %llu",
+              (unsigned long long)(g.steps - steps0));
     sched_seq_cancel(j);
     Result r;
     wait_done(j, &g_w, &r);
@@ -208,7 +216,7 @@ static void test_preemption(const Gpt2 *m, const Tokenizer *tok) {
         sched_seq_release(jobs[i]);
     }
     // the engine publishes the pool's figures after the step that dropped the last job
-    for (int t = 0; t < 200 && (sched_gauges(s, &g1), g1.kv.used); t++)
+    for (int t = 0; t < 6000 && (sched_gauges(s, &g1), g1.kv.used); t++) // up to 60 s
         usleep(10 * 1000);
     uint64_t preempted = g1.preemptions_total - g0.preemptions_total;
     printf("6 x 100 tokens in 17 blocks: %llu preemptions, ids %s the runs alone\n",
