@@ -339,7 +339,7 @@ def test_slow_drip(model_dir):
         check(all(req_timeout - 1 <= c <= req_timeout + 4 for c in cuts),
               "slow drip: cut by --request-timeout %d s (%.2f .. %.2f s)" % (
                   req_timeout, min(cuts or [0]), max(cuts or [0])))
-        check("request timeout: closed" in d.log_text(), "slow drip: the cuts are logged")
+        lib.wait_log(d, lambda t: "request timeout: closed" in t, "slow drip: the cuts are logged")
         check(d.request("GET", "/healthz")[0] == 200, "slow drip: daemon serving afterwards")
     finally:
         check(d.stop() == 0, "drip daemon exits 0")
