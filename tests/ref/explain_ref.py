@@ -30,12 +30,13 @@ as they are), 77 when torch, numpy or a model directory is missing.
 """
 
 import glob
-import hashlib
 import json
 import math
 import os
 import struct
 import sys
+
+import ref_stamp
 
 try:
     import numpy as np
@@ -204,14 +205,9 @@ def write(out, name, d):
 
 def stamp_of(d):
     """What OUT/NAME.bin was computed from: this script and DIR's files (names, sizes, times)."""
-    h = hashlib.sha256()
-    with open(os.path.abspath(__file__), "rb") as f:
-        h.update(f.read())
-    for e in sorted(os.scandir(d), key=lambda e: e.name):
-        if e.is_file():
-            st = e.stat()
-            h.update(("%s %d %d\n" % (e.name, st.st_size, st.st_mtime_ns)).encode())
-    return h.hexdigest()
+    files = "".join("%s %d %d\n" % (e.name, e.stat().st_size, e.stat().st_mtime_ns)
+                    for e in sorted(os.scandir(d), key=lambda e: e.name) if e.is_file())
+    return ref_stamp.digest([os.path.abspath(__file__)], files.encode())
 
 
 def main(argv):
@@ -228,13 +224,12 @@ def main(argv):
             return 77
         # a second build's ctest (the sanitizers', over the same testdata) finds it written
         stamp, stamp_path = stamp_of(d), os.path.join(out, name + ".stamp")
-        if os.path.exists(os.path.join(out, name + ".bin")) and os.path.exists(stamp_path) \
-                and open(stamp_path).read().strip() == stamp:
+        if os.path.exists(os.path.join(out, name + ".bin")) and \
+                ref_stamp.matches(stamp_path, stamp):
             print("%-10s up to date (%s)" % (name, stamp_path))
             continue
         write(out, name, d)
-        with open(stamp_path, "w") as f:
-            f.write(stamp + "\n")
+        ref_stamp.write(stamp_path, stamp)
     return 0
 
 

@@ -27,11 +27,12 @@ Exits 0 when the files are written (or already up to date: OUT/STAMP holds the h
 script and of gpt2_ref.py), 77 when torch or numpy is missing (the C test then skips).
 """
 
-import hashlib
 import math
 import os
 import struct
 import sys
+
+import ref_stamp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 gpt2_ref = torch = F = None  # imported by load_torch() once the files are known to be stale
@@ -222,13 +223,9 @@ def main(argv):
         print(__doc__)
         return 2
     out = args[0]
-    h = hashlib.sha256()
-    for path in (os.path.abspath(__file__), os.path.join(HERE, "gpt2_ref.py")):
-        with open(path, "rb") as f:
-            h.update(f.read())
-    stamp, stamp_path = h.hexdigest(), os.path.join(out, "STAMP")
-    if "--force" not in argv and os.path.exists(stamp_path) and \
-            open(stamp_path).read().strip() == stamp:
+    stamp = ref_stamp.digest([os.path.abspath(__file__), os.path.join(HERE, "gpt2_ref.py")])
+    stamp_path = os.path.join(out, "STAMP")
+    if "--force" not in argv and ref_stamp.matches(stamp_path, stamp):
         return 0
     load_torch()
     os.makedirs(out, exist_ok=True)
@@ -237,8 +234,7 @@ def main(argv):
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     for c in CASES:
         write_case(out, c)
-    with open(stamp_path, "w") as f:
-        f.write(stamp + "\n")
+    ref_stamp.write(stamp_path, stamp)
     return 0
 
 

@@ -27,12 +27,13 @@ Exits 0 when the files are written (or already up to date: OUT/STAMP holds the h
 this script), 77 when torch or numpy is missing (the C tests then skip).
 """
 
-import hashlib
 import json
 import math
 import os
 import struct
 import sys
+
+import ref_stamp
 
 try:
     import numpy as np
@@ -342,11 +343,9 @@ def main(argv):
         cases = [c for c in CASES if c["name"] in want]
         if len(cases) != len(want):
             sys.exit("unknown case in %s" % want)
-    with open(os.path.abspath(__file__), "rb") as f:
-        stamp = hashlib.sha256(f.read()).hexdigest()
+    stamp = ref_stamp.digest([os.path.abspath(__file__)])
     stamp_path = os.path.join(out, "STAMP")
-    fresh = "--force" not in opts and os.path.exists(stamp_path) and \
-        open(stamp_path).read().strip() == stamp
+    fresh = "--force" not in opts and ref_stamp.matches(stamp_path, stamp)
     os.makedirs(out, exist_ok=True)
     if not fresh and os.path.exists(stamp_path):
         os.remove(stamp_path)  # the script changed: every case is rewritten
@@ -364,8 +363,7 @@ def main(argv):
             base = shared[c["seed"]]
         write_case(out, c, base)
     if cases is CASES or fresh:  # a partial run over stale files leaves them stale
-        with open(stamp_path, "w") as f:
-            f.write(stamp + "\n")
+        ref_stamp.write(stamp_path, stamp)
     return 0
 
 

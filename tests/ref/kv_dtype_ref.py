@@ -19,12 +19,12 @@ Usage: kv_dtype_ref.py OUT. Exits 0 when written (or up to date: OUT/kv_dtype/ST
 hash of this script and gpt2_ref.py), 77 when torch or numpy is missing.
 """
 
-import hashlib
 import os
 import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ref_stamp
 try:
     import numpy as np
     import torch
@@ -128,13 +128,10 @@ def main(argv):
         print(__doc__)
         return 2
     d = os.path.join(argv[0], CASE["name"])
-    h = hashlib.sha256()
-    for f in (os.path.abspath(__file__), os.path.abspath(ref.__file__),
-              os.path.abspath(quant_ref.__file__)):
-        with open(f, "rb") as fh:
-            h.update(fh.read())
+    stamp = ref_stamp.digest([os.path.abspath(__file__), os.path.abspath(ref.__file__),
+                              os.path.abspath(quant_ref.__file__)])
     stamp_path = os.path.join(d, "STAMP")
-    if os.path.exists(stamp_path) and open(stamp_path).read().strip() == h.hexdigest():
+    if ref_stamp.matches(stamp_path, stamp):
         return 0
     w = ref.make_weights(CASE)
     vals, raw = ref.round_to(w, CASE["dtype"])
@@ -159,8 +156,7 @@ def main(argv):
         os.replace(tmp, os.path.join(d, "ref_%s.bin" % name))
         print("kv %-5s moves the log-probs by %.2e from f32" % (name, moved), flush=True)
     write_attn(os.path.join(d, "attn.bin"))
-    with open(stamp_path, "w") as f:
-        f.write(h.hexdigest() + "\n")
+    ref_stamp.write(stamp_path, stamp)
     return 0
 
 
