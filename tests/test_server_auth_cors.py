@@ -10,30 +10,12 @@ import os
 import sys
 import tempfile
 import threading
-import time
 
 import test_server_lib as lib
 from test_server_lib import check, expect_error
 
 
 N_CTX = 1024  # room for a long first job: the queue's states are seen while it runs
-
-
-def wait_metrics(d, key, running, queued, timeout=30):
-    """Polls /metrics until kogpt2_running_jobs and kogpt2_queue_depth (the one model's) are
-    (running, queued): the last pair seen."""
-    deadline = time.time() + timeout
-    seen = None
-    while time.time() < deadline:
-        text = d.request("GET", "/metrics", None, key)[2].decode()
-        values = dict((line.split("{")[0], line.split()[-1]) for line in text.splitlines()
-                      if line.startswith(("kogpt2_running_jobs{", "kogpt2_queue_depth{")))
-        seen = (int(float(values.get("kogpt2_running_jobs", -1))),
-                int(float(values.get("kogpt2_queue_depth", -1))))
-        if seen == (running, queued):
-            break
-        time.sleep(0.002)
-    return seen
 
 
 def test_auth_cors_busy(model_dir):
@@ -70,8 +52,8 @@ def test_auth_cors_busy(model_dir):
         waiter = threading.Thread(target=lambda: queued.append(
             d.request("POST", "/v1/generate", long_job, key)))
         waiter.start()
-        states = wait_metrics(d, key, running=1, queued=1)
-        check(states == (1, 1), "one job running, one queued before the third (%r)" % (states,))
+        lib.wait_for(lambda: lib.engine_jobs(d, headers=key), lambda jobs: jobs == (1, 1),
+                     "one job running, one queued before the third")
         hdrs, body = expect_error(d, "POST", "/v1/generate", long_job, 429, "queue full",
                                   key)
         check(hdrs.get("retry-after", "").isdigit(), "429 has Retry-After %r" % hdrs)

@@ -82,10 +82,6 @@ def test_disconnect(tmp):
 
 
 def hang_up(d):
-    def running():
-        """(running, queued) jobs: one line each per served model; this daemon serves one."""
-        m = lib.metrics(d)
-        return (lib.metric_sum(m, "kogpt2_running_jobs"), lib.metric_sum(m, "kogpt2_queue_depth"))
     for streamed in (True, False):
         # the tokens counted say whether the job was cut short
         generated = lib.metric_sum(lib.metrics(d), "kogpt2_generated_tokens_total")
@@ -99,12 +95,12 @@ def hang_up(d):
         else:
             # hang up while it runs: seen running in /metrics (a 0.3 s sleep guessed it), then
             # the reset
-            lib.wait_for(running, lambda r: r == (1, 0),
+            lib.wait_for(lambda: lib.engine_jobs(d), lambda jobs: jobs == (1, 0),
                          "the whole-answer job running before the hang-up")
             s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         s.close()
         t0 = time.time()
-        lib.wait_for(running, lambda r: r == (0, 0),
+        lib.wait_for(lambda: lib.engine_jobs(d), lambda jobs: jobs == (0, 0),
                      "hang-up cancels the job (stream=%s)" % streamed)
         generated = lib.metric_sum(lib.metrics(d), "kogpt2_generated_tokens_total") - generated
         check(generated < LONG, "the hung-up job stopped short of its %d tokens (stream=%s):"

@@ -454,6 +454,12 @@ def metric_sum(m, name):
     return sum(v for k, v in m.items() if k == name or k.startswith(name + "{"))
 
 
+def engine_jobs(d, conn=None, headers=None):
+    """(running, queued) jobs in the engines, summed over the models served (/metrics)."""
+    m = metrics(d, headers, conn)
+    return (int(metric_sum(m, "kogpt2_running_jobs")), int(metric_sum(m, "kogpt2_queue_depth")))
+
+
 def wait_log(d, ok, what, start=0, timeout=WAIT_S):
     """Waits until ok(the log past offset start) holds (a line the daemon writes as a request
     completes, not before); check()s it did. Returns that text."""

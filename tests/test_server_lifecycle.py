@@ -34,12 +34,6 @@ def test_port_in_use(d, model_dir):
     check(d.request("GET", "/healthz")[0] == 200, "the first daemon still serves")
 
 
-def jobs(d, conn=None):
-    """Jobs in the engine, running or queued (/metrics, asked on conn if given)."""
-    m = lib.metrics(d, conn=conn)
-    return int(lib.metric_sum(m, "kogpt2_running_jobs") + lib.metric_sum(m, "kogpt2_queue_depth"))
-
-
 def test_sigterm(model_dir):
     """SIGTERM under load: every in-flight request completes, /readyz 503, exit 0. model_dir
     is lib.SLOW_MODEL's: the 8 jobs are seen in the engine before the signal (a 0.3 s sleep
@@ -60,7 +54,8 @@ def test_sigterm(model_dir):
     threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
     for t in threads:
         t.start()
-    lib.wait_for(lambda: jobs(d, keep), lambda n: n == 8, "the 8 jobs in the engine")
+    lib.wait_for(lambda: sum(lib.engine_jobs(d, keep)), lambda n: n == 8,
+                 "the 8 jobs in the engine")
     check(not results, "no job done before the SIGTERM (%d)" % len(results))
     d.proc.send_signal(15)
     lib.wait_log(d, lambda t: "Terminated: draining" in t, "the SIGTERM taken")
@@ -114,7 +109,8 @@ def test_signals(model_dir):
     # the 4 streams in the engine (model_dir is lib.SLOW_MODEL's: 1,000 tokens each still
     # run at the second SIGTERM), and the first SIGTERM taken before the second is sent (two
     # sent at once may be pending together: one signal, a plain drain)
-    lib.wait_for(lambda: jobs(d), lambda n: n == 4, "the 4 streams in the engine")
+    lib.wait_for(lambda: sum(lib.engine_jobs(d)), lambda n: n == 4,
+                 "the 4 streams in the engine")
     d.proc.send_signal(signal.SIGTERM)
     lib.wait_log(d, lambda t: "Terminated: draining" in t, "the first SIGTERM taken")
     d.proc.send_signal(signal.SIGHUP)  # ignored during the drain too
