@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static int check_failures;
 static int check_count;
@@ -50,6 +51,14 @@ static int check_count;
         printf("\n");                                                                              \
         exit(77);                                                                                  \
     } while (0)
+
+// Waits until cond holds (polled every millisecond, up to 60 s) for a state another thread
+// reaches: the state is seen, never guessed from a sleep, and a sanitized build on a loaded
+// 2-core machine (5-20x slower) still gets there. cond may refresh what it reads, e.g.
+// WAIT_UNTIL((sched_gauges(s, &g), g.steps >= 2)); check cond after it.
+#define WAIT_UNTIL(cond)                                                                           \
+    for (int wait_ms_ = 0; !(cond) && wait_ms_ < 60000; wait_ms_++)                                \
+    usleep(1000)
 
 static inline int check_report(void) {
     printf("%d checks, %d failed\n", check_count, check_failures);

@@ -467,8 +467,7 @@ static void test_work_pool(void) {
     pthread_mutex_unlock(&gate.mu);
     pthread_create(&tids[1], NULL, slow_call, &calls[1]);
     SrvGauges g = {0};
-    for (int i = 0; i < 30000 && g.work_queued < 1; i++, usleep(2000)) // up to 60 s
-        srv_gauges(srv, &g);
+    WAIT_UNTIL((srv_gauges(srv, &g), g.work_queued >= 1));
     CHECK_MSG(g.work_queued == 1 && g.work_running == 1, "queued %zu, running %zu", g.work_queued,
               g.work_running);
     char *r = http_req(port, "POST", "/slow", json, "{\"v\": 3}");
@@ -514,8 +513,7 @@ static void test_work_pool(void) {
     pthread_mutex_unlock(&gate.mu);
     pthread_create(&tids[1], NULL, slow_call, &calls[1]);
     g.work_queued = 0;
-    for (int i = 0; i < 30000 && g.work_queued < 1; i++, usleep(2000)) // up to 60 s
-        srv_gauges(srv, &g);
+    WAIT_UNTIL((srv_gauges(srv, &g), g.work_queued >= 1));
     pthread_t opener;
     pthread_create(&opener, NULL, open_gate_later, NULL);
     srv_drain(srv);
@@ -552,15 +550,12 @@ static void test_work_pool_idle(void) {
     workpool_on_idle(p, idle_hook, NULL);
     for (int i = 0; i < 40; i++)
         CHECK(workpool_submit(p, idle_call, NULL) == KG_OK);
-    size_t queued = 1, running = 1;
-    for (int i = 0; i < 60000 && (queued || running || !atomic_load(&idle_calls)); i++) {
-        usleep(1000);
-        workpool_gauges(p, &queued, &running);
-    }
+    size_t queued, running;
+    WAIT_UNTIL(
+        (workpool_gauges(p, &queued, &running), !queued && !running && atomic_load(&idle_calls)));
     int after_burst = atomic_load(&idle_calls);
     CHECK(workpool_submit(p, idle_call, NULL) == KG_OK); // idle again after one more
-    for (int i = 0; i < 60000 && atomic_load(&idle_calls) == after_burst; i++) // up to 60 s
-        usleep(1000);
+    WAIT_UNTIL(atomic_load(&idle_calls) != after_burst);
     workpool_stop(p);
     CHECK_MSG(after_burst >= 1 && after_burst < 40 && atomic_load(&idle_calls) == after_burst + 1 &&
                   !atomic_load(&idle_bad),

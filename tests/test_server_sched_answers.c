@@ -66,8 +66,7 @@ static void test_next_token_and_cache(Sched *s, const Gpt2 *m, const int *ids, s
     // the idle engine's speculation after that answer finished (a 300 ms sleep guessed it: short
     // for a sanitized build on a loaded machine); one after the first answer, of the same
     // prompt, counts as well (its logits are the same)
-    for (int i = 0; i < 60000 && g.speculations_total == spec0; i++, usleep(1000))
-        sched_gauges(s, &g);
+    WAIT_UNTIL((sched_gauges(s, &g), g.speculations_total > spec0));
     CHECK_MSG(g.speculations_total > spec0, "a speculation finished in 60 s: %llu",
               (unsigned long long)g.speculations_total);
     SchedParams p2 = next_params(ext, n + 1);

@@ -22,7 +22,12 @@
 #include "testmodel.h"
 #include "tokenizer/tokenizer.h"
 
-static void test_batched_equals_alone(Sched *s, const Tokenizer *tok) {
+// Six generations of max_tokens (greedy and sampled with seed + i in turn), each run alone,
+// then all six submitted at once: 1 when every batched run's ids equal its run alone, all
+// max_tokens of them; each batched run is CHECKed to end at its length. *before: the gauges
+// between the runs alone and the batch.
+static int batched_equal_alone(Sched *s, const Tokenizer *tok, size_t max_tokens, uint64_t seed,
+                               SchedGauges *before) {
     const char *texts[6] = {"오늘 날씨가", "한국어 모델은", "여러분 2019년 수고하셨습니다.",
                             "서울",        "이 영화 정말",  "옛날 옛적에 호랑이가"};
     int *ids[6];
@@ -30,30 +35,37 @@ static void test_batched_equals_alone(Sched *s, const Tokenizer *tok) {
     char err[KG_ERRLEN];
     for (int i = 0; i < 6; i++)
         REQUIRE(!tok_encode(tok, texts[i], strlen(texts[i]), &ids[i], &n[i], err), "%s", err);
+    SchedParams p[6];
     Result alone[6], together[6];
     for (int i = 0; i < 6; i++) {
-        SchedParams p = gen_params(ids[i], n[i], 12, i % 2 ? 0.8f : 0.0f, 1234 + i);
-        run_job(s, &p, &alone[i]);
+        p[i] = gen_params(ids[i], n[i], max_tokens, i % 2 ? 0.8f : 0.0f, seed + (uint64_t)i);
+        run_job(s, &p[i], &alone[i]);
     }
+    sched_gauges(s, before);
     SchedSeq *jobs[6];
-    for (int i = 0; i < 6; i++) {
-        SchedParams p = gen_params(ids[i], n[i], 12, i % 2 ? 0.8f : 0.0f, 1234 + i);
-        jobs[i] = submit(s, &p);
-    }
+    for (int i = 0; i < 6; i++)
+        jobs[i] = submit(s, &p[i]);
     int same = 1;
     for (int i = 0; i < 6; i++) {
         wait_done(jobs[i], &g_w, &together[i]);
-        same &= together[i].n == alone[i].n;
+        same &= together[i].n == alone[i].n && alone[i].n == max_tokens;
         for (size_t k = 0; same && k < alone[i].n; k++)
             same &= together[i].ids[k] == alone[i].ids[k];
-        CHECK(together[i].state == SCHED_DONE_LENGTH && together[i].stats.generated_tokens == 12);
+        CHECK(together[i].state == SCHED_DONE_LENGTH &&
+              together[i].stats.generated_tokens == max_tokens);
         sched_seq_release(jobs[i]);
     }
+    for (int i = 0; i < 6; i++)
+        free(ids[i]);
+    return same;
+}
+
+static void test_batched_equals_alone(Sched *s, const Tokenizer *tok) {
+    SchedGauges before;
+    int same = batched_equal_alone(s, tok, 12, 1234, &before);
     printf("6 generations batched vs one at a time (greedy and seeded): ids %s\n",
            same ? "identical" : "DIFFER");
     CHECK(same);
-    for (int i = 0; i < 6; i++)
-        free(ids[i]);
 }
 
 static void test_text_and_stop(Sched *s, const Tokenizer *tok) {
@@ -136,8 +148,7 @@ static void test_limits(Sched *s, size_t n_ctx) {
     sched_gauges(s, &g);
     uint64_t steps0 = g.steps;
     j = submit(s, &p);
-    for (int t = 0; t < 60000 && g.steps < steps0 + 2; t++, usleep(1000)) // up to 60 s
-        sched_gauges(s, &g);
+    WAIT_UNTIL((sched_gauges(s, &g), g.steps >= steps0 + 2));
     CHECK_MSG(g.steps >= steps0 + 2, "the generation ran 2 steps in 60 s: %llu",
               (unsigned long long)(g.steps - steps0));
     sched_seq_cancel(j);
@@ -188,43 +199,15 @@ static void test_preemption(const Gpt2 *m, const Tokenizer *tok) {
     Sched *s;
     char err[KG_ERRLEN];
     REQUIRE(!sched_start(&s, m, tok, &o, err), "%s", err);
-    const char *texts[6] = {"오늘 날씨가", "한국어 모델은", "여러분 2019년 수고하셨습니다.",
-                            "서울",        "이 영화 정말",  "옛날 옛적에 호랑이가"};
-    int *ids[6];
-    size_t n[6];
-    for (int i = 0; i < 6; i++)
-        REQUIRE(!tok_encode(tok, texts[i], strlen(texts[i]), &ids[i], &n[i], err), "%s", err);
-    Result alone[6], together[6];
-    for (int i = 0; i < 6; i++) {
-        SchedParams p = gen_params(ids[i], n[i], 100, i % 2 ? 0.8f : 0.0f, 99 + i);
-        run_job(s, &p, &alone[i]);
-    }
     SchedGauges g0, g1;
-    sched_gauges(s, &g0);
-    SchedSeq *jobs[6];
-    for (int i = 0; i < 6; i++) {
-        SchedParams p = gen_params(ids[i], n[i], 100, i % 2 ? 0.8f : 0.0f, 99 + i);
-        jobs[i] = submit(s, &p);
-    }
-    int same = 1;
-    for (int i = 0; i < 6; i++) {
-        wait_done(jobs[i], &g_w, &together[i]);
-        same &= together[i].n == alone[i].n && alone[i].n == 100;
-        for (size_t k = 0; same && k < alone[i].n; k++)
-            same &= together[i].ids[k] == alone[i].ids[k];
-        CHECK(together[i].state == SCHED_DONE_LENGTH);
-        sched_seq_release(jobs[i]);
-    }
+    int same = batched_equal_alone(s, tok, 100, 99, &g0);
     // the engine publishes the pool's figures after the step that dropped the last job
-    for (int t = 0; t < 6000 && (sched_gauges(s, &g1), g1.kv.used); t++) // up to 60 s
-        usleep(10 * 1000);
+    WAIT_UNTIL((sched_gauges(s, &g1), !g1.kv.used));
     uint64_t preempted = g1.preemptions_total - g0.preemptions_total;
     printf("6 x 100 tokens in 17 blocks: %llu preemptions, ids %s the runs alone\n",
            (unsigned long long)preempted, same ? "equal to" : "DIFFER from");
     CHECK(same && preempted > 0 && g1.kv.used == 0);
     sched_free(s);
-    for (int i = 0; i < 6; i++)
-        free(ids[i]);
 }
 
 // A model with rows past the tokenizer's vocabulary (64 padding rows): those ids are never
